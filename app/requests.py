@@ -1,0 +1,36 @@
+"""The one place where a CLI flag, a JSON field or a widget value becomes an engine setting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from engine.errors import SettingsError
+from engine.settings import SamplingSettings
+
+# setting name → type accepted from outside (JSON numbers: ints are accepted for floats)
+SAMPLING_FIELDS: dict[str, type] = {
+    "temperature": float,
+    "top_k": int,
+    "top_p": float,
+    "min_p": float,
+    "repetition_penalty": float,
+    "frequency_penalty": float,
+    "presence_penalty": float,
+    "seed": int,
+}
+
+
+def sampling_from(values: Mapping[str, object], base: SamplingSettings) -> SamplingSettings:
+    """Override `base` with every non-None value named in SAMPLING_FIELDS; validation is the dataclass's."""
+    changes = {}
+    for name, kind in SAMPLING_FIELDS.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+            if kind is int and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise SettingsError(f"{name} must be {'an integer' if kind is int else 'a number'} (got {value!r})")
+        changes[name] = value
+    return base.with_changes(**changes)

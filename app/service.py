@@ -1,0 +1,61 @@
+"""The engine service: owns one loaded model and serialises every request to it.
+
+Front ends (CLI, GUI worker, API server) call this; nothing here knows who asked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from engine.chat_template import Message, build_chat_prompt
+from engine.devices import DeviceOptions
+from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
+from engine.runner import ModelRunner
+from engine.settings import SamplingSettings
+
+
+class EngineService:
+    def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None):
+        self.runner = ModelRunner(model_dir, options)
+        self.lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        return self.runner.folder.name
+
+    @property
+    def defaults(self) -> SamplingSettings:
+        return SamplingSettings.for_model(self.runner.folder.generation_config)
+
+    def completion_request(
+        self, prompt: str, sampling: SamplingSettings, max_tokens: int, logprobs: int | None, stop: tuple[str, ...] = ()
+    ) -> GenerationRequest:
+        ids = self.runner.tokenizer.encode_raw(prompt)
+        return GenerationRequest(tuple(ids), sampling, max_tokens, think=False, top_logprobs=logprobs, stop=stop)
+
+    def chat_request(
+        self,
+        messages: list[Message],
+        think: bool,
+        sampling: SamplingSettings,
+        max_tokens: int,
+        top_logprobs: int | None,
+        stop: tuple[str, ...] = (),
+    ) -> GenerationRequest:
+        prompt = build_chat_prompt(self.runner.tokenizer, messages, think)
+        return GenerationRequest(
+            tuple(prompt.ids), sampling, max_tokens, think=think, top_logprobs=top_logprobs, stop=stop,
+            checkpoints=(prompt.checkpoint,),
+        )
+
+    def run(self, request: GenerationRequest, should_stop: Callable[[], bool] | None = None) -> Completion:
+        with self.lock:
+            return generate(self.runner, request, should_stop=should_stop)
+
+    def stream(
+        self, request: GenerationRequest, should_stop: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[Delta, Completion]]:
+        with self.lock:
+            yield from stream_generation(self.runner, request, should_stop=should_stop)

@@ -1,0 +1,73 @@
+"""The Qwen3.5 chat template, built from token ids.
+
+Rendered as HF's template would render it, then encoded segment by segment: special tokens become
+their ids and the text between them is encoded as plain text, which is exactly how a tokenizer splits
+a rendered template, except that user text can never smuggle in a special token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import SettingsError
+from .tokenizer import ChatTokenizer
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise SettingsError(f"message role must be one of {', '.join(ROLES)} (got {self.role!r})")
+        if not isinstance(self.content, str):
+            raise SettingsError("message content must be a string")
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    ids: list[int]
+    # Prefix length just before the generation prompt's think block: the state here is what the next
+    # turn of a conversation (or the same request again) shares, so the runner keeps a snapshot here.
+    checkpoint: int
+
+
+def validate_messages(messages: list[Message]) -> None:
+    if not messages:
+        raise SettingsError("messages must not be empty")
+    if any(m.role == "system" for m in messages[1:]):
+        raise SettingsError("a system message may only come first")
+    if messages[-1].role != "user":
+        raise SettingsError("the last message must be from the user")
+
+
+def build_chat_prompt(tokenizer: ChatTokenizer, messages: list[Message], think: bool) -> ChatPrompt:
+    validate_messages(messages)
+    ids: list[int] = []
+    for message in messages:
+        ids.append(tokenizer.im_start)
+        ids += tokenizer.encode_text(f"{message.role}\n{message.content}")
+        ids.append(tokenizer.im_end)
+        ids += tokenizer.encode_text("\n")
+    ids.append(tokenizer.im_start)
+    ids += tokenizer.encode_text("assistant\n")
+    checkpoint = len(ids)
+    ids += think_block(tokenizer, think)
+    return ChatPrompt(ids=ids, checkpoint=checkpoint)
+
+
+def think_block(tokenizer: ChatTokenizer, think: bool) -> list[int]:
+    """The start of the assistant turn: an open think block, or an empty closed one."""
+    if tokenizer.think_open is None or tokenizer.think_close is None:
+        return []
+    if think:
+        return [tokenizer.think_open] + tokenizer.encode_text("\n")
+    return [tokenizer.think_open] + tokenizer.encode_text("\n\n") + [tokenizer.think_close] + tokenizer.encode_text("\n\n")
+
+
+def close_think(tokenizer: ChatTokenizer) -> list[int]:
+    """What is forced when a reasoning budget runs out: close the block, start the answer."""
+    return tokenizer.encode_text("\n") + [tokenizer.think_close] + tokenizer.encode_text("\n\n")

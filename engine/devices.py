@@ -1,0 +1,119 @@
+"""Device choice and compile properties: plain functions so every rule is visible and unit-tested.
+
+NPU code paths cannot run on a machine without an NPU; the properties they use are built here and
+pinned by tests instead (see the NPU section of the Qwen3.5/OpenVINO facts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DeviceError, SettingsError
+
+DEVICES = ("AUTO", "CPU", "GPU", "NPU")
+# AUTO prefers the accelerator a decision agent is meant for, then any GPU, then the CPU.
+AUTO_PREFERENCE = ("NPU", "GPU", "CPU")
+
+DEFAULT_NPU_MAX_PROMPT_LEN = 1024
+DEFAULT_NPU_MIN_RESPONSE_LEN = 128
+
+
+@dataclass(frozen=True)
+class DeviceOptions:
+    """What the user may choose about compilation.
+
+    exact: compile for exact log-probabilities (f32 inference and f32 KV cache on CPU/GPU, no
+    dynamic activation quantisation). Turning it off lets the plugin pick bf16/f16/u8 for speed;
+    the confidence bars then drift by up to a few hundredths of a nat.
+    """
+
+    device: str = "AUTO"
+    exact: bool = True
+    npu_max_prompt_len: int = DEFAULT_NPU_MAX_PROMPT_LEN
+    npu_min_response_len: int = DEFAULT_NPU_MIN_RESPONSE_LEN
+    cache_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.device.upper() not in DEVICES and not self.device.upper().startswith(("GPU.", "NPU.")):
+            raise SettingsError(f"device must be one of {', '.join(DEVICES)} (got {self.device!r})")
+        object.__setattr__(self, "device", self.device.upper())
+        for name in ("npu_max_prompt_len", "npu_min_response_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 16 <= value <= 131072:
+                raise SettingsError(f"{name} must be an integer in 16..131072 (got {value!r})")
+
+
+@dataclass(frozen=True)
+class DeviceCaps:
+    """What the compiled model on a device can do; the runner degrades by these, never by name checks."""
+
+    device: str
+    snapshots: bool  # query_state() exposes every state and restoring it is exact
+    prefix_reuse: bool  # a multi-token infer may continue an existing state
+    max_prompt_len: int | None  # static prompt limit (NPU), None where shapes are dynamic
+    max_total_len: int | None
+
+
+def choose_device(requested: str, available: list[str]) -> str:
+    """Resolve AUTO to the best available device and check an explicit choice exists."""
+    requested = requested.upper()
+    families = {d.split(".")[0] for d in available}
+    if requested == "AUTO":
+        for family in AUTO_PREFERENCE:
+            if family in families:
+                return family
+        raise DeviceError("no OpenVINO device is available (not even CPU)")
+    if requested.split(".")[0] not in families or ("." in requested and requested not in available):
+        raise DeviceError(
+            f"device {requested} is not available; OpenVINO sees: {', '.join(available) or 'none'}"
+        )
+    return requested
+
+
+def compile_properties(device: str, options: DeviceOptions) -> dict[str, object]:
+    """The properties passed to Core.compile_model for this device."""
+    family = device.split(".")[0]
+    props: dict[str, object] = {}
+    if options.cache_dir is not None:
+        props["CACHE_DIR"] = str(options.cache_dir)
+    if family == "CPU":
+        if options.exact:
+            props["INFERENCE_PRECISION_HINT"] = "f32"
+            props["KV_CACHE_PRECISION"] = "f32"
+            # int8/int4 weights otherwise quantise activations on the fly: not exact.
+            props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = "0"
+        props["PERFORMANCE_HINT"] = "LATENCY"
+    elif family == "GPU":
+        if options.exact:
+            props["INFERENCE_PRECISION_HINT"] = "f32"
+            props["KV_CACHE_PRECISION"] = "f32"
+        props["PERFORMANCE_HINT"] = "LATENCY"
+    elif family == "NPU":
+        # NPUW runs LLMs with static shapes: the prefill model is reshaped to the max prompt length.
+        props.update(
+            {
+                "NPU_USE_NPUW": "YES",
+                "NPUW_LLM": "YES",
+                "NPUW_LLM_BATCH_DIM": 0,
+                "NPUW_LLM_SEQ_LEN_DIM": 2,
+                "NPUW_LLM_MAX_PROMPT_LEN": options.npu_max_prompt_len,
+                "NPUW_LLM_MIN_RESPONSE_LEN": options.npu_min_response_len,
+            }
+        )
+    return props
+
+
+def device_caps(device: str, options: DeviceOptions) -> DeviceCaps:
+    family = device.split(".")[0]
+    if family == "NPU":
+        # NPUW hides the DeltaNet state from query_state() and treats every multi-token infer as
+        # a fresh prompt: no snapshots, no continuation prefill, a static prompt limit.
+        return DeviceCaps(
+            device=device,
+            snapshots=False,
+            prefix_reuse=False,
+            max_prompt_len=options.npu_max_prompt_len,
+            max_total_len=options.npu_max_prompt_len + options.npu_min_response_len,
+        )
+    return DeviceCaps(device=device, snapshots=True, prefix_reuse=True, max_prompt_len=None, max_total_len=None)

@@ -1,0 +1,297 @@
+"""Generation: a generator that yields one step at a time, and the assembly of its steps into text.
+
+`generate_step` is the loop every front end shares. The limit is checked before each draw, so
+max_tokens=N costs exactly N draws and N-1 decode forwards (max_tokens=1: the prefill and nothing
+else). A token is recorded in the penalty window only once it is kept: a draw that is thrown away
+never counts as generated text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import Cancelled, ContextLimitError, SettingsError
+from .logprobs import TokenLogprob, log_softmax, token_entry
+from .runner import ModelRunner
+from .sampling import apply_penalties, constrain, sample
+from .settings import SamplingSettings
+
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class Step:
+    token_id: int
+    entry: TokenLogprob | None  # logprob of the draw and its alternatives, when asked for
+    penalized: np.ndarray  # the logits the draw saw, after penalties and before any constraint
+
+
+def make_rng(seed: int | None) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def generate_step(
+    runner: ModelRunner,
+    prompt_ids: Sequence[int],
+    sampling: SamplingSettings,
+    rng: np.random.Generator,
+    *,
+    max_tokens: int,
+    stop_ids: frozenset[int] = frozenset(),
+    checkpoints: Sequence[int] = (),
+    top_logprobs: int | None = None,
+    allowed: np.ndarray | None = None,
+    window: deque[int] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[Step]:
+    """Prefill, then draw up to max_tokens tokens, feeding each kept token back.
+
+    top_logprobs None: no capture; N ≥ 0: the draw's logprob plus N alternatives. allowed: a constraint
+    for every draw (the ids a caller accepts). window: the penalty window to continue (a caller that
+    generates in phases passes it on so earlier sampled tokens still count).
+    """
+    if window is None:
+        window = deque(maxlen=sampling.penalty_window)
+    logits = runner.prefill(prompt_ids, checkpoints)
+    drawn = 0
+    while drawn < max_tokens:
+        if should_stop is not None and should_stop():
+            raise Cancelled("generation cancelled")
+        penalized = apply_penalties(
+            logits, window, sampling.repetition_penalty, sampling.frequency_penalty, sampling.presence_penalty
+        )
+        processed = constrain(penalized, allowed)
+        token = sample(processed, sampling, rng)
+        entry = token_entry(log_softmax(processed), token, top_logprobs) if top_logprobs is not None else None
+        window.append(token)
+        drawn += 1
+        yield Step(token, entry, penalized)
+        if token in stop_ids or drawn >= max_tokens:
+            return
+        try:
+            logits = runner.step(token)
+        except ContextLimitError:
+            return
+
+
+# ----- assembling steps into a completion -----
+
+
+@dataclass(frozen=True)
+class Alternative:
+    token_id: int
+    token: str
+    bytes: bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
+class ContentToken:
+    """One token of the visible text with its logprob entry (OpenAI's logprobs.content[i])."""
+
+    token_id: int
+    token: str
+    bytes: bytes
+    logprob: float
+    top: tuple[Alternative, ...]
+    text_offset: int  # where its text starts in the content
+
+
+@dataclass
+class Delta:
+    """What one step added: reasoning text, content text and the entries of the content tokens."""
+
+    reasoning: str = ""
+    content: str = ""
+    logprobs: list[ContentToken] = field(default_factory=list)
+
+
+@dataclass
+class Completion:
+    prompt_tokens: int
+    content: str = ""
+    reasoning: str | None = None
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[ContentToken] | None = None
+    finish_reason: str = "length"
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt_ids: tuple[int, ...]
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    max_tokens: int = 256
+    think: bool = False  # the prompt opened a think block: text up to </think> is reasoning
+    top_logprobs: int | None = None  # None: no logprobs
+    stop: tuple[str, ...] = ()
+    checkpoints: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
+            raise SettingsError(f"max_tokens must be an integer ≥ 1 (got {self.max_tokens!r})")
+        if self.top_logprobs is not None and not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise SettingsError(f"top_logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {self.top_logprobs!r})")
+        if len(self.stop) > 4 or any(not isinstance(s, str) or not s for s in self.stop):
+            raise SettingsError("stop takes up to 4 non-empty strings")
+
+
+class _Assembler:
+    """Routes tokens to reasoning or content and keeps content entries aligned with content text."""
+
+    def __init__(self, runner: ModelRunner, request: GenerationRequest, completion: Completion):
+        self.tokenizer = runner.tokenizer
+        self.request = request
+        self.completion = completion
+        self.in_reasoning = request.think and self.tokenizer.think_close is not None
+        self.after_think = False
+        self.reasoning_stream = self.tokenizer.stream()
+        self.content_stream = self.tokenizer.stream()
+        self.held = ""  # content text held back because it may be the start of a stop string
+        self.held_entries: list[ContentToken] = []
+        self.stopped = False
+        if self.in_reasoning:
+            completion.reasoning = ""
+        if request.top_logprobs is not None:
+            completion.logprobs = []
+
+    def _entry(self, step: Step, offset: int) -> ContentToken:
+        tok = self.tokenizer
+        alternatives = tuple(
+            Alternative(a.token_id, tok.token_text(a.token_id), tok.token_bytes(a.token_id), a.logprob)
+            for a in step.entry.top
+        )
+        return ContentToken(
+            step.token_id, tok.token_text(step.token_id), tok.token_bytes(step.token_id), step.entry.logprob, alternatives, offset
+        )
+
+    def add(self, step: Step) -> Delta:
+        delta = Delta()
+        token = step.token_id
+        if token in self.tokenizer.stop_ids:
+            return delta
+        if self.in_reasoning:
+            if token == self.tokenizer.think_close:
+                self.in_reasoning = False
+                self.after_think = True
+                delta.reasoning = self.reasoning_stream.flush()
+                self.completion.reasoning = (self.completion.reasoning + delta.reasoning).strip("\n")
+                return delta
+            delta.reasoning = self.reasoning_stream.push(token)
+            self.completion.reasoning += delta.reasoning
+            return delta
+        text = self.content_stream.push(token)
+        if self.after_think:
+            if not text.strip("\n"):
+                return delta  # the blank line after </think>: formatting, never part of the answer
+            self.after_think = False
+            text = text.lstrip("\n")
+        offset = len(self.completion.content) + len(self.held)
+        if step.entry is not None:
+            self.held_entries.append(self._entry(step, offset))
+        self.held += text
+        return self._release(delta)
+
+    def _release(self, delta: Delta, final: bool = False) -> Delta:
+        held = self.held
+        cut = min((i for i in (held.find(s) for s in self.request.stop) if i >= 0), default=-1)
+        if cut >= 0:
+            held = held[:cut]
+            self.stopped = True
+            ready, self.held = held, ""
+        elif final or not self.request.stop:
+            ready, self.held = held, ""
+        else:
+            # Hold back the longest tail that could still grow into a stop string.
+            keep = max((k for s in self.request.stop for k in range(1, len(s)) if held.endswith(s[:k])), default=0)
+            ready, self.held = held[: len(held) - keep], held[len(held) - keep :]
+        # An entry goes out with the text it starts; a token still completing a character waits.
+        boundary = len(self.completion.content) + len(ready)
+        if final and not self.stopped:
+            count = len(self.held_entries)
+        else:
+            count = sum(1 for e in self.held_entries if e.text_offset < boundary)
+        entries, self.held_entries = self.held_entries[:count], self.held_entries[count:]
+        if self.stopped:
+            self.held_entries = []
+        self.completion.content += ready
+        delta.content += ready
+        if self.completion.logprobs is not None:
+            self.completion.logprobs.extend(entries)
+            delta.logprobs.extend(entries)
+        return delta
+
+    def finish(self) -> Delta:
+        delta = Delta()
+        if self.in_reasoning:
+            tail = self.reasoning_stream.flush()
+            self.completion.reasoning += tail
+            delta.reasoning = tail
+        else:
+            self.held += self.content_stream.flush()
+        return self._release(delta, final=True)
+
+
+def stream_generation(
+    runner: ModelRunner,
+    request: GenerationRequest,
+    rng: np.random.Generator | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[tuple[Delta, Completion]]:
+    """Yield (delta, completion so far) per step; the last completion carries finish_reason and timings."""
+    rng = rng if rng is not None else make_rng(request.sampling.seed)
+    completion = Completion(prompt_tokens=len(request.prompt_ids))
+    assembler = _Assembler(runner, request, completion)
+    started = time.perf_counter()
+    first_token_at = None
+    steps = generate_step(
+        runner,
+        request.prompt_ids,
+        request.sampling,
+        rng,
+        max_tokens=request.max_tokens,
+        stop_ids=runner.tokenizer.stop_ids,
+        checkpoints=request.checkpoints,
+        top_logprobs=request.top_logprobs,
+        should_stop=should_stop,
+    )
+    for step in steps:
+        if first_token_at is None:
+            first_token_at = time.perf_counter()
+        completion.token_ids.append(step.token_id)
+        if step.token_id in runner.tokenizer.stop_ids:
+            completion.finish_reason = "stop"
+        delta = assembler.add(step)
+        if assembler.stopped:
+            completion.finish_reason = "stop"
+            yield delta, completion
+            break
+        yield delta, completion
+    delta = assembler.finish()
+    ended = time.perf_counter()
+    completion.timings = {
+        "prefill_s": (first_token_at or ended) - started,
+        "total_s": ended - started,
+    }
+    yield delta, completion
+
+
+def generate(
+    runner: ModelRunner,
+    request: GenerationRequest,
+    rng: np.random.Generator | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Completion:
+    completion = None
+    for _, completion in stream_generation(runner, request, rng, should_stop):
+        pass
+    return completion

@@ -1,0 +1,250 @@
+"""The model runner: compile an export, run prefill and decode steps, keep and reuse state.
+
+One runner owns one infer request, i.e. one conversation state. It remembers which tokens the state
+holds (`history`) and keeps a few exact state snapshots, so a request that shares a prefix with an
+earlier one prefills only the rest. The recurrent DeltaNet state cannot be rewound: going back means
+restoring a snapshot, and where none fits (or the device has none) clearing and prefilling again.
+A request never runs an empty prefill: a prompt that matches the history completely is recomputed
+from the last snapshot before its end.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+
+from .devices import DeviceOptions, choose_device, compile_properties, device_caps
+from .errors import ContextLimitError, DeviceError, ModelError, SettingsError
+from .graph import slice_to_last_position
+from .model_folder import ModelFolder, inspect_folder
+from .tokenizer import ChatTokenizer
+
+MAX_SNAPSHOTS = 4
+
+
+@dataclass
+class RunnerStats:
+    forwards: int = 0  # infer() calls on the language model since load
+    last_prefill_tokens: int = 0  # tokens the last prefill actually computed
+    last_prefill_reused: int = 0  # tokens the last prefill took from the existing/restored state
+    snapshots_restored: int = 0
+
+
+class _TextLayout:
+    """openvino_model.xml: input_ids in, 2-D position_ids."""
+
+    def __init__(self, compiled: ov.CompiledModel):
+        self.request = compiled.create_infer_request()
+        self.names = {p.get_any_name() for p in compiled.inputs}
+
+    def inputs(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+        length = ids.shape[0]
+        feed = {
+            "input_ids": ids[None, :],
+            "attention_mask": np.ones((1, past + length), dtype=np.int64),
+            "position_ids": np.arange(past, past + length, dtype=np.int64)[None, :],
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        }
+        return {k: v for k, v in feed.items() if k in self.names}
+
+
+class _VisionLanguageLayout:
+    """openvino_language_model.xml fed by openvino_text_embeddings_model.xml (text-only use).
+
+    position_ids are [4, B, S]: text positions then mrope T/H/W, all equal to the token index for text.
+    """
+
+    def __init__(self, compiled: ov.CompiledModel, embeddings: ov.CompiledModel):
+        self.request = compiled.create_infer_request()
+        self.names = {p.get_any_name() for p in compiled.inputs}
+        self._embed = embeddings.create_infer_request()
+        self._embed_input = embeddings.inputs[0].get_any_name()
+
+    def inputs(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+        length = ids.shape[0]
+        self._embed.infer({self._embed_input: ids[None, :]})
+        embeds = self._embed.get_output_tensor(0).data.copy()
+        positions = np.arange(past, past + length, dtype=np.int64)
+        feed = {
+            "inputs_embeds": embeds,
+            "attention_mask": np.ones((1, past + length), dtype=np.int64),
+            "position_ids": np.broadcast_to(positions, (4, 1, length)).copy(),
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        }
+        return {k: v for k, v in feed.items() if k in self.names}
+
+
+_REQUIRED_INPUTS = {"text": {"input_ids", "attention_mask", "position_ids"}, "vl": {"inputs_embeds", "attention_mask", "position_ids"}}
+
+
+class ModelRunner:
+    def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None):
+        self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
+        self.options = options or DeviceOptions()
+        core = core or ov.Core()
+        self.device = choose_device(self.options.device, core.available_devices)
+        self.caps = device_caps(self.device, self.options)
+        model = self._read(core, self.folder.language_ir)
+        self._check_inputs(model)
+        self.logits_width = self._logits_width(model)
+        self.tokenizer = ChatTokenizer(self.folder.tokenizer_json, logits_width=self.logits_width)
+        # Ids past the tokenizer are padding rows of the head; they never take part in a softmax.
+        self.vocab_size = self.tokenizer.size
+        slice_to_last_position(model)
+        properties = compile_properties(self.device, self.options)
+        try:
+            compiled = core.compile_model(model, self.device, properties)
+            if self.folder.layout == "vl":
+                cpu_properties = compile_properties("CPU", self.options)
+                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", cpu_properties)
+        except RuntimeError as exc:
+            raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {_first_line(exc)}") from None
+        self._layout = _TextLayout(compiled) if self.folder.layout == "text" else _VisionLanguageLayout(compiled, embeddings)
+        self._request = self._layout.request
+        self.history: list[int] = []
+        self._snapshots: OrderedDict[tuple[int, ...], dict[str, np.ndarray]] = OrderedDict()
+        self.stats = RunnerStats()
+
+    # ----- loading -----
+    @staticmethod
+    def _read(core: ov.Core, xml) -> ov.Model:
+        try:
+            return core.read_model(xml)
+        except RuntimeError as exc:
+            raise ModelError(f"{xml}: OpenVINO cannot read it ({_first_line(exc)})") from None
+
+    def _check_inputs(self, model: ov.Model) -> None:
+        names = {name for p in model.inputs for name in p.get_names()}
+        missing = _REQUIRED_INPUTS[self.folder.layout] - names
+        if missing:
+            raise ModelError(
+                f"{self.folder.language_ir}: inputs {', '.join(sorted(missing))} missing; "
+                "not a stateful optimum-intel Qwen3.5 export (export with --task text-generation-with-past)"
+            )
+        if not model.get_sinks():
+            raise ModelError(f"{self.folder.language_ir}: the model has no state; export it with past (stateful)")
+
+    def _logits_width(self, model: ov.Model) -> int:
+        try:
+            shape = model.output("logits").get_partial_shape()
+        except RuntimeError:
+            raise ModelError(f"{self.folder.language_ir}: no 'logits' output") from None
+        width = shape[shape.rank.get_length() - 1]
+        if width.is_dynamic:
+            raise ModelError(f"{self.folder.language_ir}: the logits width is not static")
+        if width.get_length() != self.folder.vocab_size:
+            raise ModelError(
+                f"{self.folder.path / 'config.json'}: vocab_size {self.folder.vocab_size} does not match "
+                f"the model's {width.get_length()} logits"
+            )
+        return width.get_length()
+
+    # ----- limits -----
+    @property
+    def context_length(self) -> int:
+        limit = self.folder.context_length
+        if self.caps.max_total_len is not None:
+            limit = min(limit, self.caps.max_total_len)
+        return limit
+
+    def check_prompt(self, ids: Sequence[int]) -> None:
+        if len(ids) == 0:
+            raise SettingsError("the prompt is empty")
+        if self.caps.max_prompt_len is not None and len(ids) > self.caps.max_prompt_len:
+            raise ContextLimitError(
+                f"the prompt has {len(ids)} tokens; {self.device} was compiled for at most {self.caps.max_prompt_len} "
+                "(raise the NPU prompt limit in the settings and reload)"
+            )
+        if len(ids) >= self.context_length:
+            raise ContextLimitError(
+                f"the prompt has {len(ids)} tokens; the model's context limit is {self.context_length}"
+            )
+
+    # ----- state -----
+    def reset(self) -> None:
+        self._request.reset_state()
+        self.history = []
+
+    def _snapshot(self) -> dict[str, np.ndarray]:
+        return {s.name: s.state.data.copy() for s in self._request.query_state()}
+
+    def _restore(self, snapshot: dict[str, np.ndarray]) -> None:
+        for state in self._request.query_state():
+            state.state = ov.Tensor(snapshot[state.name].copy())
+
+    def _keep_snapshot(self, prefix: tuple[int, ...]) -> None:
+        self._snapshots[prefix] = self._snapshot()
+        self._snapshots.move_to_end(prefix)
+        while len(self._snapshots) > MAX_SNAPSHOTS:
+            self._snapshots.popitem(last=False)
+
+    def clear_snapshots(self) -> None:
+        self._snapshots.clear()
+
+    def _resume(self, ids: list[int]) -> int:
+        """Bring the state to the longest usable prefix of ids (strictly shorter); return its length."""
+        if self.caps.prefix_reuse:
+            history = self.history
+            continuing = len(history) if len(history) < len(ids) and ids[: len(history)] == history else -1
+            best = max(
+                (p for p in self._snapshots if continuing < len(p) < len(ids) and tuple(ids[: len(p)]) == p),
+                key=len,
+                default=None,
+            )
+            if best is not None:
+                self._restore(self._snapshots[best])
+                self._snapshots.move_to_end(best)
+                self.history = list(best)
+                self.stats.snapshots_restored += 1
+                return len(best)
+            if continuing > 0:
+                return continuing
+        self.reset()
+        return 0
+
+    # ----- forward -----
+    def _forward(self, ids: Sequence[int], past: int) -> np.ndarray:
+        feed = self._layout.inputs(np.asarray(ids, dtype=np.int64), past)
+        self._request.infer(feed)
+        self.stats.forwards += 1
+        return self._request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
+
+    def prefill(self, ids: Sequence[int], checkpoints: Sequence[int] = ()) -> np.ndarray:
+        """Make the state hold `ids` and return the next-token logits (float64, real vocabulary).
+
+        The prompt is computed in chunks split at the checkpoints, and a snapshot is kept at each, so
+        a later request sharing that prefix restores it. Splitting the same way whether or not a
+        snapshot was used keeps warm and cold results bit-identical.
+        """
+        ids = [int(i) for i in ids]
+        self.check_prompt(ids)
+        start = self._resume(ids)
+        self.stats.last_prefill_reused = start
+        self.stats.last_prefill_tokens = len(ids) - start
+        cuts = sorted({c for c in checkpoints if start < c < len(ids)}) + [len(ids)]
+        logits = None
+        position = start
+        for cut in cuts:
+            logits = self._forward(ids[position:cut], past=position)
+            position = cut
+            self.history = ids[:cut]
+            if cut != len(ids) and self.caps.snapshots:
+                self._keep_snapshot(tuple(ids[:cut]))
+        return logits
+
+    def step(self, token: int) -> np.ndarray:
+        """Feed one token and return the next-token logits."""
+        if len(self.history) + 1 >= self.context_length:
+            raise ContextLimitError(f"the conversation reached the context limit of {self.context_length} tokens")
+        logits = self._forward([token], past=len(self.history))
+        self.history.append(int(token))
+        return logits
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,125 @@
+"""The model's own tokenizer (tokenizer.json) and the byte-exact views of its tokens.
+
+Special-token ids are looked up by their text, never hard-coded: test models have other vocabularies.
+"""
+
+from __future__ import annotations
+
+import codecs
+from functools import lru_cache
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from .errors import ModelError
+
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+END_OF_TEXT = "<|endoftext|>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+
+@lru_cache(maxsize=1)
+def _byte_level_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's bytes→unicode table, which byte-level BPE vocabularies are written in."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+class ChatTokenizer:
+    """tokenizers.Tokenizer plus Qwen's special tokens, looked up from the file itself."""
+
+    def __init__(self, path: Path, logits_width: int | None = None):
+        try:
+            self._tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception on malformed files
+            raise ModelError(f"{path}: cannot load tokenizer ({exc})") from None
+        self.path = path
+        self.size = self._tok.get_vocab_size(with_added_tokens=True)
+        missing = [t for t in (IM_START, IM_END) if self._tok.token_to_id(t) is None]
+        if missing:
+            raise ModelError(f"{path}: tokenizer lacks Qwen chat tokens {', '.join(missing)}; not a Qwen3.5 tokenizer")
+        if logits_width is not None and self.size > logits_width:
+            raise ModelError(
+                f"{path}: tokenizer has {self.size} tokens but the model has only {logits_width} logits; "
+                "the tokenizer does not belong to this model"
+            )
+        self.im_start = self._tok.token_to_id(IM_START)
+        self.im_end = self._tok.token_to_id(IM_END)
+        self.end_of_text = self._tok.token_to_id(END_OF_TEXT)
+        self.think_open = self._tok.token_to_id(THINK_OPEN)
+        self.think_close = self._tok.token_to_id(THINK_CLOSE)
+        self.stop_ids = frozenset(i for i in (self.im_end, self.end_of_text) if i is not None)
+        self._added = {a.content for a in self._tok.get_added_tokens_decoder().values()}
+        self._byte_level = _is_byte_level(self._tok)
+
+    def special_id(self, text: str) -> int:
+        token_id = self._tok.token_to_id(text)
+        if token_id is None:
+            raise ModelError(f"{self.path}: tokenizer has no token {text!r}")
+        return token_id
+
+    def encode_text(self, text: str) -> list[int]:
+        """Encode user-supplied text: special-token look-alikes stay plain text (no prompt injection)."""
+        self._tok.encode_special_tokens = True
+        try:
+            return self._tok.encode(text, add_special_tokens=False).ids
+        finally:
+            self._tok.encode_special_tokens = False
+
+    def encode_raw(self, text: str) -> list[int]:
+        """Encode a raw completion prompt: written special tokens become their ids (manual templating)."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids, skip_special_tokens=False)
+
+    def token_text(self, token_id: int) -> str:
+        """The token as a string; a token holding part of a UTF-8 character shows its bytes escaped."""
+        raw = self.token_bytes(token_id)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", errors="backslashreplace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        piece = self._tok.id_to_token(token_id)
+        if piece is None:
+            return b""
+        if piece in self._added or not self._byte_level:
+            return self._tok.decode([token_id], skip_special_tokens=False).encode("utf-8")
+        table = _byte_level_decoder()
+        try:
+            return bytes(table[ch] for ch in piece)
+        except KeyError:
+            return self._tok.decode([token_id], skip_special_tokens=False).encode("utf-8")
+
+    def stream(self) -> "TextStream":
+        return TextStream(self)
+
+
+def _is_byte_level(tok: Tokenizer) -> bool:
+    decoder = tok.decoder
+    return decoder is not None and b'"ByteLevel"' in decoder.__getstate__()
+
+
+class TextStream:
+    """Token ids in, text deltas out; a character split across tokens is emitted once complete."""
+
+    def __init__(self, tokenizer: ChatTokenizer):
+        self._tokenizer = tokenizer
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        return self._utf8.decode(self._tokenizer.token_bytes(token_id))
+
+    def flush(self) -> str:
+        return self._utf8.decode(b"", final=True)
