@@ -53,6 +53,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logprobs", action="store_true")
     p.add_argument("--top-logprobs", type=int, default=0, help="0-20 alternatives per token (with --logprobs)")
     _add_sampling_args(p)
+
+    p = sub.add_parser("ask", help="decide between options; prints bars (or --json)")
+    _add_model_args(p)
+    p.add_argument("question")
+    p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
+    p.add_argument("--context", help="file with shared context (rules, a document); reused across decisions")
+    p.add_argument("--system", help="system prompt")
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=False, help="let the model reason first")
+    p.add_argument("--reasoning-budget", type=int, default=512, help="max reasoning tokens with --think")
+    p.add_argument("--permute", action="store_true", help="average over cyclic option orders (letter-prior debiasing)")
+    p.add_argument("--score-options", action="store_true", help="score each option's whole text instead of its letter")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_sampling_args(p)
+
+    p = sub.add_parser("serve", help="local OpenAI-compatible API server")
+    _add_model_args(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--api-key", help="required for a non-loopback --host")
+
+    p = sub.add_parser("gui", help="the desktop window (the default command)")
+    _add_model_args(p)
+    p.add_argument("--question")
+    p.add_argument("--option", action="append", default=[])
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--screenshot", help="run the decision, save a PNG of the window and exit")
+    p.add_argument("--overlay-screenshot", help="with --screenshot: also save a PNG of the overlay")
     return parser
 
 
@@ -105,13 +132,67 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"complete": cmd_complete, "chat": cmd_chat}
+def decision_request(args: argparse.Namespace, defaults):
+    from engine.decide import DecisionRequest
+
+    context = None
+    if args.context:
+        try:
+            with open(args.context, encoding="utf-8") as handle:
+                context = handle.read()
+        except OSError as exc:
+            raise SettingsError(f"--context {args.context}: {exc.strerror}") from None
+    return DecisionRequest(
+        question=args.question,
+        options=tuple(args.option),
+        system=args.system,
+        context=context,
+        think=args.think,
+        reasoning_budget=args.reasoning_budget,
+        permute=args.permute,
+        score_options=args.score_options,
+        sampling=sampling_from(vars(args), defaults),
+    )
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from .render import render_decision
+
+    # Validate the request before the (slow) model load, so a typo fails at once.
+    from engine.settings import SamplingSettings
+
+    decision_request(args, SamplingSettings())
+    service = _service(args)
+    result = service.decide(decision_request(args, service.defaults))
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        print(render_decision(args.question, result, service.model_name))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import serve_main
+
+    return serve_main(args)
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    from .gui import gui_main
+
+    return gui_main(args)
+
+
+COMMANDS = {"complete": cmd_complete, "chat": cmd_chat, "ask": cmd_ask, "serve": cmd_serve, "gui": cmd_gui}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv.insert(0, "gui")  # plain `decider` opens the window
     args = parser.parse_args(argv)
-    command = args.command or "gui"
+    command = args.command
     handler = COMMANDS.get(command)
     if handler is None:
         parser.error(f"command {command!r} is not available yet")

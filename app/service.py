@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.chat_template import Message, build_chat_prompt
+from engine.decide import DecisionRequest, DecisionResult, decide
 from engine.devices import DeviceOptions
 from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from engine.runner import ModelRunner
@@ -59,3 +60,7 @@ class EngineService:
     ) -> Iterator[tuple[Delta, Completion]]:
         with self.lock:
             yield from stream_generation(self.runner, request, should_stop=should_stop)
+
+    def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
+        with self.lock:
+            return decide(self.runner, request, should_stop=should_stop)

@@ -2,8 +2,8 @@
 
 `generate_step` is the loop every front end shares. The limit is checked before each draw, so
 max_tokens=N costs exactly N draws and N-1 decode forwards (max_tokens=1: the prefill and nothing
-else). A token is recorded in the penalty window only once it is kept: a draw that is thrown away
-never counts as generated text.
+else). A token enters the penalty window only when it is kept as generated text: a stop token, a
+forced token or a draw that is thrown away never counts.
 """
 
 from __future__ import annotations
@@ -68,10 +68,14 @@ def generate_step(
         processed = constrain(penalized, allowed)
         token = sample(processed, sampling, rng)
         entry = token_entry(log_softmax(processed), token, top_logprobs) if top_logprobs is not None else None
-        window.append(token)
         drawn += 1
+        if token in stop_ids:
+            # A stop token ends the turn: never fed, never text, so never in the penalty window.
+            yield Step(token, entry, penalized)
+            return
+        window.append(token)
         yield Step(token, entry, penalized)
-        if token in stop_ids or drawn >= max_tokens:
+        if drawn >= max_tokens:
             return
         try:
             logits = runner.step(token)

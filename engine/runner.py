@@ -26,6 +26,12 @@ from .tokenizer import ChatTokenizer
 MAX_SNAPSHOTS = 4
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    states: dict[str, np.ndarray]
+    logits: np.ndarray  # next-token logits at this point: a full match needs no forward at all
+
+
 @dataclass
 class RunnerStats:
     forwards: int = 0  # infer() calls on the language model since load
@@ -106,7 +112,7 @@ class ModelRunner:
         self._layout = _TextLayout(compiled) if self.folder.layout == "text" else _VisionLanguageLayout(compiled, embeddings)
         self._request = self._layout.request
         self.history: list[int] = []
-        self._snapshots: OrderedDict[tuple[int, ...], dict[str, np.ndarray]] = OrderedDict()
+        self._snapshots: OrderedDict[tuple[int, ...], _Snapshot] = OrderedDict()
         self.stats = RunnerStats()
 
     # ----- loading -----
@@ -169,15 +175,19 @@ class ModelRunner:
         self._request.reset_state()
         self.history = []
 
-    def _snapshot(self) -> dict[str, np.ndarray]:
-        return {s.name: s.state.data.copy() for s in self._request.query_state()}
-
-    def _restore(self, snapshot: dict[str, np.ndarray]) -> None:
+    def _restore(self, prefix: tuple[int, ...]) -> np.ndarray:
+        snapshot = self._snapshots[prefix]
+        self._snapshots.move_to_end(prefix)
         for state in self._request.query_state():
-            state.state = ov.Tensor(snapshot[state.name].copy())
+            # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
+            state.state = ov.Tensor(snapshot.states[state.name].copy())
+        self.history = list(prefix)
+        self.stats.snapshots_restored += 1
+        return snapshot.logits
 
-    def _keep_snapshot(self, prefix: tuple[int, ...]) -> None:
-        self._snapshots[prefix] = self._snapshot()
+    def _keep_snapshot(self, prefix: tuple[int, ...], logits: np.ndarray) -> None:
+        states = {s.name: s.state.data.copy() for s in self._request.query_state()}
+        self._snapshots[prefix] = _Snapshot(states, logits.copy())
         self._snapshots.move_to_end(prefix)
         while len(self._snapshots) > MAX_SNAPSHOTS:
             self._snapshots.popitem(last=False)
@@ -196,10 +206,7 @@ class ModelRunner:
                 default=None,
             )
             if best is not None:
-                self._restore(self._snapshots[best])
-                self._snapshots.move_to_end(best)
-                self.history = list(best)
-                self.stats.snapshots_restored += 1
+                self._restore(best)
                 return len(best)
             if continuing > 0:
                 return continuing
@@ -216,24 +223,29 @@ class ModelRunner:
     def prefill(self, ids: Sequence[int], checkpoints: Sequence[int] = ()) -> np.ndarray:
         """Make the state hold `ids` and return the next-token logits (float64, real vocabulary).
 
-        The prompt is computed in chunks split at the checkpoints, and a snapshot is kept at each, so
-        a later request sharing that prefix restores it. Splitting the same way whether or not a
-        snapshot was used keeps warm and cold results bit-identical.
+        The prompt is computed in chunks split at the checkpoints, and a snapshot (state + logits) is
+        kept at each, so a later request sharing that prefix restores it. Splitting the same way
+        whether or not a snapshot was used keeps warm and cold results bit-identical. A prompt equal to
+        a snapshot's prefix restores it and costs no forward; otherwise a full match with the history
+        recomputes from the last snapshot before its end, never from an empty chunk.
         """
         ids = [int(i) for i in ids]
         self.check_prompt(ids)
+        key = tuple(ids)
+        if self.caps.snapshots and key in self._snapshots:
+            self.stats.last_prefill_reused, self.stats.last_prefill_tokens = len(ids), 0
+            return self._restore(key).copy()
         start = self._resume(ids)
         self.stats.last_prefill_reused = start
         self.stats.last_prefill_tokens = len(ids) - start
         cuts = sorted({c for c in checkpoints if start < c < len(ids)}) + [len(ids)]
-        logits = None
         position = start
         for cut in cuts:
             logits = self._forward(ids[position:cut], past=position)
             position = cut
             self.history = ids[:cut]
-            if cut != len(ids) and self.caps.snapshots:
-                self._keep_snapshot(tuple(ids[:cut]))
+            if cut in checkpoints and self.caps.snapshots:
+                self._keep_snapshot(tuple(ids[:cut]), logits)
         return logits
 
     def step(self, token: int) -> np.ndarray:

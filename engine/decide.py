@@ -1,0 +1,313 @@
+"""Decisions: a question and options in, the chosen option and per-option confidence out.
+
+Letter mode (default): one forward. The empty think block is part of the prefill and the answer
+letter is drawn from the prefill logits under a constraint to the option letters. Every option's
+full-vocabulary logprob is read from the same logits (after penalties, before temperature), so the
+bars are the same whether the draw was greedy or sampled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .chat_template import close_think
+from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, letter_ids
+from .errors import Cancelled, SettingsError
+from .generate import generate_step, make_rng
+from .logprobs import log_softmax, top_alternatives
+from .runner import ModelRunner
+from .sampling import apply_penalties, constrain, sample
+from .settings import SamplingSettings, check_number
+
+MAX_OPTIONS = len(LABELS)
+
+
+@dataclass(frozen=True)
+class DecisionRequest:
+    question: str
+    options: tuple[str, ...]
+    system: str | None = None
+    context: str | None = None
+    think: bool = False
+    reasoning_budget: int = 512
+    permute: bool = False
+    score_options: bool = False
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    alternatives: int = 10
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str) or not self.question.strip():
+            raise SettingsError("the question is empty")
+        options = tuple(o.strip() if isinstance(o, str) else o for o in self.options)
+        if not options:
+            raise SettingsError("no options: give 2 to 10")
+        if any(not isinstance(o, str) or not o for o in options):
+            raise SettingsError("an option is empty")
+        if len(options) == 1:
+            raise SettingsError("only one option: give 2 to 10")
+        if len(options) > MAX_OPTIONS:
+            raise SettingsError(f"{len(options)} options: at most {MAX_OPTIONS}")
+        seen = set()
+        for option in options:
+            if option.casefold() in seen:
+                raise SettingsError(f"duplicate option {option!r}")
+            seen.add(option.casefold())
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "question", self.question.strip())
+        for name in ("system", "context"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise SettingsError(f"{name} must be text")
+            object.__setattr__(self, name, value.strip() or None if isinstance(value, str) else None)
+        check_number("reasoning_budget", self.reasoning_budget, 1, 32768, True)
+        check_number("alternatives", self.alternatives, 0, 20, True)
+        if self.think and self.score_options:
+            raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
+
+
+@dataclass(frozen=True)
+class OptionResult:
+    label: str
+    text: str
+    logprob: float  # full-vocabulary logprob of the option (its letter, or its whole sequence)
+    probability: float  # renormalised over the options
+    debiased_probability: float | None = None  # averaged over cyclic rotations (permute)
+    token_count: int = 1
+    normalized_logprob: float | None = None  # per-token mean (word-option scoring)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    token: str
+    token_id: int
+    logprob: float
+
+
+@dataclass
+class DecisionResult:
+    choice_index: int
+    options: list[OptionResult]
+    coverage: float
+    mode: str  # "letters" or "words"
+    reasoning: str | None
+    alternatives: list[Alternative]
+    timings: dict[str, float]
+    usage: dict[str, int]
+
+    @property
+    def choice(self) -> OptionResult:
+        return self.options[self.choice_index]
+
+    def to_dict(self) -> dict:
+        return {
+            "choice": {"label": self.choice.label, "index": self.choice_index, "text": self.choice.text},
+            "options": [asdict(o) for o in self.options],
+            "coverage": self.coverage,
+            "mode": self.mode,
+            "reasoning": self.reasoning,
+            "alternatives": [asdict(a) for a in self.alternatives],
+            "timings": self.timings,
+            "usage": self.usage,
+        }
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._last = self._start = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = self.timings.get(name, 0.0) + (now - self._last)
+        self._last = now
+
+    def total(self) -> dict[str, float]:
+        self.timings["total_s"] = time.perf_counter() - self._start
+        return self.timings
+
+
+@dataclass
+class _LetterRead:
+    logprobs: np.ndarray  # unconstrained, full vocabulary
+    choice: int  # option index drawn under the letter constraint
+    reasoning: str | None
+    completion_tokens: int
+
+
+def _read_letters(
+    runner: ModelRunner, prompt: DecisionPrompt, request: DecisionRequest, letters: list[int], rng, clock: _Clock,
+    should_stop: Callable[[], bool] | None = None,
+) -> _LetterRead:
+    tokenizer = runner.tokenizer
+    sampling = request.sampling
+    window: deque[int] = deque(maxlen=sampling.penalty_window)
+    allowed = np.array(letters)
+    reasoning = None
+    generated: list[int] = []
+    if request.think:
+        stops = tokenizer.stop_ids | {tokenizer.think_close}
+        for step in generate_step(
+            runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=stops,
+            checkpoints=prompt.checkpoints[:-1], window=window, should_stop=should_stop,
+        ):
+            generated.append(step.token_id)
+        clock.lap("reasoning_s")
+        ended = generated[-1] if generated else None
+        body = generated[:-1] if ended in stops else generated
+        reasoning = tokenizer.decode(body).strip("\n")
+        # Closed by the model: the answer follows its blank line. Otherwise (budget spent, or the
+        # turn ended inside the block) close it ourselves; forced tokens never enter the window.
+        if ended == tokenizer.think_close:
+            kept, forced = generated, tokenizer.encode_text("\n\n")
+            window.append(ended)  # the model's own </think> is generated text
+        else:
+            kept, forced = body, close_think(tokenizer)
+        logits = runner.prefill(prompt.ids + kept + forced)
+        completion_tokens = len(kept) + len(forced) + 1
+    else:
+        logits = runner.prefill(prompt.ids, prompt.checkpoints)
+        completion_tokens = 1
+    clock.lap("prefill_s")
+    penalized = apply_penalties(logits, window, sampling.repetition_penalty, sampling.frequency_penalty, sampling.presence_penalty)
+    token = sample(constrain(penalized, allowed), sampling, rng)
+    logprobs = log_softmax(penalized)
+    clock.lap("sample_s")
+    return _LetterRead(logprobs, letters.index(token), reasoning, completion_tokens)
+
+
+def _softmax(values: np.ndarray) -> np.ndarray:
+    shifted = np.exp(values - values.max())
+    return shifted / shifted.sum()
+
+
+def decide(
+    runner: ModelRunner,
+    request: DecisionRequest,
+    rng: np.random.Generator | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> DecisionResult:
+    """Run one decision. should_stop is polled between reasoning tokens (raises Cancelled)."""
+    rng = rng if rng is not None else make_rng(request.sampling.seed)
+    if request.score_options:
+        return _decide_by_scoring(runner, request)
+    clock = _Clock()
+    tokenizer = runner.tokenizer
+    options = list(request.options)
+    letters = letter_ids(tokenizer, len(options))
+    prompt = build_decision_prompt(tokenizer, request.question, options, system=request.system, context=request.context, think=request.think)
+    clock.lap("tokenize_s")
+    read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
+    prefill_tokens, reused = runner.stats.last_prefill_tokens, runner.stats.last_prefill_reused
+    option_logprobs = read.logprobs[letters]
+    probabilities = _softmax(option_logprobs)
+    choice = read.choice
+    debiased = None
+    if request.permute:
+        debiased = _rotation_average(runner, request, letters, probabilities, rng, clock, should_stop)
+        choice = int(np.argmax(debiased))
+    results = [
+        OptionResult(
+            label=LABELS[i], text=text, logprob=float(option_logprobs[i]), probability=float(probabilities[i]),
+            debiased_probability=None if debiased is None else float(debiased[i]),
+        )
+        for i, text in enumerate(options)
+    ]
+    alternatives = [
+        Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob)
+        for a in top_alternatives(read.logprobs, request.alternatives)
+    ]
+    return DecisionResult(
+        choice_index=choice,
+        options=results,
+        coverage=float(np.exp(option_logprobs).sum()),
+        mode="letters",
+        reasoning=read.reasoning,
+        alternatives=alternatives,
+        timings=clock.total(),
+        usage={
+            "prompt_tokens": len(prompt.ids),
+            "prefill_tokens": prefill_tokens,
+            "reused_tokens": reused,
+            "completion_tokens": read.completion_tokens,
+        },
+    )
+
+
+def _rotation_average(
+    runner, request: DecisionRequest, letters, first: np.ndarray, rng, clock: _Clock, should_stop=None
+) -> np.ndarray:
+    """Average each option's probability over the n cyclic orders, so no option keeps one letter's prior."""
+    count = len(request.options)
+    total = first.copy()
+    for shift in range(1, count):
+        order = [(i + shift) % count for i in range(count)]  # position j shows option order[j]
+        prompt = build_decision_prompt(
+            runner.tokenizer, request.question, [request.options[i] for i in order],
+            system=request.system, context=request.context, think=request.think,
+        )
+        if should_stop is not None and should_stop():
+            raise Cancelled("decision cancelled")
+        read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
+        probabilities = _softmax(read.logprobs[letters])
+        for position, option in enumerate(order):
+            total[option] += probabilities[position]
+    clock.lap("permute_s")
+    return total / count
+
+
+def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> DecisionResult:
+    """Score each option's whole token sequence (+ end of turn) after the prompt, branching from one state."""
+    clock = _Clock()
+    tokenizer = runner.tokenizer
+    options = list(request.options)
+    prompt = build_decision_prompt(tokenizer, request.question, options, system=request.system, context=request.context, words=True)
+    clock.lap("tokenize_s")
+    sequences = [tokenizer.encode_text(text) + [tokenizer.im_end] for text in options]
+    sums, first_logprobs, computed, reused = [], None, 0, 0
+    for sequence in sequences:
+        logits = runner.prefill(prompt.ids, prompt.checkpoints)  # restores the snapshot after the first
+        computed += runner.stats.last_prefill_tokens
+        reused += runner.stats.last_prefill_reused
+        total = 0.0
+        for position, token in enumerate(sequence):
+            logprobs = log_softmax(logits)
+            if first_logprobs is None:
+                first_logprobs = logprobs
+            total += float(logprobs[token])
+            if position + 1 < len(sequence):
+                logits = runner.step(token)
+        sums.append(total)
+    clock.lap("score_s")
+    sums_array = np.array(sums)
+    probabilities = _softmax(sums_array)
+    results = [
+        OptionResult(
+            label=LABELS[i], text=text, logprob=sums[i], probability=float(probabilities[i]),
+            token_count=len(sequences[i]), normalized_logprob=sums[i] / len(sequences[i]),
+        )
+        for i, text in enumerate(options)
+    ]
+    alternatives = [
+        Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob)
+        for a in top_alternatives(first_logprobs, request.alternatives)
+    ]
+    return DecisionResult(
+        choice_index=int(np.argmax(sums_array)),
+        options=results,
+        coverage=float(np.exp(sums_array).sum()),
+        mode="words",
+        reasoning=None,
+        alternatives=alternatives,
+        timings=clock.total(),
+        usage={
+            "prompt_tokens": len(prompt.ids),
+            "prefill_tokens": computed,
+            "reused_tokens": reused,
+            "completion_tokens": sum(len(s) for s in sequences),
+        },
+    )

@@ -1,0 +1,119 @@
+"""The runner: last-position head, state reuse, snapshots, limits."""
+
+import dataclasses
+
+import numpy as np
+import openvino as ov
+import pytest
+
+from conftest import case, model_dir
+from engine.devices import DeviceCaps
+from engine.errors import ContextLimitError, SettingsError
+from engine.runner import ModelRunner
+
+PROMPT = case("dist_ten_options")["prompt_ids"]
+
+
+def full_position_logits(ids):
+    core = ov.Core()
+    compiled = core.compile_model(
+        core.read_model(model_dir("qwen35-text") / "openvino_model.xml"), "CPU",
+        {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"},
+    )
+    request = compiled.create_infer_request()
+    ids = np.array([ids], dtype=np.int64)
+    request.infer({
+        "input_ids": ids, "attention_mask": np.ones_like(ids),
+        "position_ids": np.arange(ids.shape[1])[None], "beam_idx": np.zeros(1, np.int32),
+    })
+    return request.get_tensor("logits").data.copy()
+
+
+def test_last_position_head_equals_the_full_models_last_row(text_runner):
+    full = full_position_logits(PROMPT)
+    assert full.shape[1] == len(PROMPT)  # the export computes every position
+    text_runner.reset()
+    last = text_runner.prefill(PROMPT)
+    assert text_runner._request.get_tensor("logits").data.shape[1] == 1
+    assert np.array_equal(last, full[0, -1, : text_runner.vocab_size].astype(np.float64))
+
+
+def test_prefix_reuse_prefills_only_the_rest_and_matches_cold(text_runner):
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    cold = text_runner.prefill(PROMPT + [5, 6, 7])
+    text_runner.reset()
+    text_runner.prefill(PROMPT)
+    warm = text_runner.prefill(PROMPT + [5, 6, 7])
+    assert text_runner.stats.last_prefill_reused == len(PROMPT)
+    assert text_runner.stats.last_prefill_tokens == 3
+    assert np.max(np.abs(warm - cold)) < 1e-4
+
+
+def test_divergence_restores_the_snapshot_bit_identically(text_runner):
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    cut = 40
+    a = PROMPT[:cut] + [11, 12, 13]
+    b = PROMPT[:cut] + [21, 22, 23]
+    cold_b = text_runner.prefill(b, checkpoints=[cut])
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    text_runner.prefill(a, checkpoints=[cut])
+    restored = text_runner.stats.snapshots_restored
+    warm_b = text_runner.prefill(b, checkpoints=[cut])
+    assert text_runner.stats.snapshots_restored == restored + 1
+    assert text_runner.stats.last_prefill_tokens == 3
+    assert np.array_equal(warm_b, cold_b)
+
+
+def test_full_match_never_runs_an_empty_prefill(text_runner):
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    first = text_runner.prefill(PROMPT)
+    forwards = text_runner.stats.forwards
+    again = text_runner.prefill(PROMPT)  # identical: no snapshot → clear and prefill everything
+    assert text_runner.stats.forwards == forwards + 1
+    assert text_runner.stats.last_prefill_tokens == len(PROMPT)
+    assert np.array_equal(first, again)
+
+
+def test_full_match_with_a_snapshot_restores_state_and_logits(text_runner):
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    first = text_runner.prefill(PROMPT, checkpoints=[len(PROMPT)])
+    after_first = text_runner.step(9)
+    forwards = text_runner.stats.forwards
+    again = text_runner.prefill(PROMPT, checkpoints=[len(PROMPT)])
+    assert text_runner.stats.forwards == forwards
+    assert np.array_equal(first, again)
+    assert np.array_equal(text_runner.step(9), after_first), "the restored state continues exactly"
+
+
+def test_without_snapshots_every_request_reprefills(text_runner, monkeypatch):
+    # The NPU path: no query_state() snapshots, no continuation prefill.
+    caps = DeviceCaps("NPU", snapshots=False, prefix_reuse=False, max_prompt_len=len(PROMPT) + 5, max_total_len=200)
+    monkeypatch.setattr(text_runner, "caps", caps)
+    text_runner.reset()
+    cold = text_runner.prefill(PROMPT, checkpoints=[10, len(PROMPT)])
+    again = text_runner.prefill(PROMPT, checkpoints=[10, len(PROMPT)])
+    assert text_runner.stats.last_prefill_tokens == len(PROMPT)
+    assert np.array_equal(cold, again)
+    with pytest.raises(ContextLimitError, match=r"compiled for at most \d+"):
+        text_runner.prefill(PROMPT + list(range(6)))
+
+
+def test_prompt_over_the_context_limit_is_a_clear_error(text_runner, monkeypatch):
+    folder = dataclasses.replace(text_runner.folder, text_config={**text_runner.folder.text_config, "max_position_embeddings": 32})
+    monkeypatch.setattr(text_runner, "folder", folder)
+    with pytest.raises(ContextLimitError, match=r"the prompt has \d+ tokens; the model's context limit is 32"):
+        text_runner.prefill(PROMPT)
+    with pytest.raises(SettingsError, match="empty"):
+        text_runner.prefill([])
+
+
+def test_vision_language_layout_loads_and_matches_text_tokens(vl_runner):
+    assert vl_runner.folder.layout == "vl"
+    vl_runner.reset()
+    logits = vl_runner.prefill(PROMPT)
+    assert logits.shape == (vl_runner.vocab_size,) and np.isfinite(logits).all()
