@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,9 +21,11 @@ from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, lett
 from .errors import Cancelled, SettingsError
 from .generate import generate_step, make_rng
 from .logprobs import log_softmax, top_alternatives
-from .runner import ModelRunner
 from .sampling import apply_penalties, constrain, sample
 from .settings import SamplingSettings, check_number
+
+if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
+    from .runner import ModelRunner
 
 MAX_OPTIONS = len(LABELS)
 

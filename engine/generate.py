@@ -12,14 +12,17 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import Cancelled, ContextLimitError, SettingsError
 from .logprobs import TokenLogprob, log_softmax, token_entry
-from .runner import ModelRunner
 from .sampling import apply_penalties, constrain, sample
 from .settings import SamplingSettings
+
+if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
+    from .runner import ModelRunner
 
 MAX_TOP_LOGPROBS = 20
 
