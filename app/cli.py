@@ -67,6 +67,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_sampling_args(p)
 
+    p.add_argument("--no-history", action="store_true", help="do not record this decision in the history")
+
+    p = sub.add_parser("history", help="decision history: list, label outcomes, export")
+    hsub = p.add_subparsers(dest="history_command", required=True)
+    q = hsub.add_parser("list", help="the latest decisions")
+    q.add_argument("--limit", type=int, default=20)
+    q = hsub.add_parser("label", help="mark a decision's right answer")
+    q.add_argument("id", type=int)
+    q.add_argument("label", help="the right option's letter (A, B, ...), or 'none' to clear")
+    q = hsub.add_parser("export", help="export the history")
+    q.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
+    q.add_argument("--out", help="file to write (default: standard output)")
+
+    p = sub.add_parser("calibrate", help="calibration of labelled decisions: accuracy, Brier, ECE, reliability")
+    p.add_argument("--model", help="model name as recorded (default: all models, each separately)")
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None, help="only think / no-think decisions")
+    p.add_argument("--bins", type=int, default=10)
+    p.add_argument("--fit", action="store_true", help="fit a temperature on 2/3 of the rows, report ECE on the rest")
+    p.add_argument("--apply", action="store_true", help="with --fit: show calibrated confidence for this model from now on")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("serve", help="local OpenAI-compatible API server")
     _add_model_args(p)
     p.add_argument("--host", default="127.0.0.1")
@@ -94,11 +115,12 @@ def _device_options(args: argparse.Namespace):
     return DeviceOptions(cache_dir=compiled_cache_dir(), **kwargs)
 
 
-def _service(args: argparse.Namespace):
+def _service(args: argparse.Namespace, history: bool = False):
     from .config import resolve_model_dir
+    from .history import default_store
     from .service import EngineService
 
-    return EngineService(resolve_model_dir(args.model), _device_options(args))
+    return EngineService(resolve_model_dir(args.model), _device_options(args), default_store() if history else None)
 
 
 def _sampling(args: argparse.Namespace, service) -> object:
@@ -162,12 +184,72 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from engine.settings import SamplingSettings
 
     decision_request(args, SamplingSettings())
-    service = _service(args)
-    result = service.decide(decision_request(args, service.defaults))
+    service = _service(args, history=not args.no_history)
+    result = service.decide(decision_request(args, service.defaults), source="cli")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         print(render_decision(args.question, result, service.model_name))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from engine.decide import LABELS
+
+    from .history import default_store
+
+    store = default_store()
+    if args.history_command == "list":
+        for row in store.rows(limit=args.limit, newest_first=True):
+            right = "?" if row.right_index is None else LABELS[row.right_index]
+            print(f"{row.id:>5}  {row.created_at[:19]}  {row.model:<20.20}  chose {LABELS[row.choice_index]} "
+                  f"({row.result['options'][row.choice_index]['probability']:.0%})  right {right}  {row.question[:50]}")
+    elif args.history_command == "label":
+        row = store.label(args.id, None if args.label.lower() == "none" else args.label)
+        right = "cleared" if row.right_index is None else LABELS[row.right_index]
+        print(f"decision {row.id}: right answer {right}")
+    else:
+        text = store.export_csv() if args.format == "csv" else store.export_jsonl()
+        if args.out:
+            with open(args.out, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        else:
+            sys.stdout.write(text)
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from . import calibrate
+    from .history import default_store
+
+    if not 2 <= args.bins <= 50:
+        raise SettingsError(f"--bins must be in 2..50 (got {args.bins})")
+    store = default_store()
+    models = [args.model] if args.model else store.models()
+    modes = [args.think] if args.think is not None else [False, True]
+    out = []
+    for model in models:
+        for think in modes:
+            rows = calibrate.labelled(store, model, think)
+            if not rows:
+                continue
+            entry = {"model": model, "think": think, "report": calibrate.report(rows, args.bins), "bias": calibrate.bias(rows)}
+            if args.fit:
+                entry["fit"] = calibrate.fit(rows, args.bins)
+                if args.apply:
+                    calibrate.save_temperature(model, think, entry["fit"].temperature)
+            out.append(entry)
+    if not out:
+        raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps([{**e, "report": asdict(e["report"]), **({"fit": asdict(e["fit"])} if "fit" in e else {})} for e in out],
+                         default=str))
+    else:
+        from .render import render_calibration
+
+        print("\n\n".join(render_calibration(e) for e in out))
     return 0
 
 
@@ -183,7 +265,10 @@ def cmd_gui(args: argparse.Namespace) -> int:
     return gui_main(args)
 
 
-COMMANDS = {"complete": cmd_complete, "chat": cmd_chat, "ask": cmd_ask, "serve": cmd_serve, "gui": cmd_gui}
+COMMANDS = {
+    "complete": cmd_complete, "chat": cmd_chat, "ask": cmd_ask, "history": cmd_history, "calibrate": cmd_calibrate,
+    "serve": cmd_serve, "gui": cmd_gui,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

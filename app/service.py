@@ -16,11 +16,15 @@ from engine.generate import Completion, Delta, GenerationRequest, generate, stre
 from engine.runner import ModelRunner
 from engine.settings import SamplingSettings
 
+from .history import HistoryStore
+
 
 class EngineService:
-    def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None):
+    def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None, history: HistoryStore | None = None):
         self.runner = ModelRunner(model_dir, options)
         self.lock = threading.Lock()
+        self.history = history  # every decision is recorded here when set
+        self.last_history_id: int | None = None
 
     @property
     def model_name(self) -> str:
@@ -61,6 +65,12 @@ class EngineService:
         with self.lock:
             yield from stream_generation(self.runner, request, should_stop=should_stop)
 
-    def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
+    def decide(
+        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
+    ) -> DecisionResult:
         with self.lock:
-            return decide(self.runner, request, should_stop=should_stop)
+            result = decide(self.runner, request, should_stop=should_stop)
+        if self.history is not None:
+            result.history_id = self.history.add(request, result, model=self.model_name, device=self.runner.device, source=source)
+            self.last_history_id = result.history_id
+        return result

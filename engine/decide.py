@@ -101,6 +101,7 @@ class DecisionResult:
     alternatives: list[Alternative]
     timings: dict[str, float]
     usage: dict[str, int]
+    history_id: int | None = None  # set by the app when the decision is recorded
 
     @property
     def choice(self) -> OptionResult:
@@ -116,6 +117,7 @@ class DecisionResult:
             "alternatives": [asdict(a) for a in self.alternatives],
             "timings": self.timings,
             "usage": self.usage,
+            "history_id": self.history_id,
         }
 
 

@@ -6,6 +6,7 @@ Special-token ids are looked up by their text, never hard-coded: test models hav
 from __future__ import annotations
 
 import codecs
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,6 +44,9 @@ class ChatTokenizer:
         except Exception as exc:  # tokenizers raises a bare Exception on malformed files
             raise ModelError(f"{path}: cannot load tokenizer ({exc})") from None
         self.path = path
+        # encode_text toggles the tokenizer's encode_special_tokens flag: encodes from several threads
+        # (API handlers tokenize while the engine runs) must not interleave with the toggle.
+        self._encode_lock = threading.Lock()
         self.size = self._tok.get_vocab_size(with_added_tokens=True)
         missing = [t for t in (IM_START, IM_END) if self._tok.token_to_id(t) is None]
         if missing:
@@ -69,15 +73,17 @@ class ChatTokenizer:
 
     def encode_text(self, text: str) -> list[int]:
         """Encode user-supplied text: special-token look-alikes stay plain text (no prompt injection)."""
-        self._tok.encode_special_tokens = True
-        try:
-            return self._tok.encode(text, add_special_tokens=False).ids
-        finally:
-            self._tok.encode_special_tokens = False
+        with self._encode_lock:
+            self._tok.encode_special_tokens = True
+            try:
+                return self._tok.encode(text, add_special_tokens=False).ids
+            finally:
+                self._tok.encode_special_tokens = False
 
     def encode_raw(self, text: str) -> list[int]:
         """Encode a raw completion prompt: written special tokens become their ids (manual templating)."""
-        return self._tok.encode(text, add_special_tokens=False).ids
+        with self._encode_lock:
+            return self._tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, skip_special_tokens=False)

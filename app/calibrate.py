@@ -1,0 +1,93 @@
+"""Calibration of a model's bars from labelled history, and the temperature a user chose to apply."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.calibration import CalibrationReport, evaluate, fit_temperature, letter_bias, probabilities
+from engine.errors import SettingsError
+
+from .config import config_dir
+from .history import HistoryRow, HistoryStore
+
+MIN_ROWS_TO_FIT = 10
+
+
+@dataclass(frozen=True)
+class TemperatureFit:
+    temperature: float
+    fitted_on: int
+    held_out: int
+    before: CalibrationReport  # on the held-out rows, raw
+    after: CalibrationReport  # on the held-out rows, at the fitted temperature
+
+
+def labelled(store: HistoryStore, model: str | None, think: bool | None) -> list[HistoryRow]:
+    return store.rows(model=model, think=think, labelled=True)
+
+
+def report(rows: list[HistoryRow], bins: int = 10, temperature: float = 1.0) -> CalibrationReport:
+    if not rows:
+        raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")
+    return evaluate([r.option_logprobs for r in rows], [r.right_index for r in rows], bins=bins, temperature=temperature)
+
+
+def split(rows: list[HistoryRow]) -> tuple[list[HistoryRow], list[HistoryRow]]:
+    """Deterministic 2:1 split by id, so the held-out rows never change between runs."""
+    fit = [r for r in rows if r.id % 3 != 0]
+    held = [r for r in rows if r.id % 3 == 0]
+    return fit, held
+
+
+def fit(rows: list[HistoryRow], bins: int = 10) -> TemperatureFit:
+    fit_rows, held = split(rows)
+    if len(fit_rows) < MIN_ROWS_TO_FIT or not held:
+        raise SettingsError(f"need at least {MIN_ROWS_TO_FIT + 5} labelled decisions to fit a temperature (have {len(rows)})")
+    temperature = fit_temperature([r.option_logprobs for r in fit_rows], [r.right_index for r in fit_rows])
+    return TemperatureFit(temperature, len(fit_rows), len(held), report(held, bins), report(held, bins, temperature))
+
+
+def bias(rows: list[HistoryRow]) -> list[dict]:
+    return letter_bias([r.choice_index for r in rows], [r.right_index for r in rows])
+
+
+# ----- the temperature the user applied, per model and think mode -----
+
+
+def _path():
+    return config_dir() / "calibration.json"
+
+
+def _key(model: str, think: bool) -> str:
+    return f"{model}|{'think' if think else 'no-think'}"
+
+
+def saved_temperature(model: str, think: bool) -> float | None:
+    try:
+        data = json.loads(_path().read_text())
+        value = data.get(_key(model, think))
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def save_temperature(model: str, think: bool, temperature: float | None) -> None:
+    path = _path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    if temperature is None:
+        data.pop(_key(model, think), None)
+    else:
+        data[_key(model, think)] = temperature
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def calibrated_probabilities(option_logprobs: list[float], temperature: float) -> list[float]:
+    """The displayed 'calibrated' confidence: the raw option logprobs softened or sharpened by T."""
+    return probabilities(np.array([option_logprobs]), temperature)[0].tolist()

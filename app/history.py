@@ -1,0 +1,221 @@
+"""Decision history in SQLite (stdlib sqlite3, WAL): every decision, its outcome label, exports.
+
+Each operation opens its own short connection, so GUI, API and CLI threads can write at once;
+WAL keeps readers off writers' backs and a committed row survives the process being killed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.decide import LABELS, DecisionRequest, DecisionResult
+from engine.errors import SettingsError
+
+SCHEMA_VERSION = 2
+
+# Each entry takes the database from version i to i+1. Never edit a shipped step: add one.
+MIGRATIONS: list[list[str]] = [
+    [  # 0 → 1: the first schema
+        """CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_at TEXT NOT NULL,
+            model TEXT NOT NULL,
+            device TEXT NOT NULL,
+            question TEXT NOT NULL,
+            options_json TEXT NOT NULL,
+            settings_json TEXT NOT NULL,
+            result_json TEXT NOT NULL,
+            choice_index INTEGER NOT NULL,
+            coverage REAL NOT NULL,
+            right_index INTEGER
+        )""",
+    ],
+    [  # 1 → 2: think mode and outcome time as columns (calibration is per think mode), source of the request
+        "ALTER TABLE decisions ADD COLUMN think INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE decisions ADD COLUMN labelled_at TEXT",
+        "ALTER TABLE decisions ADD COLUMN source TEXT NOT NULL DEFAULT 'unknown'",
+        "UPDATE decisions SET think = COALESCE(json_extract(settings_json, '$.think'), 0)",
+        "CREATE INDEX decisions_model_think ON decisions (model, think)",
+    ],
+]
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    id: int
+    created_at: str
+    model: str
+    device: str
+    question: str
+    options: list[str]
+    settings: dict
+    result: dict
+    choice_index: int
+    coverage: float
+    right_index: int | None
+    think: bool
+    labelled_at: str | None
+    source: str
+
+    @property
+    def option_logprobs(self) -> list[float]:
+        return [o["logprob"] for o in self.result["options"]]
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "created_at": self.created_at, "model": self.model, "device": self.device,
+            "question": self.question, "options": self.options, "settings": self.settings, "result": self.result,
+            "choice_index": self.choice_index, "coverage": self.coverage, "right_index": self.right_index,
+            "think": self.think, "labelled_at": self.labelled_at, "source": self.source,
+        }
+
+
+_COLUMNS = "id, created_at, model, device, question, options_json, settings_json, result_json, choice_index, coverage, right_index, think, labelled_at, source"
+
+
+def _row(values: tuple) -> HistoryRow:
+    (id_, created, model, device, question, options, settings, result, choice, coverage, right, think, labelled, source) = values
+    return HistoryRow(id_, created, model, device, question, json.loads(options), json.loads(settings), json.loads(result),
+                      choice, coverage, right, bool(think), labelled, source)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class HistoryStore:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._migrate_lock = threading.Lock()
+        self.migrate()
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            yield conn
+        finally:
+            conn.close()
+
+    def schema_version(self) -> int:
+        with self._connect() as conn:
+            return conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def migrate(self) -> None:
+        with self._migrate_lock, self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise SettingsError(f"{self.path}: history schema {version} is newer than this Decider ({SCHEMA_VERSION})")
+                for step in range(version, SCHEMA_VERSION):
+                    for statement in MIGRATIONS[step]:
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def add(self, request: DecisionRequest, result: DecisionResult, *, model: str, device: str, source: str) -> int:
+        settings = {
+            **request.sampling.to_dict(),
+            "think": request.think, "reasoning_budget": request.reasoning_budget, "permute": request.permute,
+            "score_options": request.score_options, "system": request.system, "context": request.context,
+        }
+        with self._connect() as conn:
+            cursor = conn.execute(
+                "INSERT INTO decisions (created_at, model, device, question, options_json, settings_json, result_json,"
+                " choice_index, coverage, think, source) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (_now(), model, device, request.question, json.dumps(list(request.options)), json.dumps(settings),
+                 json.dumps(result.to_dict()), result.choice_index, result.coverage, int(request.think), source),
+            )
+            return int(cursor.lastrowid)
+
+    def get(self, decision_id: int) -> HistoryRow:
+        with self._connect() as conn:
+            values = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE id = ?", (decision_id,)).fetchone()
+        if values is None:
+            raise SettingsError(f"no decision with id {decision_id}")
+        return _row(values)
+
+    def label(self, decision_id: int, right: int | str | None) -> HistoryRow:
+        """Mark the right option (index or label); None clears the label."""
+        row = self.get(decision_id)
+        if isinstance(right, str):
+            label = right.strip().upper()
+            if len(label) != 1 or label not in LABELS[: len(row.options)]:
+                raise SettingsError(f"label must be one of {', '.join(LABELS[: len(row.options)])} (got {right!r})")
+            right = LABELS.index(label)
+        if right is not None and not 0 <= right < len(row.options):
+            raise SettingsError(f"option index must be in 0..{len(row.options) - 1} (got {right})")
+        with self._connect() as conn:
+            conn.execute("UPDATE decisions SET right_index = ?, labelled_at = ? WHERE id = ?",
+                         (right, None if right is None else _now(), decision_id))
+        return self.get(decision_id)
+
+    def rows(self, *, model: str | None = None, think: bool | None = None, labelled: bool | None = None,
+             limit: int | None = None, newest_first: bool = False) -> list[HistoryRow]:
+        where, args = [], []
+        if model is not None:
+            where.append("model = ?")
+            args.append(model)
+        if think is not None:
+            where.append("think = ?")
+            args.append(int(think))
+        if labelled is not None:
+            where.append("right_index IS NOT NULL" if labelled else "right_index IS NULL")
+        sql = f"SELECT {_COLUMNS} FROM decisions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._connect() as conn:
+            return [_row(v) for v in conn.execute(sql, args).fetchall()]
+
+    def models(self) -> list[str]:
+        with self._connect() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT model FROM decisions ORDER BY model")]
+
+    # ----- export -----
+    def export_jsonl(self) -> str:
+        return "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in self.rows())
+
+    def export_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        width = max((len(r.options) for r in self.rows()), default=0)
+        header = ["id", "created_at", "model", "device", "source", "think", "question", "choice", "right", "coverage",
+                  "total_ms"]
+        for i in range(width):
+            header += [f"option_{LABELS[i]}", f"logprob_{LABELS[i]}", f"probability_{LABELS[i]}"]
+        writer.writerow(header)
+        for r in self.rows():
+            line = [r.id, r.created_at, r.model, r.device, r.source, int(r.think), r.question, LABELS[r.choice_index],
+                    "" if r.right_index is None else LABELS[r.right_index], f"{r.coverage:.6g}",
+                    f"{r.result.get('timings', {}).get('total_s', 0) * 1000:.1f}"]
+            for option in r.result["options"]:
+                line += [option["text"], repr(option["logprob"]), repr(option["probability"])]
+            writer.writerow(line)
+        return out.getvalue()
+
+
+def default_store() -> HistoryStore:
+    from .config import data_dir
+
+    return HistoryStore(data_dir() / "history.sqlite3")
+

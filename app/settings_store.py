@@ -1,0 +1,291 @@
+"""The desktop app's settings: one dataclass, persisted as JSON in the config dir.
+
+Every value is validated by the engine's own rules (SamplingSettings, DeviceOptions) or by a range
+listed here. A settings file edited by hand with a bad value never stops the app: that value falls
+back to its default and a warning says which one and why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from engine.devices import DEVICES, DeviceOptions
+from engine.errors import SettingsError
+from engine.settings import RANGES, SamplingSettings
+
+from .config import compiled_cache_dir, config_dir
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FILE = "gui-settings.json"
+MAX_RECENT_MODELS = 8
+DEFAULT_HOTKEY = "Ctrl+Shift+D"
+
+SAMPLING_NAMES = (
+    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
+)
+
+# Ranges for the app's own numbers: name -> (min, max, integer?)
+APP_RANGES: dict[str, tuple[float, float, bool]] = {
+    "max_tokens": (1, 32768, True),
+    "reasoning_budget": (1, 32768, True),
+    "overlay_opacity": (0.2, 1.0, False),
+    "api_port": (1, 65535, True),
+}
+
+_DEFAULT_SAMPLING = SamplingSettings()
+
+
+def setting_range(name: str) -> tuple[float, float, bool]:
+    """(min, max, integer?) of a numeric setting, from the engine's table or the app's."""
+    if name in RANGES:
+        return RANGES[name]
+    return APP_RANGES[name]
+
+
+def range_text(name: str) -> str:
+    """The range as shown next to a field, e.g. "0 – 2" or "(0 – 1]"."""
+    low, high, integer = setting_range(name)
+
+    def fmt(value: float) -> str:
+        if integer or float(value).is_integer():
+            return f"{int(value):,}".replace(",", " ")
+        return f"{value:g}"
+
+    if name == "top_p":
+        return f"(0 – {fmt(high)}]"
+    return f"{fmt(low)} – {fmt(high)}"
+
+
+@dataclass(frozen=True)
+class GuiSettings:
+    # sampling (the engine's SamplingSettings fields the user edits)
+    temperature: float = _DEFAULT_SAMPLING.temperature
+    top_k: int = _DEFAULT_SAMPLING.top_k
+    top_p: float = _DEFAULT_SAMPLING.top_p
+    min_p: float = _DEFAULT_SAMPLING.min_p
+    repetition_penalty: float = _DEFAULT_SAMPLING.repetition_penalty
+    frequency_penalty: float = _DEFAULT_SAMPLING.frequency_penalty
+    presence_penalty: float = _DEFAULT_SAMPLING.presence_penalty
+    seed: int | None = None  # None: a fresh seed per decision
+    # generation
+    max_tokens: int = 256  # cap for free generation (chat / API); decisions use reasoning_budget
+    reasoning_budget: int = 512
+    think: bool = False
+    permute: bool = False
+    system_prompt: str = ""
+    # model and device
+    device: str = "AUTO"
+    exact: bool = True
+    last_model: str | None = None
+    recent_models: tuple[str, ...] = ()
+    # companion overlay
+    overlay_enabled: bool = False
+    overlay_opacity: float = 0.85
+    overlay_position: tuple[int, int] | None = None
+    overlay_click_through: bool = False
+    hotkey: str = DEFAULT_HOTKEY
+    # local API (#5)
+    api_enabled: bool = False
+    api_host: str = "127.0.0.1"
+    api_port: int = 8765
+    # window
+    show_settings: bool = True
+    extra: dict = field(default_factory=dict, compare=False)  # unknown keys kept for newer versions
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check_field(f.name, getattr(self, f.name))
+        object.__setattr__(self, "device", self.device.upper())
+        object.__setattr__(self, "recent_models", tuple(self.recent_models))
+        if self.overlay_position is not None:
+            object.__setattr__(self, "overlay_position", tuple(int(v) for v in self.overlay_position))
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "overlay_opacity"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+    # ----- views the engine understands -----
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings(**{name: getattr(self, name) for name in SAMPLING_NAMES})
+
+    def device_options(self, cache_dir: Path | None = None) -> DeviceOptions:
+        return DeviceOptions(device=self.device, exact=self.exact, cache_dir=cache_dir or compiled_cache_dir())
+
+    # ----- edits -----
+    def with_changes(self, **changes: object) -> "GuiSettings":
+        """A copy with the changes applied; raises SettingsError naming the setting and its range."""
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise SettingsError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+    def with_sampling(self, sampling: SamplingSettings) -> "GuiSettings":
+        return self.with_changes(**{name: getattr(sampling, name) for name in SAMPLING_NAMES})
+
+    def with_recent_model(self, path: str | Path) -> "GuiSettings":
+        text = str(Path(path).expanduser())
+        recent = (text,) + tuple(p for p in self.recent_models if p != text)
+        return self.with_changes(recent_models=recent[:MAX_RECENT_MODELS], last_model=text)
+
+    def without_recent_model(self, path: str | Path) -> "GuiSettings":
+        text = str(path)
+        last = None if self.last_model == text else self.last_model
+        return self.with_changes(recent_models=tuple(p for p in self.recent_models if p != text), last_model=last)
+
+    # ----- JSON -----
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        extra = data.pop("extra")
+        data["recent_models"] = list(self.recent_models)
+        data["overlay_position"] = list(self.overlay_position) if self.overlay_position is not None else None
+        return {**extra, **data}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> tuple["GuiSettings", list[str]]:
+        """Settings from JSON data plus one warning per value that was dropped to its default."""
+        warnings: list[str] = []
+        if not isinstance(data, dict):
+            return cls(), ["the settings file does not hold a JSON object; using defaults"]
+        names = {f.name for f in fields(cls)} - {"extra"}
+        kept: dict[str, object] = {}
+        for name, value in data.items():
+            if name not in names:
+                continue
+            try:
+                value = _coerce(name, value)
+                _check_field(name, value)
+            except SettingsError as exc:
+                warnings.append(f"{exc}; using the default")
+                continue
+            kept[name] = value
+        extra = {k: v for k, v in data.items() if k not in names and k != "extra"}
+        try:
+            settings = cls(**kept, extra=extra)
+        except SettingsError as exc:  # a combination no single check caught
+            warnings.append(f"{exc}; using defaults")
+            settings = cls()
+        return settings, warnings
+
+
+def _coerce(name: str, value: object) -> object:
+    """JSON shapes to field types: lists to tuples, integral floats to ints for integer fields."""
+    if name == "recent_models" and isinstance(value, list):
+        return tuple(value)
+    if name == "overlay_position" and isinstance(value, list):
+        return tuple(value)
+    if name in RANGES or name in APP_RANGES:
+        integer = setting_range(name)[2]
+        if integer and isinstance(value, float) and value.is_integer():
+            return int(value)
+    return value
+
+
+def _check_field(name: str, value: object) -> None:
+    """Raise SettingsError when one field's value is not allowed."""
+    if name in SAMPLING_NAMES:
+        if name == "seed" and value is None:
+            return
+        _DEFAULT_SAMPLING.with_changes(**{name: value})  # the engine's own rule and message
+        return
+    if name in APP_RANGES:
+        low, high, integer = APP_RANGES[name]
+        kind = "an integer" if integer else "a number"
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or (not integer and not math.isfinite(value)) or not low <= value <= high:
+            raise SettingsError(f"{name} must be {kind} in [{low}, {high}] (got {value!r})")
+        return
+    if name in ("think", "permute", "exact", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings"):
+        if not isinstance(value, bool):
+            raise SettingsError(f"{name} must be true or false (got {value!r})")
+        return
+    if name == "device":
+        if not isinstance(value, str):
+            raise SettingsError(f"device must be one of {', '.join(DEVICES)} (got {value!r})")
+        DeviceOptions(device=value)
+        return
+    if name == "system_prompt":
+        if not isinstance(value, str):
+            raise SettingsError(f"system_prompt must be text (got {type(value).__name__})")
+        return
+    if name == "hotkey":
+        if not isinstance(value, str) or not value.strip() or len(value) > 64:
+            raise SettingsError(f"hotkey must be a key sequence such as {DEFAULT_HOTKEY!r} (got {value!r})")
+        return
+    if name == "api_host":
+        if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
+            raise SettingsError(f"api_host must be a host name or address (got {value!r})")
+        return
+    if name == "last_model":
+        if value is not None and (not isinstance(value, str) or not value):
+            raise SettingsError(f"last_model must be a folder path (got {value!r})")
+        return
+    if name == "recent_models":
+        if not isinstance(value, (tuple, list)) or not all(isinstance(p, str) and p for p in value):
+            raise SettingsError("recent_models must be a list of folder paths")
+        return
+    if name == "overlay_position":
+        if value is None:
+            return
+        if (
+            not isinstance(value, (tuple, list)) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 100_000 for v in value)
+        ):
+            raise SettingsError(f"overlay_position must be [x, y] in pixels (got {value!r})")
+        return
+    if name == "extra":
+        if not isinstance(value, dict):
+            raise SettingsError("extra must be an object")
+        return
+    raise SettingsError(f"unknown setting {name}")
+
+
+def settings_path() -> Path:
+    return config_dir() / SETTINGS_FILE
+
+
+def load_settings(path: Path | None = None) -> tuple[GuiSettings, list[str]]:
+    """Read the settings file; a missing file gives the defaults, a broken one defaults plus a warning."""
+    path = path or settings_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return GuiSettings(), []
+    except OSError as exc:
+        warning = f"{path}: cannot read ({exc.strerror}); using defaults"
+        log.warning(warning)
+        return GuiSettings(), [warning]
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        warning = f"{path}: not valid JSON ({exc}); using defaults"
+        log.warning(warning)
+        return GuiSettings(), [warning]
+    settings, warnings = GuiSettings.from_dict(data)
+    warnings = [f"{path.name}: {w}" for w in warnings]
+    for warning in warnings:
+        log.warning(warning)
+    return settings, warnings
+
+
+def save_settings(settings: GuiSettings, path: Path | None = None) -> Path:
+    """Write atomically (temp file + rename) so a crash never leaves half a file."""
+    path = path or settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(settings.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=".gui-settings-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
