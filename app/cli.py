@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_args(p)
 
     p.add_argument("--no-history", action="store_true", help="do not record this decision in the history")
+    remote = p.add_argument_group("remote engine (an OpenAI-compatible server with logprobs instead of --model)")
+    remote.add_argument("--engine", metavar="URL", help="base URL, e.g. http://gpu-box:8000/v1 (vLLM, OVMS, llama.cpp)")
+    remote.add_argument("--engine-key", help="API key for --engine")
+    remote.add_argument("--engine-model", help="model name on the server (default: its first)")
+    remote.add_argument("--engine-constraint", choices=("none", "vllm", "llama.cpp"), default="none",
+                        help="ask the server to answer with a label only")
+    remote.add_argument("--engine-timeout", type=float, default=120.0)
 
     p = sub.add_parser("history", help="decision history: list, label outcomes, export")
     hsub = p.add_subparsers(dest="history_command", required=True)
@@ -184,7 +191,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from engine.settings import SamplingSettings
 
     decision_request(args, SamplingSettings())
-    service = _service(args, history=not args.no_history)
+    if args.engine:
+        from engine.remote import RemoteConfig
+
+        from .history import default_store
+        from .service import RemoteService
+
+        config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint)
+        service = RemoteService(config, None if args.no_history else default_store())
+    else:
+        service = _service(args, history=not args.no_history)
     result = service.decide(decision_request(args, service.defaults), source="cli")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))

@@ -14,6 +14,7 @@ from engine.decide import DecisionRequest, DecisionResult, decide
 from engine.devices import DeviceOptions
 from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from engine.runner import ModelRunner
+from engine.remote import RemoteConfig, RemoteEngine
 from engine.settings import SamplingSettings
 
 from .history import HistoryStore
@@ -29,6 +30,14 @@ class EngineService:
     @property
     def model_name(self) -> str:
         return self.runner.folder.name
+
+    def describe(self) -> dict:
+        exact = self.runner.options.exact
+        return {
+            "kind": "local", "model": self.model_name, "device": self.runner.device,
+            "logprobs": "exact full-vocabulary" if exact else "full-vocabulary, reduced precision (fast mode)",
+            "constraint": "letter mask",
+        }
 
     @property
     def defaults(self) -> SamplingSettings:
@@ -70,7 +79,39 @@ class EngineService:
     ) -> DecisionResult:
         with self.lock:
             result = decide(self.runner, request, should_stop=should_stop)
+        result.engine = self.describe()
         if self.history is not None:
             result.history_id = self.history.add(request, result, model=self.model_name, device=self.runner.device, source=source)
+            self.last_history_id = result.history_id
+        return result
+
+
+class RemoteService:
+    """The same decision surface as EngineService, computed by an OpenAI-compatible server."""
+
+    def __init__(self, config: RemoteConfig, history: HistoryStore | None = None):
+        self.engine = RemoteEngine(config)
+        self.history = history
+        self.lock = threading.Lock()
+        self.last_history_id: int | None = None
+
+    @property
+    def model_name(self) -> str:
+        return self.engine.model
+
+    @property
+    def defaults(self) -> SamplingSettings:
+        return SamplingSettings()
+
+    def describe(self) -> dict:
+        return self.engine.describe()
+
+    def decide(
+        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
+    ) -> DecisionResult:
+        with self.lock:
+            result = self.engine.decide(request, should_stop)
+        if self.history is not None:
+            result.history_id = self.history.add(request, result, model=self.model_name, device="remote", source=source)
             self.last_history_id = result.history_id
         return result

@@ -82,6 +82,7 @@ class OptionResult:
     debiased_probability: float | None = None  # averaged over cyclic rotations (permute)
     token_count: int = 1
     normalized_logprob: float | None = None  # per-token mean (word-option scoring)
+    bound: str | None = None  # "upper": a remote server did not list it; logprob is the list's floor
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class DecisionResult:
     timings: dict[str, float]
     usage: dict[str, int]
     history_id: int | None = None  # set by the app when the decision is recorded
+    engine: dict = field(default_factory=dict)  # which engine computed it and how exact its logprobs are
 
     @property
     def choice(self) -> OptionResult:
@@ -118,6 +120,7 @@ class DecisionResult:
             "timings": self.timings,
             "usage": self.usage,
             "history_id": self.history_id,
+            "engine": self.engine,
         }
 
 

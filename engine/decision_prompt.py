@@ -55,6 +55,12 @@ def render_user_text(question: str, options: list[str], words: bool, templates: 
     return templates["words" if words else "letters"].format(question=question, options="\n".join(lines))
 
 
+def user_segments(question: str, options: list[str], context: str | None, words: bool, templates: dict[str, str]) -> list[str]:
+    """The user turn's text: the shared context (if any) as its own segment, then the question."""
+    segments = [templates["context"].format(context=context) + "\n\n"] if context else []
+    return segments + [render_user_text(question, options, words, templates)]
+
+
 def build_decision_prompt(
     tokenizer: ChatTokenizer,
     question: str,
@@ -71,10 +77,11 @@ def build_decision_prompt(
     if system:
         ids += [tokenizer.im_start, *tokenizer.encode_text(f"system\n{system}"), tokenizer.im_end, *tokenizer.encode_text("\n")]
     ids += [tokenizer.im_start, *tokenizer.encode_text("user\n")]
-    if context:
-        ids += tokenizer.encode_text(templates["context"].format(context=context) + "\n\n")
+    *shared, question_text = user_segments(question, options, context, words, templates)
+    for segment in shared:
+        ids += tokenizer.encode_text(segment)
     context_end = len(ids)
-    ids += tokenizer.encode_text(render_user_text(question, options, words, templates))
+    ids += tokenizer.encode_text(question_text)
     ids += [tokenizer.im_end, *tokenizer.encode_text("\n"), tokenizer.im_start, *tokenizer.encode_text("assistant\n")]
     ids += think_block(tokenizer, think)
     # A snapshot after a shared system prompt/context pays off; after "<|im_start|>user\n" it would not.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from .generate import Completion, ContentToken
+from .generate import Completion, ContentToken, Delta
 
 
 def _usage(completion: Completion) -> dict:
@@ -74,5 +74,104 @@ def text_completion(completion: Completion, model: str, prompt_chars: int, reque
         "choices": [
             {"text": completion.content, "index": 0, "logprobs": logprobs, "finish_reason": completion.finish_reason}
         ],
+        "usage": _usage(completion),
+    }
+
+
+# ----- streaming (server-sent events): one chunk per engine step that added text -----
+
+
+def _chunk_usage(chunk: dict, with_usage: bool) -> dict:
+    # With stream_options.include_usage every chunk carries "usage": null except the last one.
+    if with_usage:
+        chunk["usage"] = None
+    return chunk
+
+
+def chat_delta(delta: Delta) -> dict:
+    """The `delta` object of one step: its reasoning and/or content text."""
+    out = {}
+    if delta.reasoning:
+        out["reasoning_content"] = delta.reasoning
+    if delta.content:
+        out["content"] = delta.content
+    return out
+
+
+def chat_chunk(
+    request_id: str,
+    model: str,
+    created: int,
+    delta: dict,
+    *,
+    logprobs: list[ContentToken] | None = None,
+    finish_reason: str | None = None,
+    with_usage: bool = False,
+) -> dict:
+    """A chat.completion.chunk; `logprobs` are the entries of this chunk's own content tokens."""
+    return _chunk_usage(
+        {
+            "id": request_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs), "finish_reason": finish_reason}
+            ],
+        },
+        with_usage,
+    )
+
+
+def chat_usage_chunk(request_id: str, model: str, created: int, completion: Completion) -> dict:
+    """The last chunk when stream_options.include_usage is set: no choices, the whole request's usage."""
+    return {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": _usage(completion),
+    }
+
+
+def completion_chunk(
+    request_id: str,
+    model: str,
+    created: int,
+    text: str,
+    *,
+    logprobs: list[ContentToken] | None = None,
+    prompt_chars: int = 0,
+    finish_reason: str | None = None,
+    with_usage: bool = False,
+) -> dict:
+    """A streamed text_completion: the text of one step and, when asked, the entries of its tokens."""
+    return _chunk_usage(
+        {
+            "id": request_id,
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "text": text,
+                    "index": 0,
+                    "logprobs": completion_logprobs(logprobs, prompt_chars) if logprobs is not None else None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+        },
+        with_usage,
+    )
+
+
+def completion_usage_chunk(request_id: str, model: str, created: int, completion: Completion) -> dict:
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [],
         "usage": _usage(completion),
     }

@@ -1,0 +1,146 @@
+"""Remote engine: decisions against OpenAI-compatible servers (fake ones here; Decider's own in test_api)."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engine.decide import DecisionRequest
+from engine.errors import SettingsError
+from engine.remote import RemoteConfig, RemoteEngine, RemoteError
+from engine.settings import SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
+
+
+def chat_answer(token, alternatives):
+    return {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": token}, "finish_reason": "length",
+                     "logprobs": {"content": [{"token": token, "logprob": alternatives.get(token, -9.0), "bytes": None,
+                                               "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in alternatives.items()]}]}}],
+        "usage": {"prompt_tokens": 42, "completion_tokens": 1},
+    }
+
+
+class FakeServer:
+    def __init__(self, behaviour):
+        outer = self
+        self.requests = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, raw=None):
+                data = raw if raw is not None else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append((self.headers.get("Authorization"), body))
+                behaviour(self, body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(behaviour):
+        server = FakeServer(behaviour)
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+REQUEST = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), sampling=GREEDY)
+
+
+def test_option_below_the_top_20_is_an_upper_bound_not_zero(serve):
+    alternatives = {"A": -0.5, "B": -1.5, **{f"w{i}": -3.0 - i * 0.1 for i in range(18)}}  # no "C"
+    server = serve(lambda h, body: h._send(200, chat_answer("A", alternatives)))
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    a, b, c = result.options
+    assert (a.bound, b.bound, c.bound) == (None, None, "upper")
+    assert c.logprob == min(alternatives.values()) and c.probability > 0
+    assert result.choice_index == 0
+    assert result.coverage == pytest.approx(sum(__import__("math").exp(v) for v in (-0.5, -1.5)))
+    assert result.engine["kind"] == "remote" and "top-20" in result.engine["logprobs"]
+    _, body = server.requests[-1]
+    assert body["max_tokens"] == 1 and body["logprobs"] is True and body["top_logprobs"] == 20
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "A. Attack" in body["messages"][-1]["content"]
+
+
+def test_constraint_modes_are_sent_and_recorded(serve):
+    server = serve(lambda h, body: h._send(200, chat_answer("B", {"A": -2.0, "B": -0.2, "C": -3.0})))
+    result = RemoteEngine(RemoteConfig(server.url, constraint="vllm")).decide(REQUEST)
+    assert server.requests[-1][1]["guided_choice"] == ["A", "B", "C"]
+    assert result.engine["constraint"] == "vllm" and result.choice.label == "B"
+    RemoteEngine(RemoteConfig(server.url, constraint="llama.cpp")).decide(REQUEST)
+    assert server.requests[-1][1]["grammar"] == 'root ::= "A" | "B" | "C"'
+
+
+def test_api_key_is_sent_and_401_is_clear(serve):
+    server = serve(lambda h, body: h._send(401, {"error": {"message": "bad key", "type": "auth"}}))
+    with pytest.raises(RemoteError, match="401 unauthorized — check the API key \\(bad key\\)"):
+        RemoteEngine(RemoteConfig(server.url, api_key="k1")).decide(REQUEST)
+    assert server.requests[-1][0] == "Bearer k1"
+
+
+def test_server_error_and_malformed_answers_are_clear(serve):
+    server = serve(lambda h, body: h._send(500, {"error": {"message": "boom"}}))
+    with pytest.raises(RemoteError, match="HTTP 500: boom"):
+        RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    server = serve(lambda h, body: h._send(200, None, raw=b"<html>"))
+    with pytest.raises(RemoteError, match="did not answer JSON"):
+        RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    server = serve(lambda h, body: h._send(200, {"choices": [{"message": {"content": "A"}}]}))
+    with pytest.raises(RemoteError, match="no logprobs"):
+        RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+
+
+def test_timeout_is_clear(serve):
+    server = serve(lambda h, body: (time.sleep(1.5), h._send(200, chat_answer("A", {"A": -0.1}))))
+    with pytest.raises(RemoteError, match="no answer within 0.5 s"):
+        RemoteEngine(RemoteConfig(server.url, timeout=0.5)).decide(REQUEST)
+
+
+def test_unreachable_server_is_clear():
+    with pytest.raises(RemoteError, match="cannot reach http://127.0.0.1:9"):
+        RemoteEngine(RemoteConfig("http://127.0.0.1:9/v1", timeout=2)).models()
+
+
+def test_connection_test_reports_models_and_logprobs(serve):
+    server = serve(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.5})))
+    report = RemoteEngine(RemoteConfig(server.url)).test_connection()
+    assert report.models == ["fake-model"] and report.logprobs
+    server = serve(lambda h, body: h._send(200, {"choices": [{"message": {"content": "A"}, "logprobs": None}]}))
+    assert not RemoteEngine(RemoteConfig(server.url)).test_connection().logprobs
+
+
+def test_config_validation():
+    with pytest.raises(SettingsError, match="must start with http"):
+        RemoteConfig("localhost:8000")
+    with pytest.raises(SettingsError, match="constraint must be one of"):
+        RemoteConfig("http://x", constraint="regex")
+    assert RemoteConfig("http://x:1/v1/").base_url == "http://x:1"
