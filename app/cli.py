@@ -108,6 +108,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--screenshot", help="run the decision, save a PNG of the window and exit")
     p.add_argument("--overlay-screenshot", help="with --screenshot: also save a PNG of the overlay")
+
+    p = sub.add_parser("models", help="the models Decider knows: recent, demo and downloaded folders")
+    p.add_argument("--json", action="store_true", help="print one JSON array")
+
+    p = sub.add_parser("pull", help="download a model repository from the Hugging Face Hub (resumable, verified)")
+    p.add_argument("repo_id", metavar="REPO_ID", help="owner/name of an OpenVINO export or a Qwen3.5 checkpoint")
+    p.add_argument("--revision", help="branch, tag or commit (default: main)")
+
+    p = sub.add_parser("convert", help="export a Qwen3.5 checkpoint to OpenVINO (needs decider[convert])")
+    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face checkpoint folder (config.json + safetensors)")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="new folder for the OpenVINO export")
+    p.add_argument("--weights", choices=("fp16", "int8", "int4-npu"), default="int4-npu",
+                   help="weight format (default int4-npu: int4 symmetric channel-wise, the NPU's preferred)")
+    p.add_argument("--no-validate", action="store_true", help="skip the test decision on CPU")
+
+    p = sub.add_parser("doctor", help="check OpenVINO, the devices and (optionally) a model folder")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="model folder to check")
+    p.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit to report (default 1024)")
+    p.add_argument("--json", action="store_true")
     return parser
 
 
@@ -281,9 +300,69 @@ def cmd_gui(args: argparse.Namespace) -> int:
     return gui_main(args)
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from .models import known_models, render_entry
+
+    entries = known_models()
+    if args.json:
+        print(json.dumps([e.to_dict() for e in entries], ensure_ascii=False))
+    elif not entries:
+        print("no models yet: `decider pull REPO_ID` downloads one (see docs/models.md)")
+    else:
+        print("\n".join(render_entry(e) for e in entries))
+    return 0
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from .pull import pull, summary
+
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, initial=done, unit="B", unit_scale=True, unit_divisor=1024, desc=args.repo_id,
+                       disable=None, file=sys.stderr)
+        bar.update(done - bar.n)
+
+    try:
+        result = pull(args.repo_id, args.revision, progress=progress)
+    except KeyboardInterrupt:
+        print("\ndecider: pull interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    finally:
+        if bar is not None:
+            bar.close()
+    usable, text = summary(result)
+    print(text)
+    return 0 if usable else 1
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import convert, summary
+
+    result = convert(args.hf_dir, args.out_dir, args.weights, run_decision=not args.no_validate)
+    print(summary(result))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from engine.devices import DeviceOptions
+
+    from .doctor import run_doctor
+
+    options = DeviceOptions() if args.npu_max_prompt is None else DeviceOptions(npu_max_prompt_len=args.npu_max_prompt)
+    report = run_doctor(args.model, options)
+    print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else report.render())
+    return 0 if report.ok else 1
+
+
 COMMANDS = {
     "complete": cmd_complete, "chat": cmd_chat, "ask": cmd_ask, "history": cmd_history, "calibrate": cmd_calibrate,
     "serve": cmd_serve, "gui": cmd_gui,
+    "models": cmd_models, "pull": cmd_pull, "convert": cmd_convert, "doctor": cmd_doctor,
 }
 
 

@@ -30,7 +30,24 @@ def compiled_cache_dir() -> Path:
     return path
 
 
+DEMO_MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo-model"
+
+
+def demo_model_dir() -> Path | None:
+    """The bundled demo model, when this checkout ships one."""
+    return DEMO_MODEL_DIR if (DEMO_MODEL_DIR / "config.json").is_file() else None
+
+
+def is_demo_model(path: str | Path) -> bool:
+    return Path(path).resolve() == DEMO_MODEL_DIR
+
+
 def resolve_model_dir(model: str | None) -> Path:
-    if model:
-        return Path(model).expanduser()
-    raise ModelError("no model given: pass --model DIR (an optimum-intel OpenVINO export of Qwen3.5)")
+    """--model, else $DECIDER_MODEL, else the bundled demo model."""
+    chosen = model or os.environ.get("DECIDER_MODEL")
+    if chosen:
+        return Path(chosen).expanduser()
+    demo = demo_model_dir()
+    if demo is not None:
+        return demo
+    raise ModelError("no model given: pass --model DIR (an optimum-intel OpenVINO export of Qwen3.5; see `decider pull`)")

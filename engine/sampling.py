@@ -85,7 +85,10 @@ def min_p(logits: np.ndarray, p: float) -> np.ndarray:
 
 
 def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
-    return logits / temperature
+    # Shift the best logit to 0 first: the same distribution, and a tiny temperature can then only
+    # push the others towards -inf (the greedy limit) instead of overflowing to +inf.
+    with np.errstate(over="ignore"):
+        return (logits - np.max(logits)) / temperature
 
 
 def greedy(logits: np.ndarray) -> int:

@@ -80,3 +80,10 @@ def test_top_p_is_computed_before_temperature():
     logits = np.log(np.array([0.45, 0.55]))
     out = sampling.top_p(logits, 0.9)
     assert np.isfinite(out).all()
+
+
+def test_a_vanishing_temperature_approaches_greedy_without_overflow():
+    logits = np.array([1.0, 3.0, 2.0, -np.inf])
+    settings = SamplingSettings(temperature=1e-300, top_k=0, top_p=1.0)
+    rng = np.random.default_rng(0)
+    assert all(sampling.sample(logits, settings, rng) == 1 for _ in range(50))

@@ -1,0 +1,262 @@
+"""`decider doctor [MODEL]`: what OpenVINO sees and whether a model folder will run, each problem with its fix.
+
+Nothing is compiled: the IR is read (cheap: the weights are memory-mapped) and checked the way the
+runner checks it at load time, so a folder that passes here fails later only on the device itself.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.devices import DeviceOptions
+from engine.errors import ModelError
+
+from .models import checkpoint_info, describe, human_size
+
+NPU_QWEN35_MIN_OPENVINO = (2026, 5)  # first release whose notes list Qwen3.5 on NPU (docs only)
+
+
+@dataclass
+class Check:
+    status: str  # "ok", "info", "warn" (advice, not a failure), "fail"
+    text: str
+    fix: str | None = None
+
+    def render(self) -> str:
+        mark = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}[self.status]
+        return f"{mark} {self.text}" + (f" → fix: {self.fix}" if self.fix else "")
+
+
+@dataclass
+class Report:
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, status: str, text: str, fix: str | None = None) -> Check:
+        check = Check(status, text, fix)
+        self.checks.append(check)
+        return check
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.status == "fail" for c in self.checks)
+
+    def render(self) -> str:
+        return "\n".join(c.render() for c in self.checks)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [c.__dict__ for c in self.checks]}
+
+
+# ----- OpenVINO and devices -------------------------------------------------------------------------------------
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("-")[0].split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+def _property(core, device: str, name: str) -> str | None:
+    try:
+        value = core.get_property(device, name)
+    except Exception:  # noqa: BLE001 - plugins raise RuntimeError or TypeError for unknown properties
+        return None
+    return str(value).strip() or None
+
+
+def check_openvino(report: Report) -> tuple[object | None, list[str]]:
+    try:
+        import openvino as ov
+    except Exception as exc:  # noqa: BLE001 - a broken install raises anything from ImportError to OSError
+        report.add("fail", f"OpenVINO cannot be imported ({type(exc).__name__}: {exc})", "pip install -U openvino")
+        return None, []
+    version = ov.get_version()
+    report.add("ok", f"OpenVINO {version}")
+    try:
+        core = ov.Core()
+        devices = list(core.available_devices)
+    except Exception as exc:  # noqa: BLE001
+        report.add("fail", f"OpenVINO cannot list devices ({exc})", "reinstall OpenVINO: pip install --force-reinstall openvino")
+        return None, []
+    for device in devices:
+        name = _property(core, device, "FULL_DEVICE_NAME") or "?"
+        text = f"{device}: {name}"
+        if device.startswith("NPU"):
+            driver = _property(core, device, "NPU_DRIVER_VERSION")
+            if driver:
+                text += f" (driver {driver})"
+        report.add("ok", text)
+    if "CPU" not in devices:
+        report.add("fail", "OpenVINO does not list the CPU", "reinstall OpenVINO: pip install --force-reinstall openvino")
+    if not any(d.startswith("GPU") for d in devices):
+        report.add("info", "GPU: none found (Intel GPU needs its OpenCL/Level Zero runtime)")
+    check_npu(report, devices, version)
+    return core, devices
+
+
+def check_npu(report: Report, devices: list[str], version: str) -> None:
+    has_npu = any(d.startswith("NPU") for d in devices)
+    nodes = sorted(glob.glob("/dev/accel/accel*")) if sys.platform.startswith("linux") else []
+    if has_npu:
+        if _version_tuple(version) < NPU_QWEN35_MIN_OPENVINO:
+            report.add(
+                "warn",
+                f"NPU: Qwen3.5 (linear attention) on NPU is first listed in the OpenVINO 2026.5 release notes; this is {version.split('-')[0]}",
+                "pip install -U openvino (if NPU compilation fails)",
+            )
+        return
+    if nodes:
+        unusable = [n for n in nodes if not os.access(n, os.R_OK | os.W_OK)]
+        if unusable:
+            report.add(
+                "fail", f"NPU: {', '.join(unusable)} exists but this user cannot open it",
+                "sudo usermod -aG render $USER, then log out and in again",
+            )
+        else:
+            report.add(
+                "fail", f"NPU: the kernel driver is loaded ({', '.join(nodes)}) but OpenVINO does not list an NPU",
+                "install the Intel NPU user-space driver (intel-driver-compiler-npu, intel-level-zero-npu, level-zero) "
+                "from github.com/intel/linux-npu-driver",
+            )
+        return
+    if sys.platform.startswith("linux"):
+        report.add("info", "NPU: none found (no /dev/accel/accel*; Decider uses GPU or CPU)")
+    else:
+        report.add("info", "NPU: none found (install the Intel NPU driver if this machine has one; Decider uses GPU or CPU)")
+
+
+# ----- the model folder -----------------------------------------------------------------------------------------
+
+
+def fix_for(message: str, folder: Path) -> str:
+    """The one-line fix for a ModelError message from inspect_folder / the runner's checks."""
+    if "truncated" in message or "missing file (an OpenVINO IR" in message:
+        return "the download or export did not finish: `decider pull REPO` again, or re-export with `decider convert`"
+    if "tokenizer.json" in message and "missing" in message:
+        return f"copy tokenizer.json from the original Hugging Face checkpoint into {folder}"
+    if "config.json" in message and "missing" in message:
+        return f"copy config.json from the export (or the original checkpoint) into {folder}"
+    if "unknown model_type" in message:
+        return "Decider runs Qwen3.5 only: pull or convert a Qwen3.5 model"
+    if "not valid JSON" in message:
+        return "the file is damaged: download or export the model again"
+    if "not a folder" in message:
+        return "check the path (a model is a folder holding config.json and openvino_*.xml/.bin)"
+    if "not an OpenVINO IR" in message or "cannot read" in message:
+        return "re-export it: decider convert HF_DIR OUT_DIR --weights int4-npu (or pip install -U openvino if it is newer)"
+    return "re-export it with `decider convert HF_DIR OUT_DIR` or pull it again"
+
+
+def check_model(report: Report, path: str | Path, core=None, options: DeviceOptions | None = None) -> None:
+    from engine.model_folder import inspect_folder
+
+    options = options or DeviceOptions()
+    folder = Path(path).expanduser()
+    report.add("info", f"model {folder}")
+    try:
+        model = inspect_folder(folder)
+    except ModelError as exc:
+        if folder.is_dir() and checkpoint_info(folder) is not None:
+            report.add(
+                "fail", f"{folder} is a Hugging Face checkpoint, not an OpenVINO export",
+                f"decider convert {folder} {folder}-ov --weights int4-npu",
+            )
+        else:
+            report.add("fail", str(exc), fix_for(str(exc), folder))
+        return
+    entry = describe(folder)
+    files = ", ".join(p.name for p in (model.language_ir, model.embeddings_ir) if p is not None)
+    report.add("ok", f"folder complete: {entry.layout} layout ({files}), model_type {model.model_type}, {human_size(entry.size_bytes)}")
+    weights = entry.precision
+    if weights is not None:
+        text = f"weights {weights.label}"
+        if weights.npu_preferred:
+            report.add("ok", text + " (the NPU's preferred format)")
+        else:
+            report.add("info", text + " (NPU works; int4-sym channel-wise is its preferred format: `decider convert … --weights int4-npu`)")
+    report.add("info", f"context length {model.context_length:,} tokens (max_position_embeddings)")
+    # Read the IR the way the runner will (no compilation) and check the contract it relies on.
+    logits_width = None
+    if core is not None:
+        logits_width = _check_ir(report, core, model)
+    _check_tokenizer(report, model, logits_width)
+    limit, response = options.npu_max_prompt_len, options.npu_min_response_len
+    report.add(
+        "info",
+        f"on NPU: prompts up to {limit} tokens, {limit + response} with the answer (NPUW static shapes; "
+        "change with --npu-max-prompt)",
+    )
+
+
+def _check_ir(report: Report, core, model) -> int | None:
+    from engine.runner import _REQUIRED_INPUTS
+
+    try:
+        ir = core.read_model(model.language_ir)
+    except Exception as exc:  # noqa: BLE001 - RuntimeError from the frontend
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        report.add("fail", f"{model.language_ir}: OpenVINO cannot read it ({first})", fix_for("cannot read", model.path))
+        return None
+    names = {name for port in ir.inputs for name in port.get_names()}
+    missing = _REQUIRED_INPUTS[model.layout] - names
+    if missing:
+        report.add(
+            "fail", f"{model.language_ir}: inputs {', '.join(sorted(missing))} missing (not a stateful Qwen3.5 export)",
+            "re-export with `decider convert HF_DIR OUT_DIR` (task text-generation-with-past / image-text-to-text)",
+        )
+    if not ir.get_sinks():
+        report.add("fail", f"{model.language_ir}: the model has no state", "re-export with `decider convert` (stateful, the default)")
+    try:
+        shape = ir.output("logits").get_partial_shape()
+        width = shape[shape.rank.get_length() - 1]
+        logits = None if width.is_dynamic else width.get_length()
+    except RuntimeError:
+        report.add("fail", f"{model.language_ir}: no 'logits' output", "re-export with `decider convert`")
+        return None
+    if logits is None:
+        report.add("fail", f"{model.language_ir}: the logits width is not static", "re-export with `decider convert`")
+    elif logits != model.vocab_size:
+        report.add(
+            "fail", f"{model.path / 'config.json'}: vocab_size {model.vocab_size} but the IR has {logits} logits",
+            "use the config.json that came with this export",
+        )
+    else:
+        report.add("ok", f"language model IR readable: {len(ir.get_sinks())} state variables, {logits:,} logits")
+    return logits
+
+
+def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
+    from engine.tokenizer import ChatTokenizer
+
+    try:
+        tokenizer = ChatTokenizer(model.tokenizer_json)
+    except ModelError as exc:
+        report.add("fail", str(exc), f"copy tokenizer.json from the original Qwen3.5 checkpoint into {model.path}")
+        return
+    width = logits_width or model.vocab_size
+    if tokenizer.size > width:
+        report.add(
+            "fail", f"{model.tokenizer_json}: {tokenizer.size:,} tokens but the model has {width:,} logits",
+            f"the tokenizer belongs to another model: copy the checkpoint's tokenizer.json into {model.path}",
+        )
+        return
+    padding = width - tokenizer.size
+    report.add(
+        "ok", f"vocabulary: tokenizer {tokenizer.size:,} ids, model {width:,} logits"
+        + (f" ({padding:,} padding ids never scored)" if padding else ""),
+    )
+
+
+def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None) -> Report:
+    report = Report()
+    core, _ = check_openvino(report)
+    if model is not None:
+        check_model(report, model, core, options)
+    return report

@@ -1,0 +1,633 @@
+"""Model management: `decider pull` against a local hub, `models`, `doctor` and `convert`.
+
+The hub is a stdlib HTTP server on 127.0.0.1 speaking the Hugging Face Hub's URL layout, as
+huggingface_hub 1.x/2.x requests it:
+
+* GET  /api/models/{repo}/revision/{rev}[?blobs=true]  → model info; `siblings` carry size, blobId and
+  (for LFS files) lfs.sha256/size when blobs are asked for; 404 + X-Error-Code RepoNotFound /
+  RevisionNotFound otherwise;
+* GET  /api/models/{repo}/tree/{rev}[?recursive=…]     → the file listing (snapshot_download uses it);
+* HEAD/GET /{repo}/resolve/{rev}/{file}                 → small files directly (ETag = git blob sha1),
+  LFS files by 302 to http://localhost:PORT/cdn/{sha256} (another host, as the hub's CDN is) with
+  X-Linked-Etag (sha256) and X-Linked-Size; X-Repo-Commit always;
+* GET  /cdn/{sha256}                                    → the bytes, with Range support (206).
+
+Faults are switched on per test: drop the connection mid-file once, serve wrong bytes for a file.
+The repository served is tests/fixtures/models/qwen35-text (a 2.3 MB export) or the matching
+checkpoint; a test that must not touch the network points HF_ENDPOINT at a closed port.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
+
+from app import pull as pull_module  # noqa: E402
+from app.cli import main  # noqa: E402
+from app.models import PARTIAL_DIR, PULL_MANIFEST, known_models, weight_precision  # noqa: E402
+from app.pull import PullError, pull  # noqa: E402
+from conftest import FIXTURES, model_dir  # noqa: E402
+from engine.errors import Cancelled  # noqa: E402
+
+EXPORT = model_dir("qwen35-text")
+CHECKPOINT = FIXTURES / "checkpoints" / "qwen35-text"
+REPO = "decider-test/qwen35-text-ov"
+CKPT_REPO = "decider-test/qwen35-text"
+LFS_SUFFIXES = (".bin", ".xml", ".safetensors")
+BIG = "openvino_model.bin"
+
+
+# ----- the fixture hub ------------------------------------------------------------------------------------------
+
+
+class FixtureRepo:
+    def __init__(self, folder: Path, commit: str):
+        self.commit = commit
+        self.files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+    def is_lfs(self, name: str) -> bool:
+        return name.endswith(LFS_SUFFIXES)
+
+    def blob_id(self, name: str) -> str:
+        data = self.files[name]
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+    def sha256(self, name: str) -> str:
+        return hashlib.sha256(self.files[name]).hexdigest()
+
+
+class FixtureHub:
+    def __init__(self):
+        self.repos = {
+            REPO: FixtureRepo(EXPORT, "a" * 40),
+            CKPT_REPO: FixtureRepo(CHECKPOINT, "c" * 40),
+        }
+        self.drop_once: dict[str, int] = {}  # file name -> bytes sent before the connection is cut (once)
+        self.corrupt: set[str] = set()  # file names served with one byte flipped
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path+query, Range header)
+        self.lock = threading.Lock()
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):
+                hub.handle(self, head=True)
+
+            def do_GET(self):
+                hub.handle(self, head=False)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.cdn = f"http://localhost:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- routing ---
+    def handle(self, h: BaseHTTPRequestHandler, head: bool) -> None:
+        parts = urlsplit(h.path)
+        path, query = unquote(parts.path), parse_qs(parts.query)
+        with self.lock:
+            self.requests.append(("HEAD" if head else "GET", h.path, h.headers.get("Range")))
+        m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?$", path)
+        if m:
+            return self.model_info(h, m.group(1), m.group(2) or "main", query, head)
+        m = re.match(r"^/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?$", path)
+        if m:
+            return self.tree(h, m.group(1), m.group(2), head)
+        m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+        if m:
+            return self.resolve(h, m.group(1), m.group(2), m.group(3), head)
+        m = re.match(r"^/cdn/([0-9a-f]{64})$", path)
+        if m:
+            for repo in self.repos.values():
+                for name in repo.files:
+                    if repo.is_lfs(name) and repo.sha256(name) == m.group(1):
+                        return self.send_file(h, repo, name, head, {})
+        return self.error(h, 404, "EntryNotFound", "Entry not found", head)
+
+    def lookup(self, h, repo_id: str, revision: str, head: bool) -> FixtureRepo | None:
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            self.error(h, 404, "RepoNotFound", "Repository not found", head)
+            return None
+        if revision not in ("main", repo.commit):
+            self.error(h, 404, "RevisionNotFound", f"Invalid rev id: {revision}", head)
+            return None
+        return repo
+
+    def model_info(self, h, repo_id, revision, query, head):
+        repo = self.lookup(h, repo_id, revision, head)
+        if repo is None:
+            return
+        blobs = query.get("blobs", ["false"])[0].lower() == "true"
+        siblings = []
+        for name, data in repo.files.items():
+            entry = {"rfilename": name}
+            if blobs:
+                entry.update(size=len(data), blobId=repo.blob_id(name))
+                if repo.is_lfs(name):
+                    entry["lfs"] = {"sha256": repo.sha256(name), "size": len(data), "pointerSize": 134}
+            siblings.append(entry)
+        owner = repo_id.split("/")[0]
+        self.send_json(h, {
+            "_id": "0" * 24, "id": repo_id, "modelId": repo_id, "author": owner, "sha": repo.commit,
+            "lastModified": "2026-05-01T00:00:00.000Z", "createdAt": "2026-05-01T00:00:00.000Z",
+            "private": False, "disabled": False, "gated": False, "downloads": 0, "likes": 0,
+            "tags": ["openvino"], "library_name": "openvino", "siblings": siblings,
+        }, head, {"X-Repo-Commit": repo.commit})
+
+    def tree(self, h, repo_id, revision, head):
+        repo = self.lookup(h, repo_id, revision, head)
+        if repo is None:
+            return
+        items = []
+        for name, data in repo.files.items():
+            item = {"type": "file", "oid": repo.blob_id(name), "size": len(data), "path": name}
+            if repo.is_lfs(name):
+                item["lfs"] = {"oid": repo.sha256(name), "size": len(data), "pointerSize": 134}
+            items.append(item)
+        self.send_json(h, items, head, {"X-Repo-Commit": repo.commit})
+
+    def resolve(self, h, repo_id, revision, name, head):
+        repo = self.lookup(h, repo_id, revision, head)
+        if repo is None:
+            return
+        if name not in repo.files:
+            return self.error(h, 404, "EntryNotFound", f"{name} does not exist on \"{revision}\"", head)
+        headers = {"X-Repo-Commit": repo.commit}
+        if repo.is_lfs(name):
+            sha = repo.sha256(name)
+            h.send_response(302)
+            h.send_header("Location", f"{self.cdn}/cdn/{sha}")  # another host, like the hub's LFS CDN
+            h.send_header("X-Repo-Commit", repo.commit)
+            h.send_header("X-Linked-Etag", f'"{sha}"')
+            h.send_header("X-Linked-Size", str(len(repo.files[name])))
+            h.send_header("ETag", f'"{sha}"')
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        headers["ETag"] = f'"{repo.blob_id(name)}"'
+        return self.send_file(h, repo, name, head, headers)
+
+    # --- responses ---
+    def send_file(self, h, repo: FixtureRepo, name: str, head: bool, headers: dict) -> None:
+        data = repo.files[name]
+        if name in self.corrupt:
+            middle = len(data) // 2
+            data = data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:]
+        start = 0
+        match = re.match(r"bytes=(\d+)-$", h.headers.get("Range") or "")
+        if match:
+            start = int(match.group(1))
+            if start >= len(data):
+                h.send_response(416)
+                h.send_header("Content-Range", f"bytes */{len(data)}")
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+                return
+            h.send_response(206)
+            h.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            h.send_response(200)
+        body = data[start:]
+        for key, value in headers.items():
+            h.send_header(key, value)
+        h.send_header("Accept-Ranges", "bytes")
+        h.send_header("Content-Type", "application/octet-stream")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if head:
+            return
+        with self.lock:
+            cut = self.drop_once.pop(name, None)
+        if cut is not None and cut - start < len(body):
+            h.wfile.write(body[: max(0, cut - start)])
+            h.wfile.flush()
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        h.wfile.write(body)
+
+    def send_json(self, h, payload, head: bool, headers: dict) -> None:
+        body = json.dumps(payload).encode()
+        h.send_response(200)
+        for key, value in headers.items():
+            h.send_header(key, value)
+        h.send_header("Content-Type", "application/json; charset=utf-8")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
+
+    def error(self, h, status: int, code: str, message: str, head: bool) -> None:
+        body = json.dumps({"error": message}).encode()
+        h.send_response(status)
+        h.send_header("X-Error-Code", code)
+        h.send_header("X-Error-Message", message)
+        h.send_header("Content-Type", "application/json; charset=utf-8")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
+
+    def gets(self, name_or_sha: str) -> list[tuple[str, str, str | None]]:
+        return [r for r in self.requests if r[0] == "GET" and r[1].endswith(name_or_sha)]
+
+
+@pytest.fixture(scope="module")
+def hub_server():
+    server = FixtureHub()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def hub(hub_server, monkeypatch, tmp_path):
+    """The hub as HF_ENDPOINT, faults cleared, and fresh Decider data/config dirs for this test."""
+    hub_server.drop_once.clear()
+    hub_server.corrupt.clear()
+    hub_server.requests.clear()
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("DECIDER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DECIDER_CONFIG_DIR", str(tmp_path / "config"))
+    return hub_server
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def pulled(tmp_path: Path, repo: str = REPO) -> Path:
+    return tmp_path / "data" / "models" / repo.replace("/", "--")
+
+
+def same_files(folder: Path, source: Path) -> bool:
+    return all((folder / p.name).read_bytes() == p.read_bytes() for p in source.iterdir() if p.is_file())
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ----- pull -----------------------------------------------------------------------------------------------------
+
+
+def test_pull_downloads_verifies_and_says_the_export_is_ready(hub, capsys, tmp_path):
+    code, out, err = run(capsys, "pull", REPO)
+    assert code == 0, err
+    folder = pulled(tmp_path)
+    assert same_files(folder, EXPORT)
+    assert "✓ ready OpenVINO export: text (qwen3_5_text), weights fp32" in out
+    assert "all verified" in out and f"decider ask --model {folder}" in out
+    manifest = json.loads((folder / PULL_MANIFEST).read_text())
+    assert manifest["complete"] and manifest["commit"] == "a" * 40 and len(manifest["files"]) == len(hub.repos[REPO].files)
+    assert not (folder / PARTIAL_DIR).exists()
+    # One info call with the hashes, files fetched at the resolved commit, LFS files through the CDN redirect.
+    assert any(r[1].startswith(f"/api/models/{REPO}") and "blobs=" in r[1] for r in hub.requests)
+    assert hub.gets(f"/resolve/{'a' * 40}/tokenizer.json")
+    assert hub.gets(hub.repos[REPO].sha256(BIG))
+
+    # A second pull finds everything in place and downloads nothing.
+    hub.requests.clear()
+    code, out, _ = run(capsys, "pull", REPO)
+    assert code == 0 and "0 B downloaded" in out and "already there" in out
+    assert not [r for r in hub.requests if "/resolve/" in r[1] or "/cdn/" in r[1]]
+
+
+def test_pull_resumes_an_interrupted_transfer_in_the_next_pull(hub, tmp_path):
+    hub.drop_once[BIG] = 700_000
+    with pytest.raises(PullError, match=rf"{BIG}: connection to 127\.0\.0\.1:\d+ lost .*run the same pull again to resume"):
+        pull(REPO, retries=0)
+    folder = pulled(tmp_path)
+    parts = list((folder / PARTIAL_DIR).glob(f"{BIG}.*.part"))
+    assert len(parts) == 1
+    kept = parts[0].stat().st_size
+    assert 0 < kept <= 700_000
+    assert not (folder / BIG).exists()
+
+    seen = []
+    result = pull(REPO, progress=lambda done, total: seen.append((done, total)))
+    assert (folder / BIG).read_bytes() == (EXPORT / BIG).read_bytes()
+    assert same_files(folder, EXPORT)
+    assert result.resumed_bytes == kept
+    ranges = [r[2] for r in hub.gets(hub.repos[REPO].sha256(BIG))]
+    assert ranges == [None, f"bytes={kept}-"]  # the second pull asked only for the rest
+    total = sum(len(d) for d in hub.repos[REPO].files.values())
+    assert seen[-1] == (total, total) and all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
+
+
+def test_pull_retries_a_dropped_connection_within_one_call(hub, tmp_path):
+    hub.drop_once[BIG] = 300_000
+    result = pull(REPO, retry_wait=0.0)
+    assert (pulled(tmp_path) / BIG).read_bytes() == (EXPORT / BIG).read_bytes()
+    ranges = [r[2] for r in hub.gets(hub.repos[REPO].sha256(BIG))]
+    assert ranges[0] is None and re.fullmatch(r"bytes=\d+-", ranges[1])
+    assert result.entry is not None and result.entry.kind == "export"
+
+
+def test_pull_detects_a_corrupt_lfs_file_by_its_sha256(hub, capsys, tmp_path):
+    hub.corrupt.add(BIG)
+    code, _, err = run(capsys, "pull", REPO)
+    assert code == 1
+    assert err.count("\n") == 1 and f"{BIG}: sha256 mismatch" in err and hub.repos[REPO].sha256(BIG) in err
+    folder = pulled(tmp_path)
+    assert not (folder / BIG).exists() and not list((folder / PARTIAL_DIR).glob("*.part"))
+
+
+def test_pull_detects_a_corrupt_small_file_by_its_git_blob_id(hub, tmp_path):
+    hub.corrupt.add("tokenizer.json")
+    with pytest.raises(PullError, match=r"tokenizer\.json: git blob sha1 mismatch"):
+        pull(REPO)
+
+
+def test_pull_of_a_missing_repository(hub, capsys):
+    code, _, err = run(capsys, "pull", "decider-test/no-such-model")
+    assert code == 1
+    assert err.startswith("decider: error: repository decider-test/no-such-model not found on http://127.0.0.1:")
+    assert err.count("\n") == 1
+
+
+def test_pull_of_a_missing_revision(hub, capsys):
+    code, _, err = run(capsys, "pull", REPO, "--revision", "v9")
+    assert code == 1 and "revision 'v9' not found in repository decider-test/qwen35-text-ov" in err
+
+
+def test_pull_without_network_says_the_hub_cannot_be_reached(hub, capsys, monkeypatch):
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    code, _, err = run(capsys, "pull", REPO)
+    assert code == 1 and err.startswith(f"decider: error: cannot reach the hub at {endpoint} (")
+    assert err.count("\n") == 1
+
+
+def test_offline_mode_uses_a_complete_copy_or_says_it_is_missing(hub, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = run(capsys, "pull", REPO)
+    assert code == 1 and "offline mode (HF_HUB_OFFLINE=1) and decider-test/qwen35-text-ov is not downloaded yet" in err
+    assert not hub.requests
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert run(capsys, "pull", REPO)[0] == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.requests.clear()
+    code, out, _ = run(capsys, "pull", REPO)
+    assert code == 0 and out.startswith("offline: using the copy") and "ready OpenVINO export" in out
+    assert not hub.requests
+
+
+def test_cancel_keeps_what_arrived_for_the_next_pull(hub, tmp_path, monkeypatch):
+    monkeypatch.setattr(pull_module, "CHUNK", 64 * 1024)
+    state = {"bytes": 0}
+
+    def progress(done, total):
+        state["bytes"] = done
+
+    with pytest.raises(Cancelled, match="run the same pull again to resume"):
+        pull(REPO, progress=progress, cancel=lambda: state["bytes"] > 1_000_000)
+    folder = pulled(tmp_path)
+    assert list((folder / PARTIAL_DIR).glob("*.part"))
+    result = pull(REPO)
+    assert result.resumed_bytes > 0 and same_files(folder, EXPORT)
+
+
+def test_disk_full_is_one_line_naming_the_file(hub, capsys, monkeypatch):
+    def full(handle, chunk):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pull_module, "_append", full)
+    code, _, err = run(capsys, "pull", REPO)
+    assert code == 1 and "disk full while writing " in err and PARTIAL_DIR in err and err.count("\n") == 1
+
+
+def test_not_enough_space_is_said_before_downloading(hub, capsys, monkeypatch):
+    monkeypatch.setattr(pull_module, "_free_space", lambda path: 1000)
+    code, _, err = run(capsys, "pull", REPO)
+    assert code == 1 and "not enough disk space for decider-test/qwen35-text-ov" in err
+    assert not [r for r in hub.requests if "/resolve/" in r[1] or "/cdn/" in r[1]]
+
+
+def test_a_new_revision_replaces_changed_files_and_drops_removed_ones(hub, tmp_path):
+    pull(REPO)
+    folder = pulled(tmp_path)
+    repo = hub.repos[REPO]
+    saved = (repo.commit, dict(repo.files))
+    try:
+        repo.commit = "b" * 40
+        del repo.files["generation_config.json"]
+        repo.files["tokenizer_config.json"] = repo.files["tokenizer_config.json"].replace(b"{", b"{ ", 1)
+        repo.files["NOTES.md"] = b"new in this revision\n"
+        hub.requests.clear()
+        result = pull(REPO)
+        assert result.commit == "b" * 40 and result.reused_files == len(repo.files) - 2
+        assert not (folder / "generation_config.json").exists()
+        assert (folder / "NOTES.md").read_bytes() == b"new in this revision\n"
+        assert (folder / "tokenizer_config.json").read_bytes() == repo.files["tokenizer_config.json"]
+        assert not hub.gets(repo.sha256(BIG))  # unchanged weights are not fetched again
+    finally:
+        repo.commit, repo.files = saved
+
+
+def test_pull_of_a_checkpoint_says_to_convert_it(hub, capsys, tmp_path):
+    code, out, _ = run(capsys, "pull", CKPT_REPO)
+    assert code == 0
+    assert "Hugging Face checkpoint (qwen3_5_text)" in out
+    assert f"decider convert {pulled(tmp_path, CKPT_REPO)}" in out
+
+
+def test_bad_repo_id_is_a_usage_error(hub, capsys):
+    code, _, err = run(capsys, "pull", "../etc")
+    assert code == 2 and "is not a repository id" in err
+
+
+def test_the_fixture_hub_speaks_huggingface_hub_s_protocol(hub, tmp_path):
+    """The real client downloads the same repository from the fixture server, byte for byte."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    local = tmp_path / "snapshot"
+    snapshot_download(REPO, local_dir=local, endpoint=hub.url)
+    assert same_files(local, EXPORT)
+    path = hf_hub_download(REPO, BIG, cache_dir=tmp_path / "cache", endpoint=hub.url)
+    assert Path(path).read_bytes() == (EXPORT / BIG).read_bytes()
+    assert any(r[0] == "HEAD" and "/resolve/" in r[1] for r in hub.requests)
+
+
+# ----- models ---------------------------------------------------------------------------------------------------
+
+
+def test_models_lists_pulled_and_recent_folders_and_flags_a_broken_one(hub, capsys, tmp_path):
+    assert run(capsys, "pull", REPO)[0] == 0
+    broken = tmp_path / "broken-export"
+    shutil.copytree(EXPORT, broken)
+    (broken / BIG).unlink()
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "gui-settings.json").write_text(json.dumps({"last_model": str(broken), "recent_models": [str(broken), str(EXPORT)]}))
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    assert f"✓ {REPO}  (downloaded)" in out
+    assert "text (qwen3_5_text) · weights fp32 · CPU yes · GPU yes · NPU works" in out
+    assert "✗ broken-export  (last used, recent)" in out
+    assert f"✗ {broken / BIG}: missing file" in out
+    assert "✓ qwen35-text  (recent)" in out
+
+    code, out, _ = run(capsys, "models", "--json")
+    entries = {e["name"]: e for e in json.loads(out)}
+    assert entries[REPO]["ok"] and entries[REPO]["repo_id"] == REPO and entries[REPO]["commit"] == "a" * 40
+    assert entries[REPO]["devices"] == {"CPU": "yes", "GPU": "yes", "NPU": "works"}
+    assert entries[REPO]["size_bytes"] >= sum(p.stat().st_size for p in EXPORT.iterdir())
+    assert not entries["broken-export"]["ok"] and BIG in entries["broken-export"]["error"]
+
+
+def test_models_tolerates_odd_settings_files(hub, tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "gui_settings.json").write_text(json.dumps({"recent_models": [{"path": str(EXPORT)}, 3, None], "last_model": 7}))
+    (config / "gui-settings.json").write_text("{not json")
+    entries = known_models()
+    assert [e.sources for e in entries] == [["recent"]] and entries[0].ok
+
+
+def test_models_labels_the_demo_model(hub, tmp_path, monkeypatch):
+    from app import models
+
+    monkeypatch.setattr(models, "DEMO_MODEL", EXPORT)
+    entries = known_models()
+    assert [(e.name, e.sources, e.kind) for e in entries] == [("qwen35-text", ["demo model"], "export")]
+
+
+def test_weight_precision_reads_nncf_s_record_and_falls_back_to_constants(tmp_path):
+    const = '<layer id="{i}" name="w{i}" type="Const" version="opset1">\n\t<data element_type="{t}" shape="{s}" offset="0" size="{n}" />'
+    body = "\n".join(const.format(i=i, t=t, s=s, n=n) for i, (t, s, n) in enumerate(
+        [("i4", "128, 64", 4096), ("u8", "1856, 64", 118784), ("f16", "128, 1", 256), ("i64", "2", 16)]))
+    record = ('<rt_info><nncf><weight_compression><group_size value="-1" /><mode value="int4_sym" />'
+              '<ratio value="1.0" /><backup_mode value="int8_asym" /></weight_compression></nncf></rt_info>')
+    xml = tmp_path / "m.xml"
+    xml.write_text(f"<net>\n{body}\n{record}\n</net>")
+    precision = weight_precision(xml)
+    assert precision.label == "int4-sym channel-wise (+int8_asym)" and precision.npu_preferred
+    xml.write_text(f"<net>\n{body}\n</net>")
+    precision = weight_precision(xml)
+    assert precision.source == "constants" and precision.label == "int4-sym channel-wise (+int8)" and precision.npu_preferred
+    xml.write_text("<net>\n" + body.replace('"i4" shape="128, 64"', '"u4" shape="128, 2, 32"') + "\n</net>")
+    assert weight_precision(xml).label == "int4-asym group-wise (+int8)" and not weight_precision(xml).npu_preferred
+    assert weight_precision(EXPORT / "openvino_model.xml").label == "fp32"
+
+
+# ----- doctor ---------------------------------------------------------------------------------------------------
+
+
+def test_doctor_on_a_good_folder(capsys):
+    code, out, _ = run(capsys, "doctor", str(EXPORT))
+    assert code == 0, out
+    assert out.startswith("✓ OpenVINO ") and "✓ CPU: " in out
+    assert "✓ folder complete: text layout (openvino_model.xml), model_type qwen3_5_text" in out
+    assert "vocabulary: tokenizer 1,736 ids, model 1,856 logits" in out
+    assert "context length 32,768 tokens" in out
+    assert "weights fp32" in out
+    assert "on NPU: prompts up to 1024 tokens" in out
+    assert "✗" not in out
+
+
+def test_doctor_reports_the_npu_limit_asked_for(capsys):
+    code, out, _ = run(capsys, "doctor", str(model_dir("qwen35-vl")), "--npu-max-prompt", "2048")
+    assert code == 0 and "vision-language layout (openvino_language_model.xml, openvino_text_embeddings_model.xml)" in out
+    assert "prompts up to 2048 tokens" in out
+
+
+def test_doctor_on_a_broken_folder_names_the_file_and_the_fix(capsys, tmp_path):
+    broken = tmp_path / "truncated"
+    shutil.copytree(EXPORT, broken)
+    with open(broken / BIG, "r+b") as handle:
+        handle.truncate(1000)
+    code, out, _ = run(capsys, "doctor", str(broken))
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("✗"))
+    assert f"{broken / BIG}: truncated" in line and "→ fix: " in line
+
+
+def test_doctor_on_a_folder_without_tokenizer(capsys, tmp_path):
+    broken = tmp_path / "no-tokenizer"
+    shutil.copytree(EXPORT, broken)
+    (broken / "tokenizer.json").unlink()
+    code, out, _ = run(capsys, "doctor", str(broken))
+    assert code == 1 and "tokenizer.json: missing file" in out and "→ fix: copy tokenizer.json" in out
+
+
+def test_doctor_on_a_checkpoint_says_to_convert(capsys):
+    code, out, _ = run(capsys, "doctor", str(CHECKPOINT))
+    assert code == 1 and "is a Hugging Face checkpoint, not an OpenVINO export → fix: decider convert" in out
+
+
+def test_doctor_json(capsys):
+    code, out, _ = run(capsys, "doctor", "--json")
+    body = json.loads(out)
+    assert code == 0 and body["ok"] and body["checks"][0]["text"].startswith("OpenVINO ")
+
+
+# ----- convert --------------------------------------------------------------------------------------------------
+
+
+def test_convert_without_optimum_says_how_to_install_it(capsys, tmp_path, monkeypatch):
+    from app import convert as convert_module
+
+    monkeypatch.setattr(convert_module, "optimum_available", lambda: False)
+    code, _, err = run(capsys, "convert", str(CHECKPOINT), str(tmp_path / "out"))
+    assert code == 1 and 'pip install "decider[convert]"' in err and err.count("\n") == 1
+
+
+def test_convert_refuses_an_export_and_a_used_output_folder(capsys, tmp_path):
+    code, _, err = run(capsys, "convert", str(EXPORT), str(tmp_path / "out"))
+    assert code == 2 and "already an OpenVINO export" in err
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "x").write_text("x")
+    code, _, err = run(capsys, "convert", str(CHECKPOINT), str(used))
+    assert code == 2 and "exists and is not empty" in err
+
+
+def _optimum_importable() -> bool:
+    try:
+        return importlib.util.find_spec("optimum.intel") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _optimum_importable(), reason="optimum-intel (decider[convert]) is not installed")
+def test_convert_exports_int4_npu_and_runs_a_decision(capsys, tmp_path):
+    out_dir = tmp_path / "qwen35-text-int4"
+    code, out, err = run(capsys, "convert", str(CHECKPOINT), str(out_dir), "--weights", "int4-npu")
+    assert code == 0, err[-2000:]
+    assert "weights int4-sym channel-wise" in out and "NPU preferred" in out
+    assert "test decision on CPU" in out and "chose " in out
+    assert (out_dir / "tokenizer.json").is_file()
+    assert run(capsys, "doctor", str(out_dir))[0] == 0
