@@ -128,7 +128,7 @@ class GuiSettings:
         return self.with_changes(**{name: getattr(sampling, name) for name in SAMPLING_NAMES})
 
     def with_recent_model(self, path: str | Path) -> "GuiSettings":
-        text = str(Path(path).expanduser())
+        text = os.path.abspath(os.path.expanduser(str(path)))
         recent = (text,) + tuple(p for p in self.recent_models if p != text)
         return self.with_changes(recent_models=recent[:MAX_RECENT_MODELS], last_model=text)
 

@@ -55,9 +55,11 @@ class EngineWorker(QObject):
     request_api = Signal(bool, str, int)
     request_shutdown = Signal()
 
-    def __init__(self) -> None:
+    def __init__(self, history_factory=None) -> None:
         super().__init__()
         self.service = None  # app.service.EngineService once a model is loaded
+        self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
+        self._history = None
         self.model_info: ModelInfo | None = None
         self._api_server = None
         self._lock = threading.Lock()
@@ -98,7 +100,7 @@ class EngineWorker(QObject):
 
             started = time.perf_counter()
             inspect_folder(path)  # plain-worded ModelError before any compile
-            service = EngineService(path, options)
+            service = EngineService(path, options, self._history_store())
             was_serving = self._api_server is not None
             if was_serving:
                 self._stop_api()
@@ -124,6 +126,15 @@ class EngineWorker(QObject):
             self.model_failed.emit(f"could not load {path}: {type(exc).__name__}: {exc}")
         finally:
             self.busy.emit(False)
+
+    def _history_store(self):
+        if self._history is None and self._history_factory is not None:
+            try:
+                self._history = self._history_factory()
+            except Exception as exc:  # history is a convenience: never a reason not to load
+                log.warning("decision history unavailable: %s", exc)
+                self._history_factory = None
+        return self._history
 
     @Slot(object)
     def decide(self, request) -> None:
@@ -155,7 +166,7 @@ class EngineWorker(QObject):
             return False
 
         try:
-            result = self.service.decide(request, should_stop=should_stop)
+            result = self.service.decide(request, should_stop=should_stop, source="app")
             if self._is_cancelled(job):
                 self.cancelled.emit()
             else:
@@ -193,11 +204,10 @@ class EngineWorker(QObject):
             return
         try:
             server = ApiServer(self.service, host, port, on_decision=self._on_api_decision)
-            start = getattr(server, "start", None)
-            if callable(start):
-                start()
+            server.start()
             self._api_server = server
-            self.api_state.emit(True, f"serving on http://{host}:{port}")
+            url = getattr(server, "url", None) or f"http://{host}:{port}/v1"
+            self.api_state.emit(True, f"serving {self.service.model_name} on {url}")
         except DeciderError as exc:
             self.api_state.emit(False, str(exc))
         except OSError as exc:
@@ -210,23 +220,14 @@ class EngineWorker(QObject):
         server, self._api_server = self._api_server, None
         if server is None:
             return
-        for name in ("stop", "shutdown", "close"):
-            method = getattr(server, name, None)
-            if callable(method):
-                try:
-                    method()
-                except Exception:
-                    log.error("API server stop failed:\n%s", traceback.format_exc())
-                break
+        try:
+            server.stop()
+        except Exception:
+            log.error("API server stop failed:\n%s", traceback.format_exc())
 
-    def _on_api_decision(self, *args, **kwargs) -> None:
-        """Called from a server thread: hand the decision to the UI through a queued signal."""
-        values = list(args) + list(kwargs.values())
-        result = next((v for v in values if hasattr(v, "choice_index") and hasattr(v, "options")), None)
-        request = next((v for v in values if hasattr(v, "question")), None)
-        if result is None:
-            return
-        question = request.question if request is not None else ""
+    def _on_api_decision(self, result, request=None) -> None:
+        """Called from a server handler thread: hand the decision to the UI through a queued signal."""
+        question = getattr(request, "question", "") if request is not None else ""
         self.api_decided.emit(question, result)
 
     @Slot()
@@ -238,18 +239,22 @@ class EngineWorker(QObject):
 class EngineThread:
     """The worker and its QThread, started together; `close()` cancels, stops and joins."""
 
-    def __init__(self) -> None:
+    def __init__(self, history_factory=None) -> None:
         self.thread = QThread()
         self.thread.setObjectName("decider-engine")
-        self.worker = EngineWorker()
+        self.worker = EngineWorker(history_factory)
         self.worker.moveToThread(self.thread)
         self.thread.start()
 
-    def close(self, timeout_ms: int = 10_000) -> None:
+    def close(self, timeout_ms: int = 10_000) -> bool:
+        """True when the thread has stopped. A model still compiling cannot be interrupted: then False."""
         if not self.thread.isRunning():
-            return
+            return True
         self.worker.cancel()
         self.worker.request_shutdown.emit()
         self.thread.quit()
         if not self.thread.wait(timeout_ms):
             log.warning("the engine thread did not stop within %d ms", timeout_ms)
+            return False
+        self.worker._shutdown()  # the loop may have quit before the queued shutdown ran; the thread is gone now
+        return True

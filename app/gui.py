@@ -1,0 +1,175 @@
+"""`decider gui`: wire the settings, the engine thread and the main window together.
+
+Model choice at start: --model, else the last model used, else the bundled demo model
+(resources/demo-model, issue #7) labelled "demo model", else the "choose a model folder" state.
+
+With --screenshot PATH it loads the model, runs the --question/--option decision, saves a PNG of the
+window (and of the overlay with --overlay-screenshot) and exits: how the README's pictures are made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from .settings_store import GuiSettings, load_settings, save_settings
+from .worker import EngineThread
+
+log = logging.getLogger(__name__)
+
+SCREENSHOT_TIMEOUT_MS = 180_000
+
+
+def demo_model_dir() -> Path | None:
+    """The bundled demo model (issue #7), when this install has one."""
+    path = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
+    return path if (path / "config.json").is_file() else None
+
+
+def api_available() -> bool:
+    try:
+        import importlib.util
+
+        return importlib.util.find_spec("app.server") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def initial_model(args_model: str | None, settings: GuiSettings) -> tuple[str | None, bool]:
+    """(path, is_demo) to open at start, or (None, False) for the empty state."""
+    if args_model:
+        return str(Path(args_model).expanduser()), False
+    if settings.last_model and Path(settings.last_model).is_dir():
+        return settings.last_model, False
+    demo = demo_model_dir()
+    if demo is not None:
+        return str(demo), True
+    return None, False
+
+
+def create_app(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(argv if argv is not None else [sys.argv[0]])
+    app.setApplicationName("Decider")
+    app.setOrganizationName("Decider")
+    from ui.theme import apply_theme
+
+    apply_theme(app)
+    return app
+
+
+def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, save=save_settings,
+                 register_global_hotkey: bool = True, history: bool = True):
+    """The engine thread and a main window on it (the caller closes both)."""
+    from ui.main_window import MainWindow
+
+    from .history import default_store
+
+    engine = EngineThread(default_store if history else None)
+    demo = demo_model_dir()
+    window = MainWindow(
+        engine.worker, settings, save, demo_dir=str(demo) if demo else None, warnings=warnings,
+        api_available=api_available(), register_global_hotkey=register_global_hotkey,
+    )
+    return engine, window
+
+
+def gui_main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="decider: %(message)s")
+    screenshot = getattr(args, "screenshot", None)
+    overlay_shot = getattr(args, "overlay_screenshot", None)
+    app = create_app()
+    settings, warnings = load_settings()
+    for warning in warnings:
+        print(f"decider: warning: {warning}", file=sys.stderr)
+    changes = {}
+    if getattr(args, "device", None) and args.device.upper() != "AUTO":
+        changes["device"] = args.device
+    if getattr(args, "fast", False):
+        changes["exact"] = False
+    if getattr(args, "think", None) is not None:
+        changes["think"] = bool(args.think)
+    if changes:
+        settings = settings.with_changes(**changes)
+    save = None if screenshot else save_settings  # a screenshot run leaves the user's settings alone
+    if screenshot:
+        # Repeatable pictures: greedy draws, the overlay shown, no global key grab.
+        settings = settings.with_changes(temperature=0.0, overlay_enabled=bool(overlay_shot), show_settings=True)
+    engine, window = build_window(
+        settings, warnings, save=save, register_global_hotkey=not screenshot, history=not screenshot
+    )
+    code = {"value": 0}
+
+    path, is_demo = initial_model(getattr(args, "model", None), settings)
+    if getattr(args, "question", None):
+        window.question.setPlainText(args.question)
+    if getattr(args, "option", None):
+        window.options.set_options(list(args.option))
+
+    if screenshot:
+        _screenshot_run(app, window, args, path, is_demo, screenshot, overlay_shot, code)
+    elif path is not None:
+        window.load_model(path, is_demo)
+
+    window.show()
+    app.exec()
+    if not engine.close():
+        # Still inside a compile that cannot be interrupted: leave without tearing the thread down
+        # under it (Qt aborts when a running QThread is destroyed). Settings were saved on close.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code["value"])
+    return code["value"]
+
+
+def _screenshot_run(app, window, args, path, is_demo, screenshot: str, overlay_shot: str | None, code: dict) -> None:
+    if path is None:
+        print("decider: error: --screenshot needs a model (--model DIR)", file=sys.stderr)
+        code["value"] = 2
+        QTimer.singleShot(0, app.quit)
+        return
+    if not args.question or len(args.option) < 2:
+        print("decider: error: --screenshot needs --question and at least two --option", file=sys.stderr)
+        code["value"] = 2
+        QTimer.singleShot(0, app.quit)
+        return
+
+    def fail(message: str) -> None:
+        print(f"decider: error: {message}", file=sys.stderr)
+        code["value"] = 1
+        app.quit()
+
+    def save_pictures() -> None:
+        app.processEvents()
+        Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
+        if not window.grab().save(screenshot):
+            fail(f"could not write {screenshot}")
+            return
+        print(f"decider: saved {screenshot}")
+        if overlay_shot:
+            Path(overlay_shot).parent.mkdir(parents=True, exist_ok=True)
+            if not window.overlay.grab().save(overlay_shot):
+                fail(f"could not write {overlay_shot}")
+                return
+            print(f"decider: saved {overlay_shot}")
+        app.quit()
+
+    def on_loaded(info) -> None:
+        if overlay_shot:
+            window.set_overlay_visible(True)
+        if not window.decide():
+            fail("the decision could not start (check --question and --option)")
+
+    window.model_ready.connect(on_loaded)
+    window.model_error.connect(fail)
+    window.decision_failed.connect(fail)
+    window.decision_shown.connect(lambda result: QTimer.singleShot(300, save_pictures))
+    QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out waiting for the decision"))
+    window.load_model(path, is_demo)

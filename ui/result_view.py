@@ -1,0 +1,276 @@
+"""The decision card: the chosen option large, one bar per option, coverage, collapsible reasoning.
+
+States: no model (choose a folder), ready (nothing asked yet), running (with think progress),
+result, error.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .bars import BarsView, percent_text, shown_probability
+from .theme import set_role
+
+
+def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    if name:
+        label.setObjectName(name)
+    label.setWordWrap(wrap)
+    return label
+
+
+class ResultView(QStackedWidget):
+    choose_model = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result = None
+        self._think_budget = 0
+
+        # --- no model
+        self.no_model_page = QWidget()
+        layout = QVBoxLayout(self.no_model_page)
+        layout.setContentsMargins(40, 40, 40, 40)
+        layout.addStretch(1)
+        title = _label("Choose a model folder to start", "EmptyTitle")
+        title.setAlignment(Qt.AlignCenter)
+        self.no_model_text = _label(
+            "Decider runs Qwen3.5 models exported to OpenVINO with optimum-intel — a folder with config.json, "
+            "openvino_model.xml/.bin and tokenizer.json. Nothing leaves this computer.",
+            "Caption",
+        )
+        self.no_model_text.setAlignment(Qt.AlignCenter)
+        self.choose_button = QPushButton("Choose a model folder…")
+        self.choose_button.setObjectName("Primary")
+        self.choose_button.setCursor(Qt.PointingHandCursor)
+        self.choose_button.clicked.connect(self.choose_model.emit)
+        self.no_model_error = _label("", "ErrorBox")
+        self.no_model_error.hide()
+        layout.addWidget(title)
+        layout.addSpacing(6)
+        layout.addWidget(self.no_model_text)
+        layout.addSpacing(14)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.choose_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        layout.addSpacing(10)
+        layout.addWidget(self.no_model_error)
+        layout.addStretch(2)
+        self.addWidget(self.no_model_page)
+
+        # --- loading
+        self.loading_page = QWidget()
+        layout = QVBoxLayout(self.loading_page)
+        layout.setContentsMargins(60, 40, 60, 40)
+        layout.addStretch(1)
+        self.loading_title = _label("Loading model…", "EmptyTitle")
+        self.loading_title.setAlignment(Qt.AlignCenter)
+        self.loading_text = _label("Compiling for the device. On an NPU the first load can take a minute; "
+                                   "later loads use the compiled cache.", "Caption")
+        self.loading_text.setAlignment(Qt.AlignCenter)
+        spinner = QProgressBar()
+        spinner.setRange(0, 0)
+        spinner.setTextVisible(False)
+        spinner.setFixedWidth(220)
+        layout.addWidget(self.loading_title)
+        layout.addSpacing(6)
+        layout.addWidget(self.loading_text)
+        layout.addSpacing(14)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(spinner)
+        row.addStretch(1)
+        layout.addLayout(row)
+        layout.addStretch(2)
+        self.addWidget(self.loading_page)
+
+        # --- ready / running / result / error share one scrollable page
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        page = QWidget()
+        page.setObjectName("Panel")
+        scroll.setWidget(page)
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(22, 18, 22, 18)
+        layout.setSpacing(10)
+
+        self.caption = _label("DECISION", "SectionTitle")
+        layout.addWidget(self.caption)
+
+        self.placeholder = _label(
+            "Write a situation, give it 2 to 10 options and press Decide (Ctrl+Enter). "
+            "Each option gets a bar: the model's probability for it, renormalised over the options.",
+            "Caption",
+        )
+        layout.addWidget(self.placeholder)
+
+        self.running_box = QWidget()
+        running = QVBoxLayout(self.running_box)
+        running.setContentsMargins(0, 6, 0, 6)
+        running.setSpacing(8)
+        self.running_label = _label("Deciding…", "EmptyTitle")
+        self.running_bar = QProgressBar()
+        self.running_bar.setTextVisible(False)
+        self.running_bar.setRange(0, 0)
+        running.addWidget(self.running_label)
+        running.addWidget(self.running_bar)
+        layout.addWidget(self.running_box)
+
+        self.error_box = _label("", "ErrorBox")
+        self.error_box.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        layout.addWidget(self.error_box)
+
+        self.choice_row = QFrame()
+        self.choice_row.setObjectName("ChoiceCard")
+        card = QVBoxLayout(self.choice_row)
+        card.setContentsMargins(18, 16, 18, 14)
+        card.setSpacing(8)
+        row = QHBoxLayout()
+        row.setSpacing(14)
+        self.choice_badge = QLabel("")
+        self.choice_badge.setObjectName("ChoiceBadge")
+        self.choice_badge.setAlignment(Qt.AlignCenter)
+        self.choice_badge.setFixedSize(46, 46)
+        self.choice_text = _label("", "ChoiceText")
+        self.choice_text.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Preferred)
+        self.choice_text.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.choice_percent = QLabel("")
+        self.choice_percent.setObjectName("BigPercent")
+        row.addWidget(self.choice_badge, 0, Qt.AlignVCenter)
+        row.addWidget(self.choice_text, 1)
+        row.addWidget(self.choice_percent, 0, Qt.AlignVCenter)
+        card.addLayout(row)
+        self.choice_meta = _label("", "Caption")
+        card.addWidget(self.choice_meta)
+        layout.addWidget(self.choice_row)
+
+        self.bars_title = _label("CONFIDENCE PER OPTION", "SectionTitle")
+        layout.addSpacing(6)
+        layout.addWidget(self.bars_title)
+        self.bars = BarsView()
+        layout.addWidget(self.bars)
+
+        self.coverage = _label("", "Faint")
+        layout.addWidget(self.coverage)
+
+        self.reasoning_toggle = QToolButton()
+        self.reasoning_toggle.setObjectName("Flat")
+        self.reasoning_toggle.setCheckable(True)
+        self.reasoning_toggle.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        self.reasoning_toggle.setArrowType(Qt.RightArrow)
+        self.reasoning_toggle.setText("Reasoning")
+        self.reasoning_toggle.toggled.connect(self._toggle_reasoning)
+        self.reasoning = QPlainTextEdit()
+        self.reasoning.setReadOnly(True)
+        self.reasoning.setMinimumHeight(140)
+        layout.addSpacing(4)
+        layout.addWidget(self.reasoning_toggle, 0, Qt.AlignLeft)
+        layout.addWidget(self.reasoning)
+        layout.addStretch(1)
+        self.main_page = scroll
+        self.addWidget(scroll)
+        self.show_ready()
+
+    # ----- states -----
+    def _only(self, *visible: QWidget) -> None:
+        widgets = [
+            self.placeholder, self.running_box, self.error_box, self.choice_row, self.choice_meta, self.bars_title,
+            self.bars, self.coverage, self.reasoning_toggle, self.reasoning,
+        ]
+        for widget in widgets:
+            widget.setVisible(widget in visible)
+        self.setCurrentWidget(self.main_page)
+
+    def show_no_model(self, error: str | None = None) -> None:
+        self.no_model_error.setText(error or "")
+        self.no_model_error.setVisible(bool(error))
+        self.setCurrentWidget(self.no_model_page)
+
+    def show_loading(self, name: str) -> None:
+        self.loading_title.setText(f"Loading {name}…")
+        self.setCurrentWidget(self.loading_page)
+
+    def show_ready(self) -> None:
+        self.result = None
+        self._only(self.placeholder)
+
+    def show_running(self, think: bool, budget: int) -> None:
+        self._think_budget = budget if think else 0
+        self.running_label.setText("Thinking…" if think else "Deciding…")
+        if think:
+            self.running_bar.setRange(0, budget)
+            self.running_bar.setValue(0)
+        else:
+            self.running_bar.setRange(0, 0)
+        self._only(self.running_box)
+
+    def show_progress(self, tokens: int) -> None:
+        if self._think_budget:
+            self.running_label.setText(f"Thinking… {tokens} of at most {self._think_budget} tokens")
+            self.running_bar.setValue(min(tokens, self._think_budget))
+
+    def show_cancelled(self) -> None:
+        if self.result is not None:
+            self.show_result(self.result)
+            set_role(self.error_box, "WarnBox")
+            self.error_box.setText("Cancelled — showing the previous decision.")
+            self.error_box.show()
+        else:
+            set_role(self.error_box, "WarnBox")
+            self.error_box.setText("Cancelled.")
+            self._only(self.error_box, self.placeholder)
+
+    def show_error(self, message: str) -> None:
+        set_role(self.error_box, "ErrorBox")
+        self.error_box.setText(message)
+        if self.result is not None:
+            self._only(self.error_box, self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage)
+        else:
+            self._only(self.error_box, self.placeholder)
+
+    def show_result(self, result) -> None:
+        self.result = result
+        chosen = result.options[result.choice_index]
+        self.choice_badge.setText(chosen.label)
+        self.choice_text.setText(chosen.text)
+        shown = shown_probability(chosen)
+        debiased = chosen.debiased_probability is not None
+        how = "averaged over every option order" if debiased else "renormalised over the options"
+        self.choice_percent.setText(percent_text(shown))
+        self.choice_meta.setText(f"Chosen with {percent_text(shown)} confidence · {how} · {result.mode} mode")
+        self.bars.set_result(result)
+        self.coverage.setText(
+            f"Coverage {percent_text(result.coverage)}: the share of the model's next-token probability that fell "
+            f"on the option {'letters' if result.mode == 'letters' else 'texts'}. The bars renormalise over it."
+        )
+        visible = [self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage]
+        if result.reasoning:
+            words = len(result.reasoning.split())
+            self.reasoning_toggle.setText(f"Reasoning · {words} words")
+            self.reasoning.setPlainText(result.reasoning)
+            visible.append(self.reasoning_toggle)
+            if self.reasoning_toggle.isChecked():
+                visible.append(self.reasoning)
+        self._only(*visible)
+
+    def _toggle_reasoning(self, open_: bool) -> None:
+        self.reasoning_toggle.setArrowType(Qt.DownArrow if open_ else Qt.RightArrow)
+        self.reasoning.setVisible(open_ and self.result is not None and bool(self.result.reasoning))

@@ -1,0 +1,330 @@
+"""The settings panel: every value with its range, validated by the same rules the engine uses.
+
+A value the rules refuse is not taken: the field turns red, the message says why, and the stored
+settings keep the last valid value. Every accepted edit is announced with `settings_changed`.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QGridLayout,
+    QHBoxLayout,
+    QKeySequenceEdit,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSlider,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.settings_store import GuiSettings, range_text, setting_range
+from engine.devices import DEVICES
+from engine.errors import SettingsError
+
+from .theme import set_role
+
+CLIPBOARD_FORMAT = (
+    "The hotkey decides on the clipboard's text:\n"
+    "  first the situation (one or more lines),\n"
+    "  then 2 to 10 options, one per line, with or without A. / A) / 1. / - markers.\n"
+    "A blank line between situation and options makes the split explicit; without one,\n"
+    "the trailing marked lines are the options, else every line after the first."
+)
+
+# name -> (label, decimals, step, tooltip)
+_NUMBERS = {
+    "temperature": ("Temperature", 2, 0.05, "0 draws the most likely option (greedy); the bars do not depend on it"),
+    "top_k": ("Top K", 0, 1, "keep the K most likely tokens before drawing; 0 = no limit"),
+    "top_p": ("Top P", 2, 0.05, "nucleus sampling: keep the smallest set holding this much probability; 1 = off"),
+    "min_p": ("Min P", 3, 0.01, "drop tokens below this fraction of the best token's probability; 0 = off"),
+    "repetition_penalty": ("Repetition penalty", 2, 0.05, "CTRL-style penalty on tokens seen in the window; 1 = off"),
+    "frequency_penalty": ("Frequency penalty", 2, 0.1, "OpenAI-style, subtracted per earlier occurrence"),
+    "presence_penalty": ("Presence penalty", 2, 0.1, "OpenAI-style, subtracted once for any earlier occurrence"),
+    "reasoning_budget": ("Reasoning budget", 0, 64, "most tokens the model may think for before it must answer"),
+    "max_tokens": ("Max tokens", 0, 64, "cap for free-form generation (chat, local API); decisions use the reasoning budget"),
+}
+
+
+class SettingsPanel(QScrollArea):
+    settings_changed = Signal(object, str)  # GuiSettings, the name of the field that changed
+    model_defaults_requested = Signal()
+
+    def __init__(self, settings: GuiSettings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self._model_defaults = None
+        self.fields: dict[str, QWidget] = {}
+        self.errors: dict[str, QLabel] = {}
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        body = QWidget()
+        body.setObjectName("Panel")
+        self.setWidget(body)
+        self._layout = QVBoxLayout(body)
+        self._layout.setContentsMargins(16, 14, 14, 16)
+        self._layout.setSpacing(6)
+
+        head = QHBoxLayout()
+        title = QLabel("Settings")
+        title.setStyleSheet("font-size: 12pt; font-weight: 700;")
+        self.defaults_button = QPushButton("Model defaults")
+        self.defaults_button.setToolTip("Restore the sampling values from the model's generation_config (Qwen3.5's defaults where it names none)")
+        self.defaults_button.setEnabled(False)
+        self.defaults_button.clicked.connect(self.model_defaults_requested.emit)
+        head.addWidget(title)
+        head.addStretch(1)
+        head.addWidget(self.defaults_button)
+        self._layout.addLayout(head)
+
+        grid = self._section("SAMPLING")
+        for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty"):
+            self._number(grid, name)
+        self._seed(grid)
+
+        grid = self._section("DECISION")
+        self.think = self._check(grid, "think", "Think before answering", "the model reasons first (slower); the reasoning is shown under the result")
+        self._number(grid, "reasoning_budget")
+        self.permute = self._check(grid, "permute", "Debias option order", "ask once per cyclic order of the options and average (n forwards): removes the letter prior")
+        self._number(grid, "max_tokens")
+        label = QLabel("System prompt")
+        label.setObjectName("Caption")
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("optional: who the model is, what it should weigh")
+        self.system_prompt.setFixedHeight(64)
+        self.system_prompt.setTabChangesFocus(True)
+        self._system_timer = QTimer(self, singleShot=True, interval=400)
+        self._system_timer.timeout.connect(lambda: self._edit("system_prompt", self.system_prompt.toPlainText()))
+        self.system_prompt.textChanged.connect(self._system_timer.start)
+        row = grid.rowCount()
+        grid.addWidget(label, row, 0, 1, 2)
+        grid.addWidget(self.system_prompt, row + 1, 0, 1, 2)
+        self.fields["system_prompt"] = self.system_prompt
+
+        grid = self._section("MODEL AND DEVICE")
+        self.device = QComboBox()
+        self.device.addItems(list(DEVICES))
+        self.device.setToolTip("AUTO picks NPU, then GPU, then CPU. Changing it reloads the model.")
+        self.device.currentTextChanged.connect(lambda text: self._edit("device", text))
+        self._row(grid, "device", "Device", self.device, "changing it reloads the model")
+        self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off lets the device pick lower precision: faster, bars drift slightly. Reloads the model.")
+
+        grid = self._section("COMPANION OVERLAY")
+        self.overlay_enabled = self._check(grid, "overlay_enabled", "Show overlay", "a small always-on-top window with the last decision")
+        self.opacity = QSlider(Qt.Horizontal)
+        low, high, _ = setting_range("overlay_opacity")
+        self.opacity.setRange(int(low * 100), int(high * 100))
+        self.opacity.valueChanged.connect(lambda value: self._edit("overlay_opacity", value / 100))
+        self._row(grid, "overlay_opacity", "Background opacity", self.opacity, "20 – 100%")
+        self.click_through = self._check(grid, "overlay_click_through", "Click-through", "the overlay ignores the mouse (turn off to drag it)")
+        self.hotkey = QKeySequenceEdit()
+        self.hotkey.setMaximumSequenceLength(1)
+        self.hotkey.setToolTip(CLIPBOARD_FORMAT)
+        self.hotkey.editingFinished.connect(self._hotkey_edited)
+        self._row(grid, "hotkey", "Clipboard hotkey", self.hotkey, "one key combination")
+        self.hotkey_status = QLabel("")
+        self.hotkey_status.setObjectName("RangeHint")
+        self.hotkey_status.setWordWrap(True)
+        self.hotkey_status.setToolTip(CLIPBOARD_FORMAT)
+        grid.addWidget(self.hotkey_status, grid.rowCount(), 0, 1, 2)
+
+        grid = self._section("LOCAL API")
+        self.api_enabled = self._check(grid, "api_enabled", "Serve local API", "an OpenAI-compatible server in the app; its decisions appear in the overlay")
+        self.api_host = QLineEdit()
+        self.api_host.editingFinished.connect(lambda: self._edit("api_host", self.api_host.text().strip()))
+        self._row(grid, "api_host", "Host", self.api_host, "127.0.0.1 = this computer only")
+        self.api_port = QSpinBox()
+        low, high, _ = setting_range("api_port")
+        self.api_port.setRange(int(low), int(high))
+        self.api_port.setKeyboardTracking(False)
+        self.api_port.setAlignment(Qt.AlignRight)
+        self.api_port.valueChanged.connect(lambda value: self._edit("api_port", value))
+        self._row(grid, "api_port", "Port", self.api_port, range_text("api_port"))
+        self.api_status = QLabel("")
+        self.api_status.setObjectName("RangeHint")
+        self.api_status.setWordWrap(True)
+        grid.addWidget(self.api_status, grid.rowCount(), 0, 1, 2)
+
+        self._layout.addStretch(1)
+        self.set_settings(settings)
+
+    # ----- building -----
+    def _section(self, title: str) -> QGridLayout:
+        label = QLabel(title)
+        label.setObjectName("SectionTitle")
+        self._layout.addSpacing(10)
+        self._layout.addWidget(label)
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(10)
+        grid.setVerticalSpacing(4)
+        grid.setColumnStretch(0, 1)
+        self._layout.addLayout(grid)
+        return grid
+
+    def _row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str) -> None:
+        """Label with its range underneath on the left, the field on the right, errors below both."""
+        row = grid.rowCount()
+        cell = QWidget()
+        stack = QVBoxLayout(cell)
+        stack.setContentsMargins(0, 0, 0, 0)
+        stack.setSpacing(0)
+        label = QLabel(text)
+        label.setToolTip(widget.toolTip())
+        stack.addWidget(label)
+        if hint:
+            hint_label = QLabel(hint)
+            hint_label.setObjectName("RangeHint")
+            stack.addWidget(hint_label)
+        widget.setFixedWidth(108)
+        grid.addWidget(cell, row, 0)
+        grid.addWidget(widget, row, 1, Qt.AlignRight | Qt.AlignVCenter)
+        error = QLabel("")
+        error.setObjectName("FieldError")
+        error.setWordWrap(True)
+        error.hide()
+        grid.addWidget(error, row + 1, 0, 1, 2)
+        self.fields[name] = widget
+        self.errors[name] = error
+
+    def _number(self, grid: QGridLayout, name: str) -> None:
+        text, decimals, step, tip = _NUMBERS[name]
+        low, high, integer = setting_range(name)
+        if integer:
+            widget = QSpinBox()
+            widget.setRange(int(low), int(min(high, 2**31 - 1)))
+            widget.valueChanged.connect(lambda value, n=name: self._edit(n, int(value)))
+        else:
+            widget = QDoubleSpinBox()
+            widget.setDecimals(decimals)
+            # (0, 1] for top_p: the smallest positive step stands in for the open end.
+            widget.setRange(10 ** -decimals if name == "top_p" else low, high)
+            widget.valueChanged.connect(lambda value, n=name: self._edit(n, round(float(value), decimals)))
+        widget.setSingleStep(step)
+        widget.setKeyboardTracking(False)
+        widget.setAlignment(Qt.AlignRight)
+        widget.setToolTip(f"{tip}\nrange {range_text(name)}")
+        self._row(grid, name, text, widget, range_text(name))
+
+    def _seed(self, grid: QGridLayout) -> None:
+        self.seed = QLineEdit()
+        self.seed.setPlaceholderText("random")
+        self.seed.setAlignment(Qt.AlignRight)
+        self.seed.setToolTip("a fixed seed makes sampled draws repeatable; empty = a fresh seed per decision")
+        self.seed.editingFinished.connect(self._seed_edited)
+        self._row(grid, "seed", "Seed", self.seed, "empty = random")
+
+    def _check(self, grid: QGridLayout, name: str, text: str, tip: str) -> QCheckBox:
+        box = QCheckBox(text)
+        box.setToolTip(tip)
+        box.toggled.connect(lambda checked, n=name: self._edit(n, bool(checked)))
+        grid.addWidget(box, grid.rowCount(), 0, 1, 2)
+        self.fields[name] = box
+        return box
+
+    # ----- values -----
+    def set_settings(self, settings: GuiSettings) -> None:
+        """Show these settings (no signals)."""
+        self.settings = settings
+        for name, widget in self.fields.items():
+            widget.blockSignals(True)
+            try:
+                value = getattr(settings, name)
+                if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
+                    widget.setValue(value)
+                elif isinstance(widget, QCheckBox):
+                    widget.setChecked(bool(value))
+                elif isinstance(widget, QComboBox):
+                    if widget.findText(value) < 0:
+                        widget.addItem(value)
+                    widget.setCurrentText(value)
+                elif isinstance(widget, QSlider):
+                    widget.setValue(int(round(value * 100)))
+                elif isinstance(widget, QKeySequenceEdit):
+                    widget.setKeySequence(QKeySequence(value))
+                elif isinstance(widget, QPlainTextEdit):
+                    if widget.toPlainText() != value:
+                        widget.setPlainText(value)
+                elif isinstance(widget, QLineEdit):
+                    widget.setText("" if value is None else str(value))
+            finally:
+                widget.blockSignals(False)
+            self._show_error(name, None)
+        self.reasoning_enabled()
+
+    def reasoning_enabled(self) -> None:
+        self.fields["reasoning_budget"].setEnabled(self.settings.think)
+
+    def _show_error(self, name: str, message: str | None) -> None:
+        widget = self.fields.get(name)
+        label = self.errors.get(name)
+        if widget is not None:
+            widget.setProperty("invalid", message is not None)
+            widget.style().unpolish(widget)
+            widget.style().polish(widget)
+        if label is not None:
+            label.setText(message or "")
+            label.setVisible(message is not None)
+
+    def _edit(self, name: str, value: object) -> bool:
+        """Apply one edit; refused (and shown) when the settings rules say no."""
+        try:
+            updated = self.settings.with_changes(**{name: value})
+        except SettingsError as exc:
+            self._show_error(name, str(exc))
+            return False
+        self._show_error(name, None)
+        if updated == self.settings:
+            return True
+        self.settings = updated
+        if name == "think":
+            self.reasoning_enabled()
+        self.settings_changed.emit(updated, name)
+        return True
+
+    def _seed_edited(self) -> None:
+        text = self.seed.text().strip()
+        if not text:
+            self._edit("seed", None)
+            return
+        try:
+            value = int(text)
+        except ValueError:
+            low, high, _ = setting_range("seed")
+            self._show_error("seed", f"seed must be an integer in [{low}, {high}] or empty (got {text!r})")
+            return
+        self._edit("seed", value)
+
+    def _hotkey_edited(self) -> None:
+        sequence = self.hotkey.keySequence().toString(QKeySequence.PortableText)
+        if not sequence:
+            self.hotkey.setKeySequence(QKeySequence(self.settings.hotkey))
+            return
+        self._edit("hotkey", sequence)
+
+    def set_value(self, name: str, value: object) -> bool:
+        """Programmatic edit through the same validation as the widgets; the widgets follow."""
+        ok = self._edit(name, value)
+        if ok:
+            self.set_settings(self.settings)
+        return ok
+
+    # ----- status lines -----
+    def set_model_defaults(self, defaults) -> None:
+        self._model_defaults = defaults
+        self.defaults_button.setEnabled(defaults is not None)
+
+    def set_hotkey_status(self, text: str, ok: bool) -> None:
+        self.hotkey_status.setText(text)
+        set_role(self.hotkey_status, "RangeHint" if ok else "WarnText")
+
+    def set_api_status(self, text: str, available: bool = True) -> None:
+        self.api_status.setText(text)
+        self.fields["api_enabled"].setEnabled(available)
