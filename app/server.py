@@ -189,7 +189,7 @@ COMMON_IGNORED = frozenset({"user", "metadata", "store", "service_tier"})
 
 CHAT_FIELDS = frozenset({
     "model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options",
-    "logprobs", "top_logprobs", "think", "enable_thinking", "chat_template_kwargs", "n",
+    "logprobs", "top_logprobs", "think", "enable_thinking", "chat_template_kwargs", "n", "guided_choice",
     "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "response_format",
     "logit_bias", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options",
 }) | frozenset(SAMPLING_FIELDS) | COMMON_IGNORED
@@ -337,6 +337,26 @@ def _messages(value: object) -> list[Message]:
             raise _invalid(f"messages[{i}].name must be a string", f"messages[{i}].name", "invalid_type")
         messages.append(Message(role, _message_text(item.get("content"), i)))
     return messages
+
+
+def _guided_choice(body: Mapping, tokenizer, think: bool) -> tuple[int, ...] | None:
+    value = body.get("guided_choice")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 2 <= len(value) <= 64 or not all(isinstance(v, str) and v for v in value):
+        raise _invalid("guided_choice must be a list of 2 to 64 non-empty strings", "guided_choice")
+    if think:
+        raise _invalid("guided_choice constrains the first answer token: turn thinking off", "guided_choice")
+    ids = []
+    for choice in value:
+        encoded = tokenizer.encode_text(choice)
+        if len(encoded) != 1:
+            raise _invalid(f"guided_choice {choice!r} is {len(encoded)} tokens; each choice must be one token",
+                           "guided_choice", "unsupported_parameter")
+        ids.append(encoded[0])
+    if len(set(ids)) != len(ids):
+        raise _invalid("guided_choice has duplicate choices", "guided_choice")
+    return tuple(ids)
 
 
 def _think(body: Mapping) -> bool:
@@ -710,7 +730,10 @@ class _Handler(BaseHTTPRequestHandler):
         sampling = sampling_from(body, service.defaults)
         request = service.chat_request(messages, think, sampling, max_tokens or 1, (top or 0) if logprobs else None, stop)
         service.runner.check_prompt(request.prompt_ids)
-        if max_tokens is None:  # as OpenAI: bounded only by the context
+        choices = _guided_choice(body, service.runner.tokenizer, think)
+        if choices is not None:  # vLLM's extension: answer with one of these (single-token) strings
+            request = replace(request, allowed=choices, max_tokens=1)
+        elif max_tokens is None:  # as OpenAI: bounded only by the context
             request = replace(request, max_tokens=service.runner.context_length - len(request.prompt_ids))
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = service.model_name

@@ -142,6 +142,7 @@ class GenerationRequest:
     top_logprobs: int | None = None  # None: no logprobs
     stop: tuple[str, ...] = ()
     checkpoints: tuple[int, ...] = ()
+    allowed: tuple[int, ...] | None = None  # constrain every draw to these ids (logprobs renormalise over them)
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
@@ -269,6 +270,7 @@ def stream_generation(
         stop_ids=runner.tokenizer.stop_ids,
         checkpoints=request.checkpoints,
         top_logprobs=request.top_logprobs,
+        allowed=None if request.allowed is None else np.array(request.allowed),
         should_stop=should_stop,
     )
     for step in steps:

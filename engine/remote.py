@@ -126,7 +126,9 @@ class RemoteEngine:
     def describe(self) -> dict:
         return {
             "kind": "remote", "url": self.config.base_url, "model": self._model,
-            "logprobs": f"server top-{TOP_LOGPROBS} (not full-vocabulary exact)", "constraint": self.config.constraint,
+            "logprobs": f"server top-{TOP_LOGPROBS} (not full-vocabulary exact)",
+            "constraint": self.config.constraint,
+            "bars": "renormalised by the server's constraint" if self.config.constraint != "none" else "from the top-20 list",
         }
 
     def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
@@ -151,49 +153,42 @@ class RemoteEngine:
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         labels = list(LABELS[: len(options)])
-        if self.config.constraint == "vllm":
-            body["guided_choice"] = labels
-        elif self.config.constraint == "llama.cpp":
-            body["grammar"] = "root ::= " + " | ".join(f'"{label}"' for label in labels)
         clock.lap("tokenize_s")
+        # The unconstrained answer gives each listed letter's full-vocabulary logprob and the coverage.
         answer = self._call("POST", "/v1/chat/completions", body)
-        clock.lap("prefill_s")
-        entries = _content_entries(answer)
-        if not entries:
-            raise RemoteError("the server returned no logprobs for the answer (does it support logprobs? did reasoning use the whole budget?)")
-        # With reasoning on, blank formatting tokens may precede the answer; the answer is the first visible one.
-        first = next((e for e in entries if str(e.get("token", "")).strip()), entries[0])
-        alternatives = first.get("top_logprobs") or []
-        listed: dict[str, float] = {}
-        for alt in alternatives:
-            token, logprob = alt.get("token"), alt.get("logprob")
-            if isinstance(token, str) and isinstance(logprob, (int, float)):
-                listed.setdefault(token.strip(), float(logprob))
-        if not listed:
-            raise RemoteError("the server's answer has no top_logprobs entries")
+        first, listed = _answer_position(answer)
         floor = min(listed.values())
-        logprobs, bounds = [], []
-        for label in labels:
-            if label in listed:
-                logprobs.append(listed[label])
-                bounds.append(None)
-            else:
-                logprobs.append(floor)
-                bounds.append("upper")
-        values = np.array(logprobs)
+        bounds = [None if label in listed else "upper" for label in labels]
+        values = np.array([listed.get(label, floor) for label in labels])
         probabilities = np.exp(values - values.max())
         probabilities /= probabilities.sum()
         drawn = str(first.get("token", "")).strip()
         choice = labels.index(drawn) if drawn in labels else int(np.argmax(values))
+        if self.config.constraint != "none" and not request.think:
+            # A constrained answer lists every label, renormalised over them by the server: exact bars
+            # even for letters outside the unconstrained top-20, and a draw that is always a label.
+            constrained = dict(body, max_tokens=1)
+            if self.config.constraint == "vllm":
+                constrained["guided_choice"] = labels
+            else:
+                constrained["grammar"] = "root ::= " + " | ".join(f'"{label}"' for label in labels)
+            first_c, listed_c = _answer_position(self._call("POST", "/v1/chat/completions", constrained))
+            if all(label in listed_c for label in labels):
+                weights = np.exp(np.array([listed_c[label] for label in labels]))
+                probabilities = weights / weights.sum()
+            drawn = str(first_c.get("token", "")).strip()
+            choice = labels.index(drawn) if drawn in labels else int(np.argmax(probabilities))
+        clock.lap("prefill_s")
         message = (answer.get("choices") or [{}])[0].get("message") or {}
         usage = answer.get("usage") or {}
+        alternatives = first.get("top_logprobs") or []
         return DecisionResult(
             choice_index=choice,
             options=[
                 OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]), bound=bounds[i])
                 for i, (label, text) in enumerate(zip(labels, options))
             ],
-            coverage=float(sum(math.exp(v) for v, b in zip(logprobs, bounds) if b is None)),
+            coverage=float(sum(math.exp(v) for v, b in zip(values, bounds) if b is None)),
             mode="letters",
             reasoning=message.get("reasoning_content") if request.think else None,
             alternatives=[Alternative(a["token"], -1, float(a["logprob"])) for a in alternatives[: request.alternatives]],
@@ -204,6 +199,24 @@ class RemoteEngine:
             },
             engine=self.describe(),
         )
+
+
+def _answer_position(answer: dict) -> tuple[dict, dict[str, float]]:
+    """The answer's first visible token entry and its listed alternatives (token text → logprob)."""
+    entries = _content_entries(answer)
+    if not entries:
+        raise RemoteError("the server returned no logprobs for the answer (does it support logprobs? did reasoning use the whole budget?)")
+    # With reasoning on, blank formatting tokens may precede the answer; the answer is the first visible one.
+    first = next((e for e in entries if str(e.get("token", "")).strip()), entries[0])
+    listed: dict[str, float] = {}
+    for alt in first.get("top_logprobs") or []:
+        token, logprob = alt.get("token"), alt.get("logprob")
+        # Exact text only: " A" is another token than the "A" that starts the answer.
+        if isinstance(token, str) and isinstance(logprob, (int, float)):
+            listed.setdefault(token, float(logprob))
+    if not listed:
+        raise RemoteError("the server's answer has no top_logprobs entries")
+    return first, listed
 
 
 def _content_entries(answer: dict) -> list[dict]:

@@ -94,6 +94,7 @@ def test_option_below_the_top_20_is_an_upper_bound_not_zero(serve):
 def test_constraint_modes_are_sent_and_recorded(serve):
     server = serve(lambda h, body: h._send(200, chat_answer("B", {"A": -2.0, "B": -0.2, "C": -3.0})))
     result = RemoteEngine(RemoteConfig(server.url, constraint="vllm")).decide(REQUEST)
+    assert "guided_choice" not in server.requests[-2][1]  # first the unconstrained read (coverage)
     assert server.requests[-1][1]["guided_choice"] == ["A", "B", "C"]
     assert result.engine["constraint"] == "vllm" and result.choice.label == "B"
     RemoteEngine(RemoteConfig(server.url, constraint="llama.cpp")).decide(REQUEST)
@@ -144,3 +145,91 @@ def test_config_validation():
     with pytest.raises(SettingsError, match="constraint must be one of"):
         RemoteConfig("http://x", constraint="regex")
     assert RemoteConfig("http://x:1/v1/").base_url == "http://x:1"
+
+
+# --- a real round trip: Decider's own API server as the remote ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    from app.server import ApiServer
+    from app.service import EngineService
+    from conftest import model_dir
+
+    service = EngineService(model_dir("qwen35-text"))
+    server = ApiServer(service, "127.0.0.1", 0, api_key="secret")
+    port = server.start()
+    yield service, f"http://127.0.0.1:{port}/v1"
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        DecisionRequest("Scouts report that Hide is the safe choice. What should we do?", ("Attack", "Defend", "Hide", "Trade"), sampling=GREEDY),
+        DecisionRequest("Which of these is an animal?", ("Hammer", "Horse", "Bread"), system="Answer carefully.",
+                        context="Animals breathe; tools do not.", sampling=GREEDY),
+    ],
+)
+def test_remote_decisions_equal_local_ones(own_server, request_):
+    service, url = own_server
+    local = service.decide(request_)
+    plain = RemoteEngine(RemoteConfig(url, api_key="secret")).decide(request_)
+    constrained = RemoteEngine(RemoteConfig(url, api_key="secret", constraint="vllm")).decide(request_)
+    for remote in (plain, constrained):
+        for r, l in zip(remote.options, local.options):
+            if r.bound is None:  # listed in the server's top 20: the same full-vocabulary number
+                assert abs(r.logprob - l.logprob) < 1e-6
+            else:  # not listed: an upper bound, and a true one
+                assert l.logprob <= r.logprob
+        assert remote.engine["kind"] == "remote"
+    # the constrained read lists every label: bars and choice equal the local ones
+    assert constrained.choice_index == local.choice_index
+    for r, l in zip(constrained.options, local.options):
+        assert abs(r.probability - l.probability) < 1e-6
+    assert local.engine["kind"] == "local" and local.engine["logprobs"] == "exact full-vocabulary"
+
+
+def test_remote_connection_test_against_our_server(own_server):
+    _, url = own_server
+    report = RemoteEngine(RemoteConfig(url, api_key="secret")).test_connection()
+    assert "qwen35-text" in report.models and report.logprobs
+    with pytest.raises(RemoteError, match="401"):
+        RemoteEngine(RemoteConfig(url, api_key="wrong")).models()
+
+
+def test_cli_ask_with_a_remote_engine(own_server, capsys):
+    from app.cli import main
+
+    _, url = own_server
+    code = main(["ask", "Which?", "--option", "Attack", "--option", "Hide", "--engine", url, "--engine-key", "secret",
+                 "--json", "--no-history", "--temperature", "0"])
+    body = json.loads(capsys.readouterr().out)
+    assert code == 0 and body["engine"]["kind"] == "remote" and len(body["options"]) == 2
+
+
+def test_guided_choice_is_validated(own_server):
+    import urllib.error
+    import urllib.request
+
+    _, url = own_server
+
+    def post(body):
+        request = urllib.request.Request(f"{url}/chat/completions", json.dumps(body).encode(), method="POST",
+                                         headers={"Authorization": "Bearer secret", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    messages = [{"role": "user", "content": "Pick"}]
+    status, body = post({"messages": messages, "guided_choice": ["A", "B"], "logprobs": True, "top_logprobs": 5})
+    assert status == 200 and body["choices"][0]["message"]["content"] in ("A", "B")
+    tops = body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    assert {t["token"] for t in tops} == {"A", "B"}
+    assert abs(sum(__import__("math").exp(t["logprob"]) for t in tops) - 1) < 1e-9
+    status, body = post({"messages": messages, "guided_choice": ["Attack the castle", "B"]})
+    assert status == 400 and "each choice must be one token" in body["error"]["message"]
+    status, body = post({"messages": messages, "guided_choice": ["A", "B"], "think": True})
+    assert status == 400 and body["error"]["param"] == "guided_choice"
