@@ -21,7 +21,6 @@ from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, lett
 from .errors import Cancelled, SettingsError
 from .generate import generate_step, make_rng
 from .logprobs import log_softmax, top_alternatives
-from .sampling import apply_penalties, constrain, sample
 from .settings import SamplingSettings, check_number
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
@@ -134,6 +133,15 @@ class _Clock:
         self.timings[name] = self.timings.get(name, 0.0) + (now - self._last)
         self._last = now
 
+    def split(self, first: str, first_seconds: float, rest: str) -> None:
+        """Book the time since the last lap as `first_seconds` of `first` and the remainder as `rest`."""
+        now = time.perf_counter()
+        elapsed = now - self._last
+        first_seconds = min(first_seconds, elapsed)
+        self.timings[first] = self.timings.get(first, 0.0) + first_seconds
+        self.timings[rest] = self.timings.get(rest, 0.0) + elapsed - first_seconds
+        self._last = now
+
     def total(self) -> dict[str, float]:
         self.timings["total_s"] = time.perf_counter() - self._start
         return self.timings
@@ -154,7 +162,6 @@ def _read_letters(
     tokenizer = runner.tokenizer
     sampling = request.sampling
     window: deque[int] = deque(maxlen=sampling.penalty_window)
-    allowed = np.array(letters)
     reasoning = None
     generated: list[int] = []
     if request.think:
@@ -175,17 +182,15 @@ def _read_letters(
             window.append(ended)  # the model's own </think> is generated text
         else:
             kept, forced = body, close_think(tokenizer)
-        logits = runner.prefill(prompt.ids + kept + forced)
+        ids, checkpoints = prompt.ids + kept + forced, ()
         completion_tokens = len(kept) + len(forced) + 1
     else:
-        logits = runner.prefill(prompt.ids, prompt.checkpoints)
+        ids, checkpoints = prompt.ids, prompt.checkpoints
         completion_tokens = 1
-    clock.lap("prefill_s")
-    penalized = apply_penalties(logits, window, sampling.repetition_penalty, sampling.frequency_penalty, sampling.presence_penalty)
-    token = sample(constrain(penalized, allowed), sampling, rng)
-    logprobs = log_softmax(penalized)
-    clock.lap("sample_s")
-    return _LetterRead(logprobs, letters.index(token), reasoning, completion_tokens)
+    # The answer letter: one draw under the letter constraint, from the same loop as any generation.
+    step = next(generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, allowed=np.array(letters), window=window))
+    clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")
+    return _LetterRead(log_softmax(step.penalized), letters.index(step.token_id), reasoning, completion_tokens)
 
 
 def _softmax(values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from the last snapshot before its end.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class RunnerStats:
     forwards: int = 0  # infer() calls on the language model since load
     last_prefill_tokens: int = 0  # tokens the last prefill actually computed
     last_prefill_reused: int = 0  # tokens the last prefill took from the existing/restored state
+    last_prefill_s: float = 0.0  # wall time of the last prefill
     snapshots_restored: int = 0
 
 
@@ -229,7 +231,13 @@ class ModelRunner:
         a snapshot's prefix restores it and costs no forward; otherwise a full match with the history
         recomputes from the last snapshot before its end, never from an empty chunk.
         """
-        ids = [int(i) for i in ids]
+        started = time.perf_counter()
+        try:
+            return self._prefill([int(i) for i in ids], checkpoints)
+        finally:
+            self.stats.last_prefill_s = time.perf_counter() - started
+
+    def _prefill(self, ids: list[int], checkpoints: Sequence[int]) -> np.ndarray:
         self.check_prompt(ids)
         key = tuple(ids)
         if self.caps.snapshots and key in self._snapshots:
