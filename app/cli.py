@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--screenshot", help="run the decision, save a PNG of the window and exit")
     p.add_argument("--overlay-screenshot", help="with --screenshot: also save a PNG of the overlay")
+    p.add_argument("--tab", choices=("decision", "inspector", "calibration", "history"),
+                   help="the tab to show (with --screenshot: the tab in the picture)")
 
     p = sub.add_parser("models", help="the models Decider knows: recent, demo and downloaded folders")
     p.add_argument("--json", action="store_true", help="print one JSON array")

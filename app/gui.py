@@ -5,6 +5,8 @@ Model choice at start: --model, else the last model used, else the bundled demo 
 
 With --screenshot PATH it loads the model, runs the --question/--option decision, saves a PNG of the
 window (and of the overlay with --overlay-screenshot) and exits: how the README's pictures are made.
+--tab calibration|history|inspector shows that tab in the picture (read from the history in the data
+dir; a screenshot run never records its own decision there).
 """
 
 from __future__ import annotations
@@ -66,17 +68,26 @@ def create_app(argv: list[str] | None = None) -> QApplication:
 
 
 def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, save=save_settings,
-                 register_global_hotkey: bool = True, history: bool = True):
-    """The engine thread and a main window on it (the caller closes both)."""
+                 register_global_hotkey: bool = True, history: bool = True, record: bool | None = None,
+                 history_factory=None):
+    """The engine thread and a main window on it (the caller closes both).
+
+    history: the Calibration and History tabs read the decision history; record (default: history):
+    the engine records every decision into it. history_factory replaces app.history.default_store.
+    """
     from ui.main_window import MainWindow
 
     from .history import default_store
 
-    engine = EngineThread(default_store if history else None)
+    factory = history_factory or default_store
+    if record is None:
+        record = history
+    engine = EngineThread(factory if record else None)
     demo = demo_model_dir()
     window = MainWindow(
         engine.worker, settings, save, demo_dir=str(demo) if demo else None, warnings=warnings,
         api_available=api_available(), register_global_hotkey=register_global_hotkey,
+        history=factory if history else None,
     )
     return engine, window
 
@@ -102,8 +113,15 @@ def gui_main(args: argparse.Namespace) -> int:
     if screenshot:
         # Repeatable pictures: greedy draws, the overlay shown, no global key grab.
         settings = settings.with_changes(temperature=0.0, overlay_enabled=bool(overlay_shot), show_settings=True)
+    tab = getattr(args, "tab", None)
+    if tab and tab not in ("decision", "inspector", "calibration", "history"):
+        print(f"decider: error: --tab must be decision, inspector, calibration or history (got {tab!r})", file=sys.stderr)
+        return 2
+    if screenshot:
+        settings = settings.with_changes(engine="local")
     engine, window = build_window(
-        settings, warnings, save=save, register_global_hotkey=not screenshot, history=not screenshot
+        settings, warnings, save=save, register_global_hotkey=not screenshot,
+        history=not screenshot or tab in ("calibration", "history"), record=not screenshot,
     )
     code = {"value": 0}
 
@@ -115,11 +133,16 @@ def gui_main(args: argparse.Namespace) -> int:
 
     if screenshot:
         _screenshot_run(app, window, args, path, is_demo, screenshot, overlay_shot, code)
-    elif path is not None:
-        window.load_model(path, is_demo)
+    else:
+        if tab:
+            window.show_tab(tab)
+        window.start(path, is_demo)
 
     window.show()
     app.exec()
+    from .worker import Task
+
+    Task.cancel_all()  # a download keeps what arrived; a conversion's child processes end
     if not engine.close():
         # Still inside a compile that cannot be interrupted: leave without tearing the thread down
         # under it (Qt aborts when a running QThread is destroyed). Settings were saved on close.
@@ -170,6 +193,15 @@ def _screenshot_run(app, window, args, path, is_demo, screenshot: str, overlay_s
     window.model_ready.connect(on_loaded)
     window.model_error.connect(fail)
     window.decision_failed.connect(fail)
-    window.decision_shown.connect(lambda result: QTimer.singleShot(300, save_pictures))
+    def on_shown(result) -> None:
+        tab = getattr(args, "tab", None)
+        if tab:
+            window.show_tab(tab)
+        if tab == "calibration":
+            window.calibration_view.refresh()
+            window.calibration_view.fit_temperature()  # the picture shows a fit (nothing is applied or saved)
+        QTimer.singleShot(400, save_pictures)
+
+    window.decision_shown.connect(on_shown)
     QTimer.singleShot(SCREENSHOT_TIMEOUT_MS, lambda: fail("timed out waiting for the decision"))
     window.load_model(path, is_demo)

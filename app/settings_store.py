@@ -37,7 +37,11 @@ APP_RANGES: dict[str, tuple[float, float, bool]] = {
     "reasoning_budget": (1, 32768, True),
     "overlay_opacity": (0.2, 1.0, False),
     "api_port": (1, 65535, True),
+    "remote_timeout": (0.5, 3600, False),
 }
+
+ENGINES = ("local", "remote")  # the in-process OpenVINO engine, or an OpenAI-compatible server (#10)
+REMOTE_CONSTRAINTS = ("none", "vllm", "llama.cpp")  # engine.remote.CONSTRAINTS (kept here: no engine import)
 
 _DEFAULT_SAMPLING = SamplingSettings()
 
@@ -95,6 +99,13 @@ class GuiSettings:
     api_enabled: bool = False
     api_host: str = "127.0.0.1"
     api_port: int = 8765
+    # engine (#10): local model folder or a remote OpenAI-compatible server
+    engine: str = "local"
+    remote_url: str = ""
+    remote_api_key: str = ""  # stored in this settings file in plain text
+    remote_model: str = ""  # empty: the server's first model
+    remote_timeout: float = 60.0
+    remote_constraint: str = "none"
     # window
     show_settings: bool = True
     extra: dict = field(default_factory=dict, compare=False)  # unknown keys kept for newer versions
@@ -106,7 +117,8 @@ class GuiSettings:
         object.__setattr__(self, "recent_models", tuple(self.recent_models))
         if self.overlay_position is not None:
             object.__setattr__(self, "overlay_position", tuple(int(v) for v in self.overlay_position))
-        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "overlay_opacity"):
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "overlay_opacity",
+                     "remote_timeout"):
             object.__setattr__(self, name, float(getattr(self, name)))
 
     # ----- views the engine understands -----
@@ -115,6 +127,18 @@ class GuiSettings:
 
     def device_options(self, cache_dir: Path | None = None) -> DeviceOptions:
         return DeviceOptions(device=self.device, exact=self.exact, cache_dir=cache_dir or compiled_cache_dir())
+
+    def remote_config(self):
+        """engine.remote.RemoteConfig for the remote fields; SettingsError when the URL is missing or wrong."""
+        from engine.remote import RemoteConfig
+
+        if not self.remote_url.strip():
+            raise SettingsError("remote engine: enter the server's URL, e.g. http://gpu-box:8000/v1")
+        return RemoteConfig(
+            base_url=self.remote_url.strip(), api_key=self.remote_api_key.strip() or None,
+            model=self.remote_model.strip() or None, timeout=float(self.remote_timeout),
+            constraint=self.remote_constraint,
+        )
 
     # ----- edits -----
     def with_changes(self, **changes: object) -> "GuiSettings":
@@ -207,6 +231,24 @@ def _check_field(name: str, value: object) -> None:
         if not isinstance(value, str):
             raise SettingsError(f"device must be one of {', '.join(DEVICES)} (got {value!r})")
         DeviceOptions(device=value)
+        return
+    if name == "engine":
+        if value not in ENGINES:
+            raise SettingsError(f"engine must be one of {', '.join(ENGINES)} (got {value!r})")
+        return
+    if name == "remote_constraint":
+        if value not in REMOTE_CONSTRAINTS:
+            raise SettingsError(f"remote_constraint must be one of {', '.join(REMOTE_CONSTRAINTS)} (got {value!r})")
+        return
+    if name == "remote_url":
+        if not isinstance(value, str) or any(c.isspace() for c in value.strip()):
+            raise SettingsError(f"remote_url must be a URL without spaces (got {value!r})")
+        if value.strip() and not value.strip().lower().startswith(("http://", "https://")):
+            raise SettingsError(f"remote_url must start with http:// or https:// (got {value!r})")
+        return
+    if name in ("remote_api_key", "remote_model"):
+        if not isinstance(value, str) or "\n" in value:
+            raise SettingsError(f"{name} must be one line of text")
         return
     if name == "system_prompt":
         if not isinstance(value, str):

@@ -19,6 +19,11 @@ def percent_text(probability: float) -> str:
     return f"{value:.2f}%"
 
 
+def bound_text(probability: float, bound: str | None) -> str:
+    """percent_text, marked "< " when the value is only an upper bound (a remote server's top-20 left it out)."""
+    return f"< {percent_text(probability)}" if bound == "upper" else percent_text(probability)
+
+
 def shown_probability(option) -> float:
     """The value a bar shows: the order-debiased probability when permute ran, else the renormalised one."""
     return option.debiased_probability if option.debiased_probability is not None else option.probability
@@ -26,7 +31,8 @@ def shown_probability(option) -> float:
 
 class ConfidenceBar(QWidget):
     def __init__(self, label: str, text: str, value: float, *, chosen: bool = False, raw: float | None = None,
-                 logprob: float | None = None, compact: bool = False, parent: QWidget | None = None):
+                 logprob: float | None = None, compact: bool = False, bound: str | None = None,
+                 calibrated: float | None = None, parent: QWidget | None = None):
         super().__init__(parent)
         self.label = label
         self.text = text
@@ -34,17 +40,33 @@ class ConfidenceBar(QWidget):
         self.raw = raw
         self.chosen = chosen
         self.compact = compact
+        self.bound = bound  # "upper": the server did not list this option; the value is at most this
+        self.calibrated = calibrated  # the value at the applied temperature, shown beside (never instead of) it
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.setAttribute(Qt.WA_TranslucentBackground, True)
-        tip = [f"{label}. {text}", f"probability among the options: {value:.6f}"]
+        tip = [f"{label}. {text}", f"probability among the options: {'at most ' if bound == 'upper' else ''}{value:.6f}"]
+        if bound == "upper":
+            tip.append("not in the server's top-20 alternatives: an upper bound, not a measurement")
         if raw is not None:
             tip.append(f"single order (before debiasing): {raw:.6f}")
+        if calibrated is not None:
+            tip.append(f"calibrated (applied temperature): {calibrated:.6f}")
         if logprob is not None:
-            tip.append(f"full-vocabulary logprob: {logprob:.4f}")
+            what = "logprob (upper bound: the server list's lowest)" if bound == "upper" else "logprob"
+            tip.append(f"{what}: {logprob:.4f}")
         self.setToolTip("\n".join(tip))
 
     def percent_text(self) -> str:
-        return percent_text(self.value)
+        return bound_text(self.value, self.bound)
+
+    def side_text(self) -> str:
+        """The small grey note left of the percentage: single-order value and/or calibrated value."""
+        parts = []
+        if self.raw is not None:
+            parts.append(f"one order {percent_text(self.raw)}")
+        if self.calibrated is not None:
+            parts.append(f"calibrated {bound_text(self.calibrated, self.bound)}")
+        return " · ".join(parts)
 
     def sizeHint(self) -> QSize:
         return QSize(260 if self.compact else 420, 22 if self.compact else 50)
@@ -95,7 +117,7 @@ class ConfidenceBar(QWidget):
         percent = self.percent_text()
         pm = QFontMetrics(percent_font)
         percent_width = pm.horizontalAdvance(percent)
-        raw_text = f"one order {percent_text(self.raw)}" if self.raw is not None else ""
+        raw_text = self.side_text()
         raw_font = QFont(base)
         raw_font.setPointSizeF(max(7.0, base.pointSizeF() - 1.5))
         raw_width = QFontMetrics(raw_font).horizontalAdvance(raw_text) + 10 if raw_text else 0
@@ -129,7 +151,7 @@ class ConfidenceBar(QWidget):
         painter.setPen(color("accent") if self.chosen else color("muted"))
         painter.drawText(QRectF(0, 0, 16, h), Qt.AlignLeft | Qt.AlignVCenter, self.label)
         percent = self.percent_text()
-        percent_width = QFontMetrics(bold).horizontalAdvance("100.00%")
+        percent_width = QFontMetrics(bold).horizontalAdvance("< 100.00%" if self.bound else "100.00%")
         text_width = int((w - 16 - percent_width) * 0.58)
         text_font = bold if self.chosen else small
         painter.setFont(text_font)
@@ -162,13 +184,16 @@ class BarsView(QWidget):
             bar.deleteLater()
         self.bars = []
 
-    def set_result(self, result) -> None:
+    def set_result(self, result, calibrated: list[float] | None = None) -> None:
+        """One bar per option; `calibrated` (one value per option, at the applied temperature) adds a note."""
         self.clear()
         for index, option in enumerate(result.options):
             debiased = option.debiased_probability is not None
             bar = ConfidenceBar(
                 option.label, option.text, shown_probability(option), chosen=index == result.choice_index,
-                raw=option.probability if debiased else None, logprob=option.logprob, compact=self.compact, parent=self,
+                raw=option.probability if debiased else None, logprob=option.logprob, compact=self.compact,
+                bound=getattr(option, "bound", None), calibrated=None if calibrated is None else calibrated[index],
+                parent=self,
             )
             self._layout.addWidget(bar)
             self.bars.append(bar)

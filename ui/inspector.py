@@ -181,9 +181,13 @@ class TokenInspector(QScrollArea):
             item = _item(f"{option.label}   {option.text}{mark}", option.probability)
             item.setToolTip(f"{option.label}. {option.text}")
             table.setItem(row, 0, item)
-            table.setItem(row, 1, _item(f"{option.logprob:.3f}", None, Qt.AlignRight))
-            table.setItem(row, 2, _item(f"{full:.2e}", full, Qt.AlignRight))
-            table.setItem(row, 3, _item(percent_text(option.probability), option.probability, Qt.AlignRight))
+            upper = getattr(option, "bound", None) == "upper"
+            mark = "≤ " if upper else ""  # a remote server did not list it: the list's lowest logprob bounds it
+            table.setItem(row, 1, _item(f"{mark}{option.logprob:.3f}", None, Qt.AlignRight))
+            table.setItem(row, 2, _item(f"{mark}{full:.2e}", full, Qt.AlignRight))
+            table.setItem(row, 3, _item(f"{'< ' if upper else ''}{percent_text(option.probability)}", option.probability, Qt.AlignRight))
+            if upper:
+                item.setToolTip(f"{option.label}. {option.text}\nnot in the server's top-20 alternatives: the values are upper bounds")
             if debiased:
                 value = option.debiased_probability or 0.0
                 table.setItem(row, 4, _item(percent_text(value), value, Qt.AlignRight))
@@ -193,7 +197,9 @@ class TokenInspector(QScrollArea):
         alts = [a for a in result.alternatives if a.token.strip() not in labels]
         hidden = len(result.alternatives) - len(alts)
         self.alts_note.setText(
-            f"The {len(result.alternatives)} most likely next tokens over the whole vocabulary"
+            (f"The {len(result.alternatives)} most likely next tokens the server listed (its top-20)"
+             if (getattr(result, "engine", None) or {}).get("kind") == "remote"
+             else f"The {len(result.alternatives)} most likely next tokens over the whole vocabulary")
             + (f", minus {hidden} option letter{'s' if hidden != 1 else ''}" if hidden else "")
             + ". High mass here means the model wanted to say something other than a letter."
         )
@@ -205,7 +211,7 @@ class TokenInspector(QScrollArea):
             item = _item(token_display(alt.token), p)
             item.setToolTip(repr(alt.token))
             table.setItem(row, 1, item)
-            table.setItem(row, 2, _item(str(alt.token_id), None, Qt.AlignRight))
+            table.setItem(row, 2, _item(str(alt.token_id) if alt.token_id >= 0 else "—", None, Qt.AlignRight))
             table.setItem(row, 3, _item(f"{alt.logprob:.3f}", None, Qt.AlignRight))
             table.setItem(row, 4, _item(percent_text(p), p, Qt.AlignRight))
         _fit_height(table)

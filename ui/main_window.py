@@ -1,5 +1,5 @@
-"""The main window: situation and options on the left, the decision (and its tokens) in the middle,
-settings on the right, model and timings in the status bar.
+"""The main window: situation and options on the left, the decision (and its tokens, calibration and
+history) in the middle, settings on the right, model, engine and timings in the status bar.
 
 The window talks to the engine only through the worker (app/worker.py) it is given: requests go out
 as queued signals, results come back as signals. It never blocks on the engine.
@@ -32,16 +32,19 @@ from app.settings_store import GuiSettings
 from engine.decide import DecisionRequest
 from engine.errors import SettingsError
 
+from .calibration_view import CalibrationView, HistoryView
 from .clipboard import parse_situation
 from .hotkey import GlobalHotkey
 from .inspector import TokenInspector
 from .model_picker import ModelPickerDialog
 from .options_editor import OptionsEditor
 from .overlay import CompanionOverlay
-from .result_view import ResultView
+from .result_view import ResultView, engine_summary
 from .settings_panel import SettingsPanel
 
 RELOAD_FIELDS = ("device", "exact")
+REMOTE_FIELDS = ("remote_url", "remote_api_key", "remote_model", "remote_timeout", "remote_constraint")
+TABS = ("decision", "inspector", "calibration", "history")
 
 
 def _caption(text: str) -> QLabel:
@@ -67,7 +70,10 @@ class MainWindow(QMainWindow):
         warnings: list[str] | None = None,
         api_available: bool = False,
         register_global_hotkey: bool = True,
+        history=None,
     ) -> None:
+        """`history`: a callable giving the app.history.HistoryStore the Calibration and History tabs read
+        (None: those tabs say the history is off)."""
         super().__init__()
         self.worker = worker
         self.settings = settings
@@ -81,6 +87,9 @@ class MainWindow(QMainWindow):
         self._source = "window"
         self._submitted_at = 0.0
         self._api_available = api_available
+        self._last_local: tuple[str, bool] | None = None  # the local model to return to from a remote engine
+        self._keep_engine = False  # set while a local load itself switches the engine setting back to local
+        self._connection_task = None
         self.setWindowTitle("Decider")
         self.resize(1240, 780)
         self.setMinimumSize(900, 560)
@@ -102,8 +111,14 @@ class MainWindow(QMainWindow):
         self.result_view = ResultView()
         self.result_view.choose_model.connect(self.choose_model)
         self.inspector = TokenInspector()
+        self.calibration_view = CalibrationView(history)
+        self.calibration_view.temperature_applied.connect(self._on_temperature_applied)
+        self.history_view = HistoryView(history)
+        self.history_view.labelled.connect(lambda *_: self.calibration_view.mark_dirty())
         self.tabs.addTab(self.result_view, "Decision")
         self.tabs.addTab(self.inspector, "Token inspector")
+        self.tabs.addTab(self.calibration_view, "Calibration")
+        self.tabs.addTab(self.history_view, "History")
         center = QWidget()
         center.setObjectName("Panel")
         center_layout = QVBoxLayout(center)
@@ -115,6 +130,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.setMaximumWidth(420)
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
         self.settings_panel.model_defaults_requested.connect(self.restore_model_defaults)
+        self.settings_panel.test_connection_requested.connect(self.test_connection)
+        self.settings_panel.connect_requested.connect(self.connect_remote)
         self.settings_panel.set_api_status(
             "off" if api_available else "the local API is not part of this build", api_available
         )
@@ -135,6 +152,8 @@ class MainWindow(QMainWindow):
 
         self._save_timer = QTimer(self, singleShot=True, interval=300)
         self._save_timer.timeout.connect(self.save_now)
+        self._reconnect_timer = QTimer(self, singleShot=True, interval=150)
+        self._reconnect_timer.timeout.connect(self.connect_remote)
 
         # shortcuts
         for sequence in ("Ctrl+Return", "Ctrl+Enter"):
@@ -275,11 +294,13 @@ class MainWindow(QMainWindow):
         self.busy_indicator.hide()
         self.status_model = QLabel("no model")
         self.status_device = QLabel("")
+        self.status_engine = QLabel("")
         self.status_latency = QLabel("")
         self.status_tokens = QLabel("")
         self.status_hotkey = QLabel("")
         bar.addPermanentWidget(self.busy_indicator)
-        for label in (self.status_model, self.status_device, self.status_latency, self.status_tokens, self.status_hotkey):
+        for label in (self.status_model, self.status_device, self.status_engine, self.status_latency, self.status_tokens,
+                      self.status_hotkey):
             bar.addPermanentWidget(label)
 
     # ------------------------------------------------------------ model
@@ -287,9 +308,20 @@ class MainWindow(QMainWindow):
         if self.loading_path is not None:
             return
         current = self.model_info.path if self.model_info else None
-        dialog = ModelPickerDialog(list(self.settings.recent_models), current, self.demo_dir, self)
+        try:
+            options = self.settings.device_options()
+        except SettingsError:
+            options = None
+        dialog = ModelPickerDialog(list(self.settings.recent_models), current, self.demo_dir, self, doctor_options=options)
         if dialog.exec() and dialog.chosen:
             self.load_model(dialog.chosen, is_demo=dialog.chosen == self.demo_dir)
+
+    def start(self, path: str | None, is_demo: bool = False) -> None:
+        """The first model at start: the remote server when that is the engine, else the local folder."""
+        if self.settings.engine == "remote":
+            self.connect_remote()
+        elif path is not None:
+            self.load_model(path, is_demo)
 
     def load_model(self, path: str, is_demo: bool = False) -> None:
         """Load off the UI thread; the window stays usable (and shows the old model until the new one is in)."""
@@ -301,6 +333,12 @@ class MainWindow(QMainWindow):
         except SettingsError as exc:
             self._on_model_failed(str(exc))
             return
+        if self.settings.engine != "local":  # choosing a folder means the local engine
+            self._keep_engine = True
+            try:
+                self._update_settings(engine="local")
+            finally:
+                self._keep_engine = False
         self.loading_path = str(path)
         self._loading_demo = is_demo
         name = "demo model" if is_demo else Path(path).name
@@ -311,23 +349,98 @@ class MainWindow(QMainWindow):
         self._update_buttons()
         self.worker.request_load.emit(str(path), options, is_demo)
 
+    def connect_remote(self) -> bool:
+        """Decide on the remote server of the settings from now on (the worker checks it first)."""
+        self._reconnect_timer.stop()
+        try:
+            config = self.settings.remote_config()
+        except SettingsError as exc:
+            self.settings_panel.set_connection_status(str(exc), False)
+            self.show_message(f"Remote engine: {exc}", 10_000)
+            if self.model_info is None:
+                self.result_view.show_no_model(f"Remote engine: {exc}")
+            return False
+        if self.deciding:
+            self.worker.cancel()
+        self.loading_path = config.base_url
+        self.model_button.setText(f"Connecting to {config.base_url}…")
+        if self.model_info is None:
+            self.result_view.show_loading(config.base_url)
+        self.settings_panel.set_connection_status(f"Connecting to {config.base_url}…", None)
+        self.show_message(f"Connecting to {config.base_url}…")
+        self._update_buttons()
+        self.worker.request_remote.emit(config)
+        return True
+
+    def test_connection(self) -> bool:
+        """Ask the configured server for its models and whether it returns logprobs (off the UI thread)."""
+        from app.worker import connection_task
+
+        if self._connection_task is not None and self._connection_task.running:
+            return False
+        try:
+            config = self.settings.remote_config()
+        except SettingsError as exc:
+            self.settings_panel.set_connection_status(str(exc), False)
+            return False
+        task = connection_task(config)
+        self._connection_task = task
+        self.settings_panel.set_testing(True)
+        self.settings_panel.set_connection_status(f"Testing {config.base_url}…", None)
+
+        def done(report) -> None:
+            names = ", ".join(report.models[:6]) + (f" and {len(report.models) - 6} more" if len(report.models) > 6 else "")
+            served = f"serves {len(report.models)} model{'s' if len(report.models) != 1 else ''}: {names}" if report.models else "serves no model"
+            if report.logprobs:
+                self.settings_panel.set_connection_status(f"✓ Connected: {served} · returns logprobs (top-20 alternatives)", True)
+            else:
+                self.settings_panel.set_connection_status(
+                    f"Connected, but the server does not return logprobs: decisions will fail. It {served}.", False)
+            self.settings_panel.set_remote_models(report.models)
+
+        def failed(message: str) -> None:
+            self.settings_panel.set_connection_status(f"✗ {message}", False)
+
+        task.succeeded.connect(done)
+        task.failed.connect(failed)
+        task.finished.connect(lambda: self.settings_panel.set_testing(False))
+        task.start()
+        return True
+
     def _on_model_loaded(self, info) -> None:
         self.loading_path = None
         first = self.model_info is None
         self.model_info = info
-        self.model_button.setText(f"●  {info.name}   ·   {info.device}")
-        self.model_button.setToolTip(f"{info.path}\nloaded in {info.load_seconds:.1f} s · click to change")
+        remote = getattr(info, "remote", False)
+        short, long = engine_summary(getattr(info, "engine", None))
         self.status_model.setText(info.name)
-        self.status_device.setText(info.device)
+        self.status_engine.setText(short)
+        self.status_engine.setToolTip(long)
+        if remote:
+            self.model_button.setText(f"●  {info.name}   ·   remote")
+            self.model_button.setToolTip(f"{info.path} (remote engine)\nconnected in {info.load_seconds:.1f} s · click to choose a local model")
+            self.status_device.setText(f"remote {info.path.split('://', 1)[-1]}")
+            self.status_device.setToolTip(info.path)
+            self.settings_panel.set_connection_status(f"✓ Deciding on {info.path} with {info.name}", True)
+        else:
+            self._last_local = (info.path, info.is_demo)
+            self.model_button.setText(f"●  {info.name}   ·   {info.device}")
+            self.model_button.setToolTip(f"{info.path}\nloaded in {info.load_seconds:.1f} s · click to change")
+            self.status_device.setText(info.device)
+            self.status_device.setToolTip("")
         self.settings_panel.set_model_defaults(info.defaults)
-        if not info.is_demo:
+        if not info.is_demo and not remote:
             self._update_settings(settings=self.settings.with_recent_model(info.path))
+        self.calibration_view.set_current(self._model_key(), self.settings.think)
         if first or self.result_view.currentWidget() is not self.result_view.main_page:
             if self.last_result is not None:
-                self.result_view.show_result(self.last_result)
+                self.result_view.show_result(self.last_result, self._temperature(self.last_request))
             else:
                 self.result_view.show_ready()
-        self.show_message(f"{info.name} loaded on {info.device} in {info.load_seconds:.1f} s", 6000)
+        if remote:
+            self.show_message(f"Connected to {info.name} in {info.load_seconds:.1f} s", 6000)
+        else:
+            self.show_message(f"{info.name} loaded on {info.device} in {info.load_seconds:.1f} s", 6000)
         self._update_buttons()
         if self.settings.api_enabled and self._api_available:
             self.worker.request_api.emit(True, self.settings.api_host, self.settings.api_port)
@@ -336,12 +449,16 @@ class MainWindow(QMainWindow):
     def _on_model_failed(self, message: str) -> None:
         path = self.loading_path
         self.loading_path = None
+        if self.settings.engine == "remote":
+            self.settings_panel.set_connection_status(f"✗ {message}", False)
         if self.model_info is None:
             self.model_button.setText("Choose a model…")
             self.result_view.show_no_model(message)
         else:
-            self.model_button.setText(f"●  {self.model_info.name}   ·   {self.model_info.device}")
-            self.result_view.show_error(f"Could not load the model: {message}")
+            info = self.model_info
+            self.model_button.setText(f"●  {info.name}   ·   {'remote' if getattr(info, 'remote', False) else info.device}")
+            what = "use the remote server" if self.settings.engine == "remote" else "load the model"
+            self.result_view.show_error(f"Could not {what}: {message}")
             self.tabs.setCurrentWidget(self.result_view)
         if path and self.settings.last_model == path:
             self._update_settings(last_model=None)
@@ -417,11 +534,44 @@ class MainWindow(QMainWindow):
             if self.overlay.isVisible():
                 self.overlay.show_progress(tokens)
 
+    def _model_key(self) -> str | None:
+        """The model name decisions are filed under in the history (and calibrated under)."""
+        info = self.model_info
+        if info is None:
+            return None
+        return getattr(info, "model_key", "") or info.name
+
+    def _temperature(self, request) -> float | None:
+        """The temperature the user applied for the loaded model and the request's think mode, if any."""
+        model = self._model_key()
+        if model is None or request is None:
+            return None
+        from app.calibrate import saved_temperature
+
+        return saved_temperature(model, bool(request.think))
+
+    def _on_temperature_applied(self, model: str, think: bool, temperature) -> None:
+        if (
+            self.last_result is not None and self.last_request is not None and model == self._model_key()
+            and bool(self.last_request.think) == think and not self.deciding
+            and self.result_view.result is self.last_result
+        ):
+            self.result_view.show_result(self.last_result, temperature)
+        state = f"T = {temperature:.3f} applied" if temperature is not None else "calibration off"
+        self.show_message(f"{model} ({'think' if think else 'no think'}): {state}", 5000)
+
     def _on_decided(self, request, result) -> None:
         self.deciding = False
         self.last_request, self.last_result = request, result
-        self.result_view.show_result(result)
+        self.result_view.show_result(result, self._temperature(request))
         self.inspector.set_result(result, request)
+        engine = getattr(result, "engine", None)
+        if engine:
+            short, long = engine_summary(engine)
+            self.status_engine.setText(short)
+            self.status_engine.setToolTip(long)
+        self.history_view.mark_dirty()
+        self.calibration_view.mark_dirty()
         total_ms = result.timings.get("total_s", 0.0) * 1000
         self.status_latency.setText(f"latency {total_ms:,.0f} ms")
         self.status_latency.setToolTip(f"engine time of the last decision; {1000 * (time.perf_counter() - self._submitted_at):,.0f} ms with the queue")
@@ -483,6 +633,8 @@ class MainWindow(QMainWindow):
         return self.decide("hotkey")
 
     def _on_api_decided(self, question: str, result) -> None:
+        self.history_view.mark_dirty()
+        self.calibration_view.mark_dirty()
         self.set_overlay_visible(True)
         self.overlay.show_result(question, result, "· via local API")
         self.show_message(f"API decision: {result.options[result.choice_index].text}", 6000)
@@ -583,8 +735,40 @@ class MainWindow(QMainWindow):
         if (old.api_enabled, old.api_host, old.api_port) != (new.api_enabled, new.api_host, new.api_port):
             if self._api_available and (new.api_enabled or old.api_enabled):
                 self.worker.request_api.emit(new.api_enabled, new.api_host, new.api_port)
-        if any(getattr(old, f) != getattr(new, f) for f in RELOAD_FIELDS) and self.model_info is not None:
+        if old.think != new.think:
+            self.calibration_view.set_current(self._model_key(), new.think)
+        if old.engine != new.engine:
+            self._engine_changed(new.engine)
+        elif new.engine == "remote" and any(getattr(old, f) != getattr(new, f) for f in REMOTE_FIELDS):
+            self._reconnect_timer.start()
+        if (
+            any(getattr(old, f) != getattr(new, f) for f in RELOAD_FIELDS) and self.model_info is not None
+            and new.engine == "local" and not getattr(self.model_info, "remote", False)
+        ):
             self.load_model(self.model_info.path, self.model_info.is_demo)
+
+    def _engine_changed(self, engine: str) -> None:
+        if engine == "remote":
+            self._reconnect_timer.start()
+            return
+        self._reconnect_timer.stop()
+        if self._keep_engine:  # a local folder is being loaded: that load is the switch
+            return
+        local = self._last_local
+        if local is None and self.settings.last_model and os.path.isdir(self.settings.last_model):
+            local = (self.settings.last_model, False)
+        if local is None and self.demo_dir:
+            local = (self.demo_dir, True)
+        if local is not None:
+            self.load_model(*local)
+            return
+        self.model_info = None
+        self.model_button.setText("Choose a model…")
+        self.status_model.setText("no model")
+        self.status_device.setText("")
+        self.status_engine.setText("")
+        self.result_view.show_no_model()
+        self._update_buttons()
 
     def save_now(self) -> None:
         self._save_timer.stop()
@@ -596,6 +780,11 @@ class MainWindow(QMainWindow):
             self.show_message(f"Settings not saved: {exc.strerror or exc}", 10_000)
 
     # ------------------------------------------------------------ misc
+    def show_tab(self, name: str) -> None:
+        """decision, inspector, calibration or history."""
+        widgets = dict(zip(TABS, (self.result_view, self.inspector, self.calibration_view, self.history_view)))
+        self.tabs.setCurrentWidget(widgets[name])
+
     def show_message(self, text: str, timeout_ms: int = 0) -> None:
         self.statusBar().showMessage(text, timeout_ms)
 

@@ -1,4 +1,5 @@
-"""The model picker: recent models, a folder browser, and the folder check in plain words.
+"""The model picker: recent and downloaded models, a folder browser, and the folder check in plain words;
+Download…, Convert… and Doctor (ui/model_tasks.py) for getting a model in the first place.
 
 Checking a folder only reads its JSON files and IR headers (engine.model_folder, no OpenVINO), so it
 runs here; loading and compiling run in the engine thread after the dialog closes.
@@ -46,14 +47,38 @@ def describe_folder(path: str | Path) -> tuple[bool, str]:
     )
 
 
+def downloaded_models() -> list[str]:
+    """Folders `decider pull` / Download… stored under the data dir."""
+    try:
+        from app.models import PULL_MANIFEST, models_root
+
+        root = models_root()
+        if not root.is_dir():
+            return []
+        return sorted(str(p) for p in root.iterdir() if p.is_dir() and (p / PULL_MANIFEST).is_file())
+    except OSError:
+        return []
+
+
+def _is_checkpoint(path: str) -> bool:
+    try:
+        from app.models import checkpoint_info
+
+        return checkpoint_info(Path(path)) is not None
+    except OSError:
+        return False
+
+
 class ModelPickerDialog(QDialog):
     def __init__(self, recent: list[str], current: str | None = None, demo: str | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, downloaded: list[str] | None = None, doctor_options=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
-        self.setMinimumSize(620, 420)
+        self.setMinimumSize(660, 460)
         self.chosen: str | None = None
         self._checked: str | None = None
+        self._doctor_options = doctor_options
+        self.task_dialog = None  # the Download / Convert / Doctor dialog while it is open
         layout = QVBoxLayout(self)
         layout.setContentsMargins(20, 18, 20, 18)
         layout.setSpacing(10)
@@ -78,8 +103,12 @@ class ModelPickerDialog(QDialog):
         entries = list(recent)
         if demo and demo not in entries:
             entries.append(demo)
+        fetched = downloaded_models() if downloaded is None else list(downloaded)
+        entries += [p for p in fetched if p not in entries]
         for path in entries:
             name = "demo model" if path == demo else Path(path).name
+            if path in fetched and path not in recent:
+                name += "  · downloaded"
             item = QListWidgetItem(f"{name}\n{path}")
             item.setData(Qt.UserRole, path)
             if path == current:
@@ -97,6 +126,27 @@ class ModelPickerDialog(QDialog):
         self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.details.hide()
         layout.addWidget(self.details)
+
+        tools = QHBoxLayout()
+        tools.setSpacing(6)
+        self.download_button = QPushButton("Download…")
+        self.download_button.setToolTip("download an OpenVINO export (or a Qwen3.5 checkpoint) from the Hugging Face Hub")
+        self.download_button.clicked.connect(self.download)
+        self.convert_button = QPushButton("Convert…")
+        self.convert_button.setToolTip("turn a Hugging Face Qwen3.5 checkpoint into an OpenVINO export (optimum-intel)")
+        self.convert_button.clicked.connect(self.convert)
+        self.doctor_button = QPushButton("Doctor")
+        self.doctor_button.setToolTip("what OpenVINO sees, and whether the selected folder will run (with fixes)")
+        self.doctor_button.clicked.connect(self.doctor)
+        manage = QLabel("GET A MODEL")
+        manage.setObjectName("SectionTitle")
+        tools.addWidget(manage)
+        tools.addSpacing(6)
+        tools.addWidget(self.download_button)
+        tools.addWidget(self.convert_button)
+        tools.addWidget(self.doctor_button)
+        tools.addStretch(1)
+        layout.addLayout(tools)
 
         buttons = QHBoxLayout()
         self.browse_button = QPushButton("Browse for a folder…")
@@ -127,8 +177,12 @@ class ModelPickerDialog(QDialog):
 
     def check(self, path: str) -> bool:
         ok, text = describe_folder(path)
-        set_role(self.details, "InfoBox" if ok else "ErrorBox")
-        self.details.setText(text if ok else f"This folder cannot be used: {text}")
+        if not ok and _is_checkpoint(path):
+            set_role(self.details, "WarnBox")
+            self.details.setText("A Hugging Face checkpoint, not an OpenVINO export yet: Convert… turns it into one.")
+        else:
+            set_role(self.details, "InfoBox" if ok else "ErrorBox")
+            self.details.setText(text if ok else f"This folder cannot be used: {text}")
         self.details.show()
         self.load_button.setEnabled(ok)
         self._checked = path if ok else None
@@ -144,6 +198,40 @@ class ModelPickerDialog(QDialog):
         if self.check(path):
             self.chosen = path
             self.accept()
+
+    # ----- model management -----
+    def selected_path(self) -> str | None:
+        item = self.list.currentItem()
+        return item.data(Qt.UserRole) if item is not None else self._checked
+
+    def _run_dialog(self, dialog) -> bool:
+        self.task_dialog = dialog
+        try:
+            accepted = dialog.exec() and dialog.chosen
+        finally:
+            self.task_dialog = None
+        if accepted and self.check(dialog.chosen):
+            self.chosen = dialog.chosen
+            self.accept()
+            return True
+        return False
+
+    def download(self) -> bool:
+        from .model_tasks import DownloadDialog
+
+        return self._run_dialog(DownloadDialog(self))
+
+    def convert(self) -> bool:
+        from .model_tasks import ConvertDialog
+
+        selected = self.selected_path()
+        checkpoint = selected if selected and _is_checkpoint(selected) else None
+        return self._run_dialog(ConvertDialog(self, hf_dir=checkpoint))
+
+    def doctor(self) -> bool:
+        from .model_tasks import DoctorDialog
+
+        return self._run_dialog(DoctorDialog(self.selected_path(), self, self._doctor_options))
 
     def _accept_selected(self) -> None:
         item = self.list.currentItem()

@@ -22,8 +22,33 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .bars import BarsView, percent_text, shown_probability
+from .bars import BarsView, bound_text, percent_text, shown_probability
 from .theme import set_role
+
+
+def engine_summary(engine: dict | None) -> tuple[str, str]:
+    """(short text for the status bar, sentence for the result footer) about which engine computed a
+    result and how exact its logprobs are (result.engine / service.describe())."""
+    engine = engine or {}
+    if engine.get("kind") == "remote":
+        where = engine.get("url") or "a server"
+        model = engine.get("model")
+        constraint = engine.get("constraint") or "none"
+        short = "server top-20 logprobs"
+        bars = engine.get("bars")
+        long = (
+            f"Computed by the remote server {where}{f' ({model})' if model else ''} · server top-20 logprobs, "
+            f"not exact full-vocabulary values · answer constraint: {constraint}" + (f" · bars {bars}" if bars else "")
+        )
+        return short, long
+    if engine.get("kind") == "local":
+        logprobs = str(engine.get("logprobs") or "")
+        exact = logprobs.startswith("exact")
+        short = "exact full-vocabulary logprobs" if exact else "full-vocabulary logprobs, reduced precision"
+        device = engine.get("device")
+        long = f"Computed locally{f' on {device}' if device else ''} · {short}"
+        return short, long
+    return "", ""
 
 
 def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
@@ -40,6 +65,8 @@ class ResultView(QStackedWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.result = None
+        self.temperature: float | None = None
+        self.calibrated: list[float] | None = None
         self._think_budget = 0
 
         # --- no model
@@ -154,9 +181,20 @@ class ResultView(QStackedWidget):
         self.choice_text.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.choice_percent = QLabel("")
         self.choice_percent.setObjectName("BigPercent")
+        self.choice_percent.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        self.choice_calibrated = QLabel("")
+        self.choice_calibrated.setObjectName("Calibrated")
+        self.choice_calibrated.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        self.choice_calibrated.hide()
+        percents = QVBoxLayout()
+        percents.setSpacing(0)
+        percents.addStretch(1)
+        percents.addWidget(self.choice_percent)
+        percents.addWidget(self.choice_calibrated)
+        percents.addStretch(1)
         row.addWidget(self.choice_badge, 0, Qt.AlignVCenter)
         row.addWidget(self.choice_text, 1)
-        row.addWidget(self.choice_percent, 0, Qt.AlignVCenter)
+        row.addLayout(percents, 0)
         card.addLayout(row)
         self.choice_meta = _label("", "Caption")
         card.addWidget(self.choice_meta)
@@ -168,8 +206,15 @@ class ResultView(QStackedWidget):
         self.bars = BarsView()
         layout.addWidget(self.bars)
 
+        self.bound_note = _label("", "Note")
+        layout.addWidget(self.bound_note)
+
         self.coverage = _label("", "Faint")
         layout.addWidget(self.coverage)
+
+        self.engine_note = _label("", "Faint")
+        self.engine_note.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        layout.addWidget(self.engine_note)
 
         self.reasoning_toggle = QToolButton()
         self.reasoning_toggle.setObjectName("Flat")
@@ -193,7 +238,7 @@ class ResultView(QStackedWidget):
     def _only(self, *visible: QWidget) -> None:
         widgets = [
             self.placeholder, self.running_box, self.error_box, self.choice_row, self.choice_meta, self.bars_title,
-            self.bars, self.coverage, self.reasoning_toggle, self.reasoning,
+            self.bars, self.bound_note, self.coverage, self.engine_note, self.reasoning_toggle, self.reasoning,
         ]
         for widget in widgets:
             widget.setVisible(widget in visible)
@@ -242,26 +287,55 @@ class ResultView(QStackedWidget):
         set_role(self.error_box, "ErrorBox")
         self.error_box.setText(message)
         if self.result is not None:
-            self._only(self.error_box, self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage)
+            self._only(self.error_box, self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage,
+                       *[w for w in (self.bound_note, self.engine_note) if w.text()])
         else:
             self._only(self.error_box, self.placeholder)
 
-    def show_result(self, result) -> None:
+    def show_result(self, result, temperature: float | None = None) -> None:
+        """Show a result; with `temperature` (the one applied for this model and think mode) every raw
+        percentage gets its calibrated value beside it, labelled "calibrated"."""
         self.result = result
+        self.temperature = temperature
         chosen = result.options[result.choice_index]
         self.choice_badge.setText(chosen.label)
         self.choice_text.setText(chosen.text)
         shown = shown_probability(chosen)
         debiased = chosen.debiased_probability is not None
         how = "averaged over every option order" if debiased else "renormalised over the options"
-        self.choice_percent.setText(percent_text(shown))
-        self.choice_meta.setText(f"Chosen with {percent_text(shown)} confidence · {how} · {result.mode} mode")
-        self.bars.set_result(result)
+        bound = getattr(chosen, "bound", None)
+        self.choice_percent.setText(bound_text(shown, bound))
+        meta = f"Chosen with {bound_text(shown, bound)} confidence · {how} · {result.mode} mode"
+        self.calibrated = self._calibrated(result, temperature)
+        if self.calibrated is not None:
+            value = bound_text(self.calibrated[result.choice_index], bound)
+            self.choice_calibrated.setText(f"{value} calibrated")
+            self.choice_calibrated.setToolTip(
+                f"The raw {bound_text(shown, bound)} rescaled by the temperature T = {temperature:.3g} fitted on your "
+                "labelled decisions (Calibration tab). The raw value stays the model's own."
+            )
+            meta += f" · {value} calibrated (T = {temperature:.3g})"
+        self.choice_calibrated.setVisible(self.calibrated is not None)
+        self.choice_meta.setText(meta)
+        self.bars.set_result(result, self.calibrated)
+        bounded = [o for o in result.options if getattr(o, "bound", None) == "upper"]
+        if bounded:
+            names = ", ".join(o.label for o in bounded)
+            one = len(bounded) == 1
+            self.bound_note.setText(
+                f"{names} {'was' if one else 'were'} below the server's top-20 alternatives: "
+                f"{'its bar is an upper bound' if one else 'their bars are upper bounds'} (shown as “< x%”), "
+                "computed from the lowest logprob the server listed."
+            )
+        else:
+            self.bound_note.setText("")
         self.coverage.setText(
             f"Coverage {percent_text(result.coverage)}: the share of the model's next-token probability that fell "
             f"on the option {'letters' if result.mode == 'letters' else 'texts'}. The bars renormalise over it."
         )
+        self.engine_note.setText(engine_summary(getattr(result, "engine", None))[1])
         visible = [self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage]
+        visible += [w for w in (self.bound_note, self.engine_note) if w.text()]
         if result.reasoning:
             words = len(result.reasoning.split())
             self.reasoning_toggle.setText(f"Reasoning · {words} words")
@@ -270,6 +344,17 @@ class ResultView(QStackedWidget):
             if self.reasoning_toggle.isChecked():
                 visible.append(self.reasoning)
         self._only(*visible)
+
+    @staticmethod
+    def _calibrated(result, temperature: float | None) -> list[float] | None:
+        if temperature is None or not result.options:
+            return None
+        from app.calibrate import calibrated_probabilities
+
+        try:
+            return calibrated_probabilities([o.logprob for o in result.options], temperature)
+        except (ValueError, FloatingPointError):
+            return None
 
     def _toggle_reasoning(self, open_: bool) -> None:
         self.reasoning_toggle.setArrowType(Qt.DownArrow if open_ else Qt.RightArrow)

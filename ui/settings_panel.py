@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings_store import GuiSettings, range_text, setting_range
+from app.settings_store import REMOTE_CONSTRAINTS, GuiSettings, range_text, setting_range
 from engine.devices import DEVICES
 from engine.errors import SettingsError
 
@@ -54,9 +54,14 @@ _NUMBERS = {
 }
 
 
+ENGINE_CHOICES = (("local", "Local folder"), ("remote", "Remote server"))
+
+
 class SettingsPanel(QScrollArea):
     settings_changed = Signal(object, str)  # GuiSettings, the name of the field that changed
     model_defaults_requested = Signal()
+    test_connection_requested = Signal()
+    connect_requested = Signal()
 
     def __init__(self, settings: GuiSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -109,13 +114,89 @@ class SettingsPanel(QScrollArea):
         grid.addWidget(self.system_prompt, row + 1, 0, 1, 2)
         self.fields["system_prompt"] = self.system_prompt
 
-        grid = self._section("MODEL AND DEVICE")
+        grid = self._section("ENGINE")
+        self.engine = QComboBox()
+        for value, text in ENGINE_CHOICES:
+            self.engine.addItem(text, value)
+        self.engine.setProperty("byData", True)
+        self.engine.setToolTip(
+            "Local folder: an OpenVINO model folder run on this computer (exact full-vocabulary logprobs).\n"
+            "Remote server: an OpenAI-compatible server with logprobs (vLLM, OpenVINO Model Server, llama.cpp, "
+            "another Decider); bars come from its top-20 alternatives."
+        )
+        self.engine.currentIndexChanged.connect(lambda _i: self._edit("engine", self.engine.currentData()))
+        self._row(grid, "engine", "Engine", self.engine, "where decisions run", width=150)
+
+        self.local_box = QWidget()
+        grid = self._box_grid(self.local_box)
         self.device = QComboBox()
         self.device.addItems(list(DEVICES))
         self.device.setToolTip("AUTO picks NPU, then GPU, then CPU. Changing it reloads the model.")
         self.device.currentTextChanged.connect(lambda text: self._edit("device", text))
         self._row(grid, "device", "Device", self.device, "changing it reloads the model")
         self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off lets the device pick lower precision: faster, bars drift slightly. Reloads the model.")
+
+        self.remote_box = QWidget()
+        grid = self._box_grid(self.remote_box)
+        self.remote_url = QLineEdit()
+        self.remote_url.setPlaceholderText("http://gpu-box:8000/v1")
+        self.remote_url.setToolTip(
+            "base URL of an OpenAI-compatible server that returns logprobs (with or without /v1):\n"
+            "vLLM, OpenVINO Model Server, llama.cpp's server, or another Decider"
+        )
+        self.remote_url.editingFinished.connect(lambda: self._edit("remote_url", self.remote_url.text().strip()))
+        self._wide_row(grid, "remote_url", "Server URL", self.remote_url, "OpenAI-compatible, with logprobs")
+        self.remote_api_key = QLineEdit()
+        self.remote_api_key.setEchoMode(QLineEdit.PasswordEchoOnEdit)
+        self.remote_api_key.setPlaceholderText("none")
+        self.remote_api_key.setToolTip("sent as 'Authorization: Bearer …'; kept in the settings file in plain text")
+        self.remote_api_key.editingFinished.connect(lambda: self._edit("remote_api_key", self.remote_api_key.text().strip()))
+        self._wide_row(grid, "remote_api_key", "API key", self.remote_api_key, "optional")
+        self.remote_model = QComboBox()
+        self.remote_model.setEditable(True)
+        self.remote_model.setProperty("editableText", True)
+        self.remote_model.lineEdit().setPlaceholderText("the server's first model")
+        self.remote_model.setToolTip("the model name the server knows; Test connection lists them")
+        self.remote_model.lineEdit().editingFinished.connect(self._remote_model_edited)
+        self.remote_model.activated.connect(lambda _i: self._remote_model_edited())
+        self._wide_row(grid, "remote_model", "Model", self.remote_model, "empty = the first one served")
+        self.remote_timeout = QDoubleSpinBox()
+        low, high, _ = setting_range("remote_timeout")
+        self.remote_timeout.setRange(low, high)
+        self.remote_timeout.setDecimals(1)
+        self.remote_timeout.setSingleStep(5)
+        self.remote_timeout.setSuffix(" s")
+        self.remote_timeout.setKeyboardTracking(False)
+        self.remote_timeout.setAlignment(Qt.AlignRight)
+        self.remote_timeout.setToolTip("how long to wait for the server's answer")
+        self.remote_timeout.valueChanged.connect(lambda value: self._edit("remote_timeout", round(float(value), 1)))
+        self._row(grid, "remote_timeout", "Timeout", self.remote_timeout, f"{low:g} – {high:g} s")
+        self.remote_constraint = QComboBox()
+        self.remote_constraint.addItems(list(REMOTE_CONSTRAINTS))
+        self.remote_constraint.setToolTip(
+            "how the server is asked to answer with a letter only:\n"
+            "none: plain request · vllm: guided_choice · llama.cpp: a grammar"
+        )
+        self.remote_constraint.currentTextChanged.connect(lambda text: self._edit("remote_constraint", text))
+        self._row(grid, "remote_constraint", "Answer constraint", self.remote_constraint, "none · vllm · llama.cpp")
+        buttons = QHBoxLayout()
+        self.test_button = QPushButton("Test connection")
+        self.test_button.setToolTip("ask the server for its models and whether it returns logprobs")
+        self.test_button.clicked.connect(self.test_connection_requested.emit)
+        self.connect_button = QPushButton("Connect")
+        self.connect_button.setToolTip("decide on this server from now on (again, after a failure)")
+        self.connect_button.clicked.connect(self.connect_requested.emit)
+        buttons.addWidget(self.test_button)
+        buttons.addWidget(self.connect_button)
+        buttons.addStretch(1)
+        grid.addLayout(buttons, grid.rowCount(), 0, 1, 2)
+        self.connection_status = QLabel("")
+        self.connection_status.setObjectName("RangeHint")
+        self.connection_status.setWordWrap(True)
+        self.connection_status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        grid.addWidget(self.connection_status, grid.rowCount(), 0, 1, 2)
+        self._layout.addWidget(self.local_box)
+        self._layout.addWidget(self.remote_box)
 
         grid = self._section("COMPANION OVERLAY")
         self.overlay_enabled = self._check(grid, "overlay_enabled", "Show overlay", "a small always-on-top window with the last decision")
@@ -169,7 +250,39 @@ class SettingsPanel(QScrollArea):
         self._layout.addLayout(grid)
         return grid
 
-    def _row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str) -> None:
+    def _box_grid(self, box: QWidget) -> QGridLayout:
+        """A grid inside its own widget (shown or hidden as a whole), laid out like a section's."""
+        grid = QGridLayout(box)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(10)
+        grid.setVerticalSpacing(4)
+        grid.setColumnStretch(0, 1)
+        return grid
+
+    def _wide_row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str) -> None:
+        """Label and hint on one line, the field across the whole width under them (URLs, keys)."""
+        row = grid.rowCount()
+        line = QHBoxLayout()
+        line.setSpacing(8)
+        label = QLabel(text)
+        label.setToolTip(widget.toolTip())
+        line.addWidget(label)
+        line.addStretch(1)
+        if hint:
+            hint_label = QLabel(hint)
+            hint_label.setObjectName("RangeHint")
+            line.addWidget(hint_label)
+        grid.addLayout(line, row, 0, 1, 2)
+        grid.addWidget(widget, row + 1, 0, 1, 2)
+        error = QLabel("")
+        error.setObjectName("FieldError")
+        error.setWordWrap(True)
+        error.hide()
+        grid.addWidget(error, row + 2, 0, 1, 2)
+        self.fields[name] = widget
+        self.errors[name] = error
+
+    def _row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str, width: int = 108) -> None:
         """Label with its range underneath on the left, the field on the right, errors below both."""
         row = grid.rowCount()
         cell = QWidget()
@@ -183,7 +296,7 @@ class SettingsPanel(QScrollArea):
             hint_label = QLabel(hint)
             hint_label.setObjectName("RangeHint")
             stack.addWidget(hint_label)
-        widget.setFixedWidth(108)
+        widget.setFixedWidth(width)
         grid.addWidget(cell, row, 0)
         grid.addWidget(widget, row, 1, Qt.AlignRight | Qt.AlignVCenter)
         error = QLabel("")
@@ -241,6 +354,12 @@ class SettingsPanel(QScrollArea):
                     widget.setValue(value)
                 elif isinstance(widget, QCheckBox):
                     widget.setChecked(bool(value))
+                elif isinstance(widget, QComboBox) and widget.property("byData"):
+                    index = widget.findData(value)
+                    if index >= 0:
+                        widget.setCurrentIndex(index)
+                elif isinstance(widget, QComboBox) and widget.property("editableText"):
+                    widget.setEditText("" if value is None else str(value))
                 elif isinstance(widget, QComboBox):
                     if widget.findText(value) < 0:
                         widget.addItem(value)
@@ -258,9 +377,15 @@ class SettingsPanel(QScrollArea):
                 widget.blockSignals(False)
             self._show_error(name, None)
         self.reasoning_enabled()
+        self.engine_visibility()
 
     def reasoning_enabled(self) -> None:
         self.fields["reasoning_budget"].setEnabled(self.settings.think)
+
+    def engine_visibility(self) -> None:
+        remote = self.settings.engine == "remote"
+        self.local_box.setVisible(not remote)
+        self.remote_box.setVisible(remote)
 
     def _show_error(self, name: str, message: str | None) -> None:
         widget = self.fields.get(name)
@@ -286,6 +411,8 @@ class SettingsPanel(QScrollArea):
         self.settings = updated
         if name == "think":
             self.reasoning_enabled()
+        if name == "engine":
+            self.engine_visibility()
         self.settings_changed.emit(updated, name)
         return True
 
@@ -301,6 +428,9 @@ class SettingsPanel(QScrollArea):
             self._show_error("seed", f"seed must be an integer in [{low}, {high}] or empty (got {text!r})")
             return
         self._edit("seed", value)
+
+    def _remote_model_edited(self) -> None:
+        self._edit("remote_model", self.remote_model.currentText().strip())
 
     def _hotkey_edited(self) -> None:
         sequence = self.hotkey.keySequence().toString(QKeySequence.PortableText)
@@ -324,6 +454,24 @@ class SettingsPanel(QScrollArea):
     def set_hotkey_status(self, text: str, ok: bool) -> None:
         self.hotkey_status.setText(text)
         set_role(self.hotkey_status, "RangeHint" if ok else "WarnText")
+
+    def set_connection_status(self, text: str, ok: bool | None = None) -> None:
+        """The remote connection line: None = neutral (testing…), True = fine, False = a problem."""
+        self.connection_status.setText(text)
+        set_role(self.connection_status, "RangeHint" if ok is None else "GoodText" if ok else "WarnText")
+
+    def set_remote_models(self, models: list[str]) -> None:
+        """Offer the server's models in the model field (keeping what is typed there)."""
+        current = self.remote_model.currentText()
+        self.remote_model.blockSignals(True)
+        self.remote_model.clear()
+        self.remote_model.addItems(models)
+        self.remote_model.setEditText(current)
+        self.remote_model.blockSignals(False)
+
+    def set_testing(self, testing: bool) -> None:
+        self.test_button.setEnabled(not testing)
+        self.test_button.setText("Testing…" if testing else "Test connection")
 
     def set_api_status(self, text: str, available: bool = True) -> None:
         self.api_status.setText(text)

@@ -69,6 +69,11 @@ QToolTip { background: %(raised)s; color: %(text)s; border: 1px solid %(border_s
 #RangeHint { color: %(faint)s; font-size: 8pt; }
 #FieldError { color: %(error)s; font-size: 8pt; }
 #WarnText { color: %(warn)s; font-size: 8pt; }
+#Note { color: %(warn)s; }
+#GoodText { color: %(good)s; font-size: 8pt; }
+#Calibrated { color: %(muted)s; font-size: 9pt; font-weight: 600; }
+#Figure { color: %(text)s; font-size: 13pt; font-weight: 700; }
+#FigureCard { background: %(card)s; border: 1px solid %(border)s; border-radius: 10px; }
 #ErrorBox { background: %(error_bg)s; border: 1px solid #6b2c35; border-radius: 8px; color: #fecaca; padding: 8px 10px; }
 #WarnBox { background: #35301c; border: 1px solid #6b5a22; border-radius: 8px; color: #fde68a; padding: 6px 10px; }
 #InfoBox { background: %(raised)s; border: 1px solid %(border)s; border-radius: 8px; color: %(muted)s; padding: 6px 10px; }
