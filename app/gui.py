@@ -20,18 +20,13 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from .config import demo_model_dir
 from .settings_store import GuiSettings, load_settings, save_settings
 from .worker import EngineThread
 
 log = logging.getLogger(__name__)
 
 SCREENSHOT_TIMEOUT_MS = 180_000
-
-
-def demo_model_dir() -> Path | None:
-    """The bundled demo model (issue #7), when this install has one."""
-    path = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
-    return path if (path / "config.json").is_file() else None
 
 
 def api_available() -> bool:

@@ -16,12 +16,11 @@ from pathlib import Path
 from engine.errors import ModelError
 from engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES, inspect_folder
 
-from .config import config_dir, data_dir
+from .config import config_dir, data_dir, demo_model_dir
 
 PULL_MANIFEST = ".decider-pull.json"
 PARTIAL_DIR = ".decider-partial"
 SETTINGS_FILES = ("gui-settings.json", "gui_settings.json")  # the app writes the first; tolerate the other
-DEMO_MODEL = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
 
 LAYOUT_NAMES = {"text": "text", "vl": "vision-language"}
 CHECKPOINT_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
@@ -316,8 +315,9 @@ def known_models(extra: list[str | Path] | None = None) -> list[ModelEntry]:
         add(path, "given")
     for path, source in _settings_models():
         add(path, source)
-    if DEMO_MODEL.is_dir():
-        add(DEMO_MODEL, "demo model")
+    demo = demo_model_dir()
+    if demo is not None:
+        add(demo, "demo model")
     root = models_root()
     if root.is_dir():
         for child in sorted(root.iterdir()):

@@ -193,6 +193,10 @@ def _read_letters(
     return _LetterRead(log_softmax(step.penalized), letters.index(step.token_id), reasoning, completion_tokens)
 
 
+def _alternatives(tokenizer, logprobs: np.ndarray, count: int) -> list[Alternative]:
+    return [Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob) for a in top_alternatives(logprobs, count)]
+
+
 def _softmax(values: np.ndarray) -> np.ndarray:
     shifted = np.exp(values - values.max())
     return shifted / shifted.sum()
@@ -230,10 +234,7 @@ def decide(
         )
         for i, text in enumerate(options)
     ]
-    alternatives = [
-        Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob)
-        for a in top_alternatives(read.logprobs, request.alternatives)
-    ]
+    alternatives = _alternatives(tokenizer, read.logprobs, request.alternatives)
     return DecisionResult(
         choice_index=choice,
         options=results,
@@ -305,10 +306,7 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> Decisio
         )
         for i, text in enumerate(options)
     ]
-    alternatives = [
-        Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob)
-        for a in top_alternatives(first_logprobs, request.alternatives)
-    ]
+    alternatives = _alternatives(tokenizer, first_logprobs, request.alternatives)
     return DecisionResult(
         choice_index=int(np.argmax(sums_array)),
         options=results,

@@ -603,7 +603,8 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
         qtbot.mouseClick(dialog.load_button, Qt.LeftButton)
         assert dialog.chosen == str(folder)
 
-        # Cancel: stops the job, says the next download resumes
+        # Cancel: stops the job, says the next download resumes (a slow link, so the click lands mid-transfer)
+        hub.pace = 0.05
         cancelled = DownloadDialog(dest_root=str(tmp_path / "other"))
         qtbot.addWidget(cancelled)
         cancelled.repo.setText(REPO)
@@ -613,6 +614,7 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
         qtbot.waitUntil(lambda: not cancelled.running, timeout=30_000)
         assert "Cancelled" in cancelled.status.text() and "resume" in cancelled.status.text()
         assert not cancelled.load_button.isVisibleTo(cancelled) and cancelled.download_button.isEnabled()
+        hub.pace = 0.0
 
         again = DownloadDialog(dest_root=str(tmp_path / "models"))
         qtbot.addWidget(again)

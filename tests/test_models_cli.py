@@ -28,6 +28,7 @@ import re
 import shutil
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -80,6 +81,7 @@ class FixtureHub:
         }
         self.drop_once: dict[str, int] = {}  # file name -> bytes sent before the connection is cut (once)
         self.corrupt: set[str] = set()  # file names served with one byte flipped
+        self.pace = 0.0  # seconds to wait after each 64 KiB of a file body (a slow link)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path+query, Range header)
         self.lock = threading.Lock()
         hub = self
@@ -230,6 +232,12 @@ class FixtureHub:
             h.wfile.flush()
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if self.pace:
+            for offset in range(0, len(body), 64 * 1024):
+                h.wfile.write(body[offset: offset + 64 * 1024])
+                h.wfile.flush()
+                time.sleep(self.pace)
             return
         h.wfile.write(body)
 
@@ -507,7 +515,10 @@ def test_models_lists_pulled_and_recent_folders_and_flags_a_broken_one(hub, caps
     assert not entries["broken-export"]["ok"] and BIG in entries["broken-export"]["error"]
 
 
-def test_models_tolerates_odd_settings_files(hub, tmp_path):
+def test_models_tolerates_odd_settings_files(hub, tmp_path, monkeypatch):
+    import app.config
+
+    monkeypatch.setattr(app.config, "DEMO_MODEL_DIR", tmp_path / "no-demo-model")
     config = tmp_path / "config"
     config.mkdir()
     (config / "gui_settings.json").write_text(json.dumps({"recent_models": [{"path": str(EXPORT)}, 3, None], "last_model": 7}))
@@ -517,9 +528,9 @@ def test_models_tolerates_odd_settings_files(hub, tmp_path):
 
 
 def test_models_labels_the_demo_model(hub, tmp_path, monkeypatch):
-    from app import models
+    import app.config
 
-    monkeypatch.setattr(models, "DEMO_MODEL", EXPORT)
+    monkeypatch.setattr(app.config, "DEMO_MODEL_DIR", EXPORT)
     entries = known_models()
     assert [(e.name, e.sources, e.kind) for e in entries] == [("qwen35-text", ["demo model"], "export")]
 

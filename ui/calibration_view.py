@@ -65,6 +65,22 @@ def _note(text: str = "", name: str = "Caption") -> QLabel:
 # ------------------------------------------------------------------------------------------------ the chart
 
 
+class RefreshWhenShown:
+    """A view over the history that redraws when shown, or at once if it is visible, after a change."""
+
+    _dirty = True
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._dirty:
+            self.refresh()
+
+
 class ReliabilityChart(QWidget):
     """Accuracy per confidence bin against the diagonal; counts under the bars."""
 
@@ -281,7 +297,7 @@ def _item(text: str, align=Qt.AlignLeft, tip: str | None = None) -> QTableWidget
     return item
 
 
-class CalibrationView(QScrollArea):
+class CalibrationView(RefreshWhenShown, QScrollArea):
     """The Calibration tab. `store_factory()` gives an app.history.HistoryStore (None: history is off)."""
 
     temperature_applied = Signal(str, bool, object)  # model, think, temperature or None
@@ -425,16 +441,6 @@ class CalibrationView(QScrollArea):
             if index >= 0:
                 self.model_box.setCurrentIndex(index)
         self.think_box.setCurrentIndex(1 if think else 0)
-
-    def mark_dirty(self) -> None:
-        self._dirty = True
-        if self.isVisible():
-            self.refresh()
-
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._dirty:
-            self.refresh()
 
     def refresh(self) -> None:
         self._dirty = False
@@ -643,7 +649,7 @@ def _local_time(text: str) -> str:
     return when.strftime("%Y-%m-%d")
 
 
-class HistoryView(QWidget):
+class HistoryView(RefreshWhenShown, QWidget):
     """Recent decisions; the right-answer combo of a row labels that decision."""
 
     labelled = Signal(int, object)  # decision id, right index or None
@@ -715,16 +721,6 @@ class HistoryView(QWidget):
         set_role(self.message, "ErrorBox" if error else "InfoBox")
         self.message.setText(text)
         self.message.setVisible(bool(text))
-
-    def mark_dirty(self) -> None:
-        self._dirty = True
-        if self.isVisible():
-            self.refresh()
-
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._dirty:
-            self.refresh()
 
     def refresh(self) -> None:
         self._dirty = False
