@@ -226,7 +226,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
-        print(render_decision(args.question, result, service.model_name))
+        from .config import is_demo_model
+
+        label = "demo model" if args.engine is None and is_demo_model(service.runner.folder.path) else service.model_name
+        print(render_decision(args.question, result, label))
     return 0
 
 
