@@ -8,6 +8,10 @@ import uuid
 from .generate import Completion, ContentToken, Delta
 
 
+def _envelope(kind: str, request_id: str, created: int, model: str, choices: list) -> dict:
+    return {"id": request_id, "object": kind, "created": created, "model": model, "choices": choices}
+
+
 def _usage(completion: Completion) -> dict:
     return {
         "prompt_tokens": completion.prompt_tokens,
@@ -36,21 +40,14 @@ def chat_completion(completion: Completion, model: str, request_id: str | None =
     message = {"role": "assistant", "content": completion.content}
     if completion.reasoning is not None:
         message["reasoning_content"] = completion.reasoning
-    return {
-        "id": request_id or f"chatcmpl-{uuid.uuid4().hex[:24]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": chat_logprobs(completion.logprobs) if completion.logprobs is not None else None,
-                "finish_reason": completion.finish_reason,
-            }
-        ],
-        "usage": _usage(completion),
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": chat_logprobs(completion.logprobs) if completion.logprobs is not None else None,
+        "finish_reason": completion.finish_reason,
     }
+    request_id = request_id or f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    return {**_envelope("chat.completion", request_id, int(time.time()), model, [choice]), "usage": _usage(completion)}
 
 
 def completion_logprobs(entries: list[ContentToken], prompt_chars: int) -> dict:
@@ -66,16 +63,9 @@ def text_completion(completion: Completion, model: str, prompt_chars: int, reque
     logprobs = None
     if completion.logprobs is not None:
         logprobs = completion_logprobs(completion.logprobs, prompt_chars)
-    return {
-        "id": request_id or f"cmpl-{uuid.uuid4().hex[:24]}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {"text": completion.content, "index": 0, "logprobs": logprobs, "finish_reason": completion.finish_reason}
-        ],
-        "usage": _usage(completion),
-    }
+    choice = {"text": completion.content, "index": 0, "logprobs": logprobs, "finish_reason": completion.finish_reason}
+    request_id = request_id or f"cmpl-{uuid.uuid4().hex[:24]}"
+    return {**_envelope("text_completion", request_id, int(time.time()), model, [choice]), "usage": _usage(completion)}
 
 
 # ----- streaming (server-sent events): one chunk per engine step that added text -----
@@ -109,30 +99,13 @@ def chat_chunk(
     with_usage: bool = False,
 ) -> dict:
     """A chat.completion.chunk; `logprobs` are the entries of this chunk's own content tokens."""
-    return _chunk_usage(
-        {
-            "id": request_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs), "finish_reason": finish_reason}
-            ],
-        },
-        with_usage,
-    )
+    choice = {"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs), "finish_reason": finish_reason}
+    return _chunk_usage(_envelope("chat.completion.chunk", request_id, created, model, [choice]), with_usage)
 
 
 def chat_usage_chunk(request_id: str, model: str, created: int, completion: Completion) -> dict:
     """The last chunk when stream_options.include_usage is set: no choices, the whole request's usage."""
-    return {
-        "id": request_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [],
-        "usage": _usage(completion),
-    }
+    return {**_envelope("chat.completion.chunk", request_id, created, model, []), "usage": _usage(completion)}
 
 
 def completion_chunk(
@@ -147,31 +120,14 @@ def completion_chunk(
     with_usage: bool = False,
 ) -> dict:
     """A streamed text_completion: the text of one step and, when asked, the entries of its tokens."""
-    return _chunk_usage(
-        {
-            "id": request_id,
-            "object": "text_completion",
-            "created": created,
-            "model": model,
-            "choices": [
-                {
-                    "text": text,
-                    "index": 0,
-                    "logprobs": completion_logprobs(logprobs, prompt_chars) if logprobs is not None else None,
-                    "finish_reason": finish_reason,
-                }
-            ],
-        },
-        with_usage,
-    )
+    choice = {
+        "text": text,
+        "index": 0,
+        "logprobs": completion_logprobs(logprobs, prompt_chars) if logprobs is not None else None,
+        "finish_reason": finish_reason,
+    }
+    return _chunk_usage(_envelope("text_completion", request_id, created, model, [choice]), with_usage)
 
 
 def completion_usage_chunk(request_id: str, model: str, created: int, completion: Completion) -> dict:
-    return {
-        "id": request_id,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "choices": [],
-        "usage": _usage(completion),
-    }
+    return {**_envelope("text_completion", request_id, created, model, []), "usage": _usage(completion)}
