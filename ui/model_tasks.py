@@ -59,6 +59,7 @@ class _TaskDialog(QDialog):
         self.setWindowTitle(title)
         self.setMinimumWidth(640)
         self.task = None
+        self._busy = False  # from start until the task's `finished` reaches this (UI) thread
         self.chosen: str | None = None  # the folder to load after a successful job
         self.outcome = None
         self._layout = QVBoxLayout(self)
@@ -94,6 +95,7 @@ class _TaskDialog(QDialog):
     # ----- the task -----
     def _start(self, task) -> None:
         self.task = task
+        self._busy = True
         self.outcome = None
         self.load_button.hide()
         self.primary_button.setEnabled(False)
@@ -110,7 +112,8 @@ class _TaskDialog(QDialog):
 
     @property
     def running(self) -> bool:
-        return self.task is not None and self.task.running
+        # Not task.running: the job's thread ends before its queued signals (the outcome) arrive here.
+        return self.task is not None and self._busy
 
     def cancel(self) -> None:
         if self.running:
@@ -129,6 +132,7 @@ class _TaskDialog(QDialog):
                 pass
 
     def _on_finished(self) -> None:
+        self._busy = False
         self.cancel_button.hide()
         self.primary_button.setEnabled(True)
         self._grow()
