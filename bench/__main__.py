@@ -1,5 +1,6 @@
 """Decider benchmarks: `python -m bench all --out BENCHMARKS.md`.
 
+    python -m bench setup                                   # the comparison engines' venv (once)
     python -m bench build  [--sizes 0.8b,2b]                # models (cached in ~/.cache/decider-bench)
     python -m bench run    [--sizes 0.8b,2b] [--only KEY…]  # measurements -> ~/.cache/decider-bench/results
     python -m bench report --out BENCHMARKS.md              # the tables from the stored results
@@ -7,8 +8,8 @@
 
 Every measurement runs in its own child process (its peak RSS is its own, nothing leaks between
 engines). Decider-only measurements use this interpreter; those that need torch, transformers,
-optimum-intel, openvino-genai or llama-cpp-python use $DECIDER_BENCH_PYTHON (default
-/work/fixenv/bin/python if present, else this interpreter).
+optimum-intel, openvino-genai or llama-cpp-python use $DECIDER_BENCH_PYTHON (default: the venv that
+`python -m bench setup` makes from bench/requirements-tools.txt, else this interpreter).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .common import (
-    FORMATS, GEOMETRIES, HOME, LOGS, RESULTS, ROOT, TOKENIZER_DIR, cpu_busy_jiffies, decider_python, gguf_path,
-    hf_dir, ir_dir, is_built, log, read_json, tools_python, write_json,
+    FORMATS, GEOMETRIES, HOME, LOGS, REQUIREMENTS, RESULTS, ROOT, TOKENIZER_DIR, VENV, cpu_busy_jiffies,
+    decider_python, gguf_path, hf_dir, ir_dir, is_built, log, read_json, tools_python, venv_python, write_json,
 )
 
 PROMPTS = RESULTS / "prompts.json"
@@ -164,6 +165,34 @@ def run_job(job: Job, quiet: dict) -> dict:
     return data
 
 
+def cmd_setup(args) -> int:
+    """Make the comparison engines' venv (torch CPU, transformers, optimum-intel, GenAI, llama-cpp-python)."""
+    if os.environ.get("DECIDER_BENCH_PYTHON"):
+        log(f"setup: using $DECIDER_BENCH_PYTHON={os.environ['DECIDER_BENCH_PYTHON']}")
+        return 0
+    python = venv_python()
+    if not python.exists():
+        log(f"setup: creating {VENV}")
+        code = subprocess.run([sys.executable, "-m", "venv", str(VENV)]).returncode
+        if code:
+            return code
+    log(f"setup: installing {REQUIREMENTS.name} (torch's CPU wheel first; llama-cpp-python compiles for ~10 minutes)")
+    steps = [
+        [str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+        # torch first and alone, so what depends on it does not choose another build
+        # (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu picks the small CPU wheel)
+        [str(python), "-m", "pip", "install", "-q", "torch==2.13.0"],
+        [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
+    ]
+    for argv in steps:
+        code = subprocess.run(argv, env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 1))).returncode
+        if code:
+            log(f"setup: failed: {' '.join(argv[1:])}")
+            return code
+    log("setup: done")
+    return 0
+
+
 def cmd_build(args) -> int:
     argv = [tools_python(), "-m", "bench.build", "--sizes", args.sizes, "--formats", args.formats, "--gguf", args.gguf]
     if args.formats_2b:
@@ -232,6 +261,7 @@ def main(argv=None) -> int:
         p.add_argument("--quiet-timeout", type=float, default=600, help="longest wait for a quiet machine, seconds")
         p.add_argument("--list", action="store_true", help="print the measurement keys and exit")
 
+    sub.add_parser("setup", help="create the comparison engines' venv")
     b = sub.add_parser("build", help="build the models")
     common_build(b)
     r = sub.add_parser("run", help="run the measurements")
@@ -244,13 +274,15 @@ def main(argv=None) -> int:
     a.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args(argv)
     args.command_line = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.command == "setup":
+        return cmd_setup(args)
     if args.command == "build":
         return cmd_build(args)
     if args.command == "run":
         return cmd_run(args)
     if args.command == "report":
         return cmd_report(args)
-    code = cmd_build(args)
+    code = cmd_setup(args) or cmd_build(args)
     if code:
         return code
     cmd_run(args)

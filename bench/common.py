@@ -20,6 +20,8 @@ RESULTS = HOME / "results"
 LOGS = HOME / "logs"
 TOKENIZER_DIR = HOME / "tokenizer"
 SRC = HOME / "src"
+VENV = HOME / "venv"  # the comparison engines' interpreter (python -m bench setup)
+REQUIREMENTS = ROOT / "bench" / "requirements-tools.txt"
 
 SEED = 20260516
 LENGTHS = (64, 256, 1024)
@@ -43,8 +45,11 @@ def tools_python() -> str:
     env = os.environ.get("DECIDER_BENCH_PYTHON")
     if env:
         return env
-    fixenv = Path("/work/fixenv/bin/python")
-    return str(fixenv) if fixenv.exists() else sys.executable
+    return str(venv_python()) if venv_python().exists() else sys.executable
+
+
+def venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
 # ----- geometries -----

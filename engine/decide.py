@@ -20,7 +20,7 @@ from .chat_template import close_think
 from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, letter_ids
 from .errors import Cancelled, SettingsError
 from .generate import generate_step, make_rng
-from .logprobs import log_softmax, top_alternatives
+from .logprobs import Distribution
 from .settings import SamplingSettings, check_number
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
@@ -149,7 +149,7 @@ class _Clock:
 
 @dataclass
 class _LetterRead:
-    logprobs: np.ndarray  # unconstrained, full vocabulary
+    distribution: Distribution  # unconstrained, full vocabulary
     choice: int  # option index drawn under the letter constraint
     reasoning: str | None
     completion_tokens: int
@@ -190,11 +190,11 @@ def _read_letters(
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
     step = next(generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, allowed=np.array(letters), window=window))
     clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")
-    return _LetterRead(log_softmax(step.penalized), letters.index(step.token_id), reasoning, completion_tokens)
+    return _LetterRead(Distribution(step.penalized), letters.index(step.token_id), reasoning, completion_tokens)
 
 
-def _alternatives(tokenizer, logprobs: np.ndarray, count: int) -> list[Alternative]:
-    return [Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob) for a in top_alternatives(logprobs, count)]
+def _alternatives(tokenizer, distribution: Distribution, count: int) -> list[Alternative]:
+    return [Alternative(tokenizer.token_text(a.token_id), a.token_id, a.logprob) for a in distribution.top(count)]
 
 
 def _softmax(values: np.ndarray) -> np.ndarray:
@@ -220,7 +220,7 @@ def decide(
     clock.lap("tokenize_s")
     read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
     prefill_tokens, reused = runner.stats.last_prefill_tokens, runner.stats.last_prefill_reused
-    option_logprobs = read.logprobs[letters]
+    option_logprobs = read.distribution.logprobs(letters)
     probabilities = _softmax(option_logprobs)
     choice = read.choice
     debiased = None
@@ -234,7 +234,7 @@ def decide(
         )
         for i, text in enumerate(options)
     ]
-    alternatives = _alternatives(tokenizer, read.logprobs, request.alternatives)
+    alternatives = _alternatives(tokenizer, read.distribution, request.alternatives)
     return DecisionResult(
         choice_index=choice,
         options=results,
@@ -267,7 +267,7 @@ def _rotation_average(
         if should_stop is not None and should_stop():
             raise Cancelled("decision cancelled")
         read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
-        probabilities = _softmax(read.logprobs[letters])
+        probabilities = _softmax(read.distribution.logprobs(letters))
         for position, option in enumerate(order):
             total[option] += probabilities[position]
     clock.lap("permute_s")
@@ -282,17 +282,17 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> Decisio
     prompt = build_decision_prompt(tokenizer, request.question, options, system=request.system, context=request.context, words=True)
     clock.lap("tokenize_s")
     sequences = [tokenizer.encode_text(text) + [tokenizer.im_end] for text in options]
-    sums, first_logprobs, computed, reused = [], None, 0, 0
+    sums, first, computed, reused = [], None, 0, 0
     for sequence in sequences:
         logits = runner.prefill(prompt.ids, prompt.checkpoints)  # restores the snapshot after the first
         computed += runner.stats.last_prefill_tokens
         reused += runner.stats.last_prefill_reused
         total = 0.0
         for position, token in enumerate(sequence):
-            logprobs = log_softmax(logits)
-            if first_logprobs is None:
-                first_logprobs = logprobs
-            total += float(logprobs[token])
+            distribution = Distribution(logits)
+            if first is None:
+                first = distribution
+            total += distribution.logprob(token)
             if position + 1 < len(sequence):
                 logits = runner.step(token)
         sums.append(total)
@@ -306,7 +306,7 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> Decisio
         )
         for i, text in enumerate(options)
     ]
-    alternatives = _alternatives(tokenizer, first_logprobs, request.alternatives)
+    alternatives = _alternatives(tokenizer, first, request.alternatives)
     return DecisionResult(
         choice_index=int(np.argmax(sums_array)),
         options=results,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import Cancelled, ContextLimitError, SettingsError
-from .logprobs import TokenLogprob, log_softmax, token_entry
+from .logprobs import Distribution, TokenLogprob
 from .sampling import apply_penalties, constrain, sample
 from .settings import SamplingSettings
 
@@ -70,7 +70,7 @@ def generate_step(
         )
         processed = constrain(penalized, allowed)
         token = sample(processed, sampling, rng)
-        entry = token_entry(log_softmax(processed), token, top_logprobs) if top_logprobs is not None else None
+        entry = Distribution(processed).entry(token, top_logprobs) if top_logprobs is not None else None
         drawn += 1
         if token in stop_ids:
             # A stop token ends the turn: never fed, never text, so never in the penalty window.

@@ -2,20 +2,40 @@
 
 The caller passes logits after penalties (and a constraint, if any) and before temperature. Values
 are not renormalised over the listed alternatives: those are a window onto the full distribution.
+
+A decode step needs one logsumexp and the top few ids, not a 248k-entry log-softmax vector: that is
+what keeps logprobs nearly free per token (BENCHMARKS.md §2).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .ranking import top_ids
+
+# float64 exponentials in blocks that stay in cache: a full-size temporary costs more in fresh pages
+# than the arithmetic (≈3 ms against ≈0.3 ms over Qwen3.5's vocabulary), with the same result.
+_BLOCK = 16384
+
+
+def logsumexp(logits: np.ndarray) -> float:
+    """log Σ exp(logits) in float64; -inf entries (masked tokens) add nothing."""
+    peak = float(np.max(logits))
+    if not math.isfinite(peak):
+        return peak
+    total = 0.0
+    for start in range(0, logits.shape[0], _BLOCK):
+        block = np.asarray(logits[start : start + _BLOCK], dtype=np.float64)
+        total += float(np.sum(np.exp(block - peak)))
+    return peak + math.log(total)
+
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """float64 log-softmax; -inf entries (masked tokens) stay -inf."""
-    x = np.asarray(logits, dtype=np.float64)
-    peak = np.max(x)
-    return x - (peak + np.log(np.sum(np.exp(x - peak))))
+    """The whole float64 log-softmax vector (for reports; a decode step needs only `Distribution`)."""
+    return np.asarray(logits, dtype=np.float64) - logsumexp(logits)
 
 
 @dataclass(frozen=True)
@@ -31,18 +51,24 @@ class TokenLogprob:
     top: tuple[TopLogprob, ...]
 
 
-def top_alternatives(logprobs: np.ndarray, n: int) -> tuple[TopLogprob, ...]:
-    """The n most likely finite entries, most likely first, ties by lower id (forbidden ones never)."""
-    if n <= 0:
-        return ()
-    n = min(n, int(np.isfinite(logprobs).sum()))
-    part = np.argpartition(-logprobs, n - 1)[:n] if n < logprobs.shape[0] else np.arange(logprobs.shape[0])
-    # argpartition may cut a tie arbitrarily: widen to every id tied with the n-th value, then rank.
-    edge = np.min(logprobs[part])
-    part = np.union1d(part[logprobs[part] > edge], np.flatnonzero(logprobs == edge))
-    ranked = part[np.lexsort((part, -logprobs[part]))][:n]
-    return tuple(TopLogprob(int(i), float(logprobs[i])) for i in ranked)
+class Distribution:
+    """Log-probabilities over the full vocabulary, read on demand from the logits and their logsumexp."""
 
+    __slots__ = ("logits", "lse")
 
-def token_entry(logprobs: np.ndarray, token_id: int, n: int) -> TokenLogprob:
-    return TokenLogprob(token_id, float(logprobs[token_id]), top_alternatives(logprobs, n))
+    def __init__(self, logits: np.ndarray) -> None:
+        self.logits = logits
+        self.lse = logsumexp(logits)
+
+    def logprob(self, token_id: int) -> float:
+        return float(self.logits[token_id]) - self.lse
+
+    def logprobs(self, ids) -> np.ndarray:
+        return np.asarray(self.logits[np.asarray(ids, dtype=np.int64)], dtype=np.float64) - self.lse
+
+    def top(self, n: int) -> tuple[TopLogprob, ...]:
+        """The n most likely tokens, most likely first, ties by lower id (forbidden ones never)."""
+        return tuple(TopLogprob(int(i), self.logprob(int(i))) for i in top_ids(self.logits, n))
+
+    def entry(self, token_id: int, n: int) -> TokenLogprob:
+        return TokenLogprob(token_id, self.logprob(token_id), self.top(n))

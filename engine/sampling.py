@@ -1,18 +1,26 @@
-"""Sampler stages: small pure numpy functions over a float64 logits vector, applied in this order:
+"""Sampler stages: small pure numpy functions, applied in this order:
 
     penalties → constraint → top-k → top-p → min-p → temperature → draw
 
-A removed candidate is set to -inf. Every stage breaks ties towards the lower token id, so the same
-logits give the same token on the greedy and on the sampled path. Log-probabilities are taken after
-the constraint and before top-k (see logprobs.py), i.e. after penalties and before temperature.
+Penalties and the constraint map the whole logits vector to a new one (a removed token becomes -inf).
+From top-k on, the stages pass `Candidates`: the ids still in the running with their logits, so a
+decode step never sorts, masks or exponentiates the 248k vocabulary again once top-k has picked its
+few (engine/ranking.py finds them without a full sort). Every stage breaks ties towards the lower
+token id and the draw walks the survivors in id order, so the same logits give the same token on the
+greedy and on the sampled path, and a seed gives the same tokens whatever the stages' internals.
+Log-probabilities are taken after the constraint and before top-k (see logprobs.py), i.e. after
+penalties and before temperature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
+from .logprobs import logsumexp
+from .ranking import top_ids
 from .settings import SamplingSettings
 
 
@@ -43,61 +51,68 @@ def constrain(logits: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def top_k(logits: np.ndarray, k: int) -> np.ndarray:
-    """Keep the k highest logits; at the boundary, equal logits are kept lowest id first."""
-    finite = int(np.isfinite(logits).sum())
-    if k <= 0 or k >= finite:
-        return logits
-    threshold = np.partition(logits, -k)[-k]
-    above = logits > threshold
-    ties = np.flatnonzero(logits == threshold)[: k - int(above.sum())]
-    keep = above
-    keep[ties] = True
-    return np.where(keep, logits, -np.inf)
+@dataclass(frozen=True)
+class Candidates:
+    """Tokens still in the running. `mass` is the logsumexp of the set top-p normalises over (the
+    candidates that top-k left), kept when a later stage only looks at part of it."""
+
+    ids: np.ndarray
+    logits: np.ndarray
+    mass: float
+
+    @classmethod
+    def of(cls, ids: np.ndarray, logits: np.ndarray) -> "Candidates":
+        return cls(ids, logits, logsumexp(logits))
 
 
-def _ranked(logits: np.ndarray) -> np.ndarray:
-    """Finite candidate ids, highest logit first, ties by lower id."""
-    ids = np.flatnonzero(np.isfinite(logits))
-    return ids[np.lexsort((ids, -logits[ids]))]
+def top_k(logits: np.ndarray, k: int) -> Candidates:
+    """The k highest logits (at the boundary, equal logits lowest id first); k ≤ 0 keeps every finite one."""
+    ids = top_ids(logits, k) if k > 0 else np.flatnonzero(np.isfinite(logits))
+    return Candidates.of(ids, logits[ids])
 
 
-def top_p(logits: np.ndarray, p: float) -> np.ndarray:
+def top_p(candidates: Candidates, p: float) -> Candidates:
     """Keep the smallest high-probability prefix whose mass reaches p (at least one token)."""
     if p >= 1.0:
-        return logits
-    ranked = _ranked(logits)
-    shifted = np.exp(logits[ranked] - logits[ranked[0]])
-    cumulative = np.cumsum(shifted) / shifted.sum()
-    cut = int(np.searchsorted(cumulative, p, side="left")) + 1
-    out = np.full_like(logits, -np.inf)
+        return candidates
+    size = candidates.ids.size
+    n = min(size, 64)
+    while True:
+        # Rank only as many as the nucleus can need: with top-k off that is a few of 248k, not all.
+        ranked = top_ids(candidates.logits, n)
+        cumulative = np.cumsum(np.exp(candidates.logits[ranked] - candidates.mass))
+        if cumulative[-1] >= p or n >= size:
+            break
+        n = min(size, n * 8)
+    cut = min(int(np.searchsorted(cumulative, p, side="left")) + 1, ranked.size)
     kept = ranked[:cut]
-    out[kept] = logits[kept]
-    return out
+    return Candidates.of(candidates.ids[kept], candidates.logits[kept])
 
 
-def min_p(logits: np.ndarray, p: float) -> np.ndarray:
+def min_p(candidates: Candidates, p: float) -> Candidates:
     """Drop tokens less likely than p times the most likely one."""
     if p <= 0.0:
-        return logits
-    floor = np.max(logits) + np.log(p)
-    return np.where(logits >= floor, logits, -np.inf)
+        return candidates
+    keep = candidates.logits >= np.max(candidates.logits) + np.log(p)
+    return Candidates.of(candidates.ids[keep], candidates.logits[keep])
 
 
-def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
+def apply_temperature(candidates: Candidates, temperature: float) -> Candidates:
     # Shift the best logit to 0 first: the same distribution, and a tiny temperature can then only
     # push the others towards -inf (the greedy limit) instead of overflowing to +inf.
     with np.errstate(over="ignore"):
-        return (logits - np.max(logits)) / temperature
+        scaled = (candidates.logits - np.max(candidates.logits)) / temperature
+    return Candidates.of(candidates.ids, scaled)
 
 
 def greedy(logits: np.ndarray) -> int:
     return int(np.argmax(logits))  # the first maximum: the lowest id on ties
 
 
-def draw(logits: np.ndarray, rng: np.random.Generator) -> int:
-    ids = np.flatnonzero(np.isfinite(logits))
-    weights = np.exp(logits[ids] - logits[ids].max())
+def draw(candidates: Candidates, rng: np.random.Generator) -> int:
+    order = np.argsort(candidates.ids, kind="stable")
+    ids, logits = candidates.ids[order], candidates.logits[order]
+    weights = np.exp(logits - logits.max())
     cumulative = np.cumsum(weights)
     index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
     return int(ids[min(index, ids.size - 1)])

@@ -1,17 +1,25 @@
 import math
 
 import numpy as np
+import pytest
 
-from engine.logprobs import log_softmax, top_alternatives, token_entry
+from engine.logprobs import Distribution, log_softmax, logsumexp
+from engine.ranking import top_ids
 
 
 def test_log_softmax_matches_exact_summation():
     rng = np.random.default_rng(0)
-    logits = rng.normal(0, 4, size=5000).astype(np.float32)
+    logits = rng.normal(0, 4, size=50_000).astype(np.float32)  # several blocks of the blocked sum
     lse = math.log(math.fsum(math.exp(float(x)) for x in logits))
     got = log_softmax(logits)
     assert got.dtype == np.float64
     assert abs(got[17] - (float(logits[17]) - lse)) < 1e-12
+    assert abs(Distribution(logits).logprob(40_000) - (float(logits[40_000]) - lse)) < 1e-12
+
+
+def test_logsumexp_survives_large_logits():
+    assert logsumexp(np.array([1000.0, 1000.0])) == pytest.approx(1000.0 + math.log(2), abs=1e-12)
+    assert logsumexp(np.array([-np.inf, -np.inf])) == -np.inf
 
 
 def test_masked_entries_stay_minus_inf_and_do_not_count():
@@ -19,17 +27,38 @@ def test_masked_entries_stay_minus_inf_and_do_not_count():
     out = log_softmax(logits)
     assert out[1] == -np.inf
     assert np.allclose(out[[0, 2]], math.log(0.5))
+    assert Distribution(logits).logprob(1) == -np.inf
 
 
 def test_top_alternatives_rank_by_probability_then_id_and_skip_forbidden():
-    lp = log_softmax(np.array([0.0, 2.0, 2.0, -np.inf, 1.0]))
-    top = top_alternatives(lp, 4)
+    dist = Distribution(np.array([0.0, 2.0, 2.0, -np.inf, 1.0]))
+    top = dist.top(4)
     assert [t.token_id for t in top] == [1, 2, 4, 0]
-    assert len(top_alternatives(lp, 10)) == 4
+    assert len(dist.top(10)) == 4
+    assert top[0].logprob == pytest.approx(2.0 - math.log(2 * math.e**2 + math.e + 1))
 
 
 def test_entries_are_not_renormalised_over_the_list():
-    lp = log_softmax(np.zeros(10))
-    entry = token_entry(lp, 3, 2)
+    entry = Distribution(np.zeros(10)).entry(3, 2)
     assert abs(entry.logprob - math.log(0.1)) < 1e-15
     assert sum(math.exp(t.logprob) for t in entry.top) < 1.0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_top_ids_equal_a_full_sort(seed):
+    rng = np.random.default_rng(seed)
+    vocab = int(rng.choice([5, 64, 65, 1000, 248_320]))
+    shape = rng.choice(["normal", "peaked", "flat", "ties", "masked"])
+    logits = rng.normal(0, 3, vocab)
+    if shape == "peaked":
+        logits[rng.integers(0, vocab, 3)] += 30
+    elif shape == "flat":
+        logits = np.round(logits * 0.01, 2)  # many equal values around the n-th
+    elif shape == "ties":
+        logits[:] = 1.0
+    elif shape == "masked":
+        logits[rng.random(vocab) < 0.97] = -np.inf
+    finite = np.flatnonzero(np.isfinite(logits))
+    full = finite[np.lexsort((finite, -logits[finite]))]
+    for n in (1, 5, 20, 64):
+        assert top_ids(logits, n).tolist() == full[:n].tolist(), (shape, vocab, n)

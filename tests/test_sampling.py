@@ -25,24 +25,52 @@ def test_penalties_apply_repetition_before_frequency():
     assert out[0] == pytest.approx(3.0 / 1.5 - 1.0)
 
 
+def kept(candidates) -> list[int]:
+    return sorted(candidates.ids.tolist())
+
+
+def every(logits):
+    return sampling.top_k(np.asarray(logits, dtype=np.float64), 0)
+
+
 def test_top_k_breaks_ties_towards_lower_ids():
     logits = np.array([1.0, 5.0, 3.0, 3.0, 3.0, 0.0])
     out = sampling.top_k(logits, 3)
-    assert np.isfinite(out).tolist() == [False, True, True, True, False, False]
+    assert out.ids.tolist() == [1, 2, 3]  # ranked: highest first, then the lower id
+    assert out.logits.tolist() == [5.0, 3.0, 3.0]
+    assert kept(sampling.top_k(np.array([1.0, -np.inf, 2.0]), 5)) == [0, 2]  # never a forbidden token
 
 
 def test_top_p_keeps_smallest_prefix_reaching_p():
     probs = np.array([0.1, 0.5, 0.3, 0.1])
-    out = sampling.top_p(np.log(probs), 0.75)
-    assert np.isfinite(out).tolist() == [False, True, True, False]
+    assert kept(sampling.top_p(every(np.log(probs)), 0.75)) == [1, 2]
     # p smaller than the top token still keeps one
-    assert np.isfinite(sampling.top_p(np.log(probs), 0.01)).sum() == 1
+    assert kept(sampling.top_p(every(np.log(probs)), 0.01)) == [1]
+
+
+def test_top_p_normalises_over_what_top_k_left():
+    probs = np.array([0.4, 0.3, 0.2, 0.1])
+    # after top-2, token 0 holds 0.4/0.7 = 0.57 of the mass: p=0.5 keeps it alone, p=0.6 both
+    assert kept(sampling.top_p(sampling.top_k(np.log(probs), 2), 0.5)) == [0]
+    assert kept(sampling.top_p(sampling.top_k(np.log(probs), 2), 0.6)) == [0, 1]
+
+
+def test_top_p_without_top_k_finds_the_nucleus_in_a_large_vocabulary():
+    # a few likely tokens among 200,000: the widening search must stop at the same prefix a full sort gives
+    rng = np.random.default_rng(3)
+    logits = rng.normal(0, 1, 200_000)
+    logits[rng.choice(200_000, 40, replace=False)] += rng.uniform(8, 14, 40)
+    for p in (0.3, 0.9, 0.999999):
+        got = kept(sampling.top_p(every(logits), p))
+        order = np.lexsort((np.arange(logits.size), -logits))
+        mass = np.cumsum(np.exp(logits[order] - np.logaddexp.reduce(logits)))
+        want = sorted(order[: int(np.searchsorted(mass, p)) + 1].tolist())
+        assert got == want
 
 
 def test_min_p_is_relative_to_the_top_token():
     probs = np.array([0.5, 0.3, 0.04, 0.16])
-    out = sampling.min_p(np.log(probs), 0.1)
-    assert np.isfinite(out).tolist() == [True, True, False, True]
+    assert kept(sampling.min_p(every(np.log(probs)), 0.1)) == [0, 1, 3]
 
 
 def test_constraint_masks_everything_else():
@@ -76,10 +104,12 @@ def test_temperature_sharpens_before_the_draw():
 
 
 def test_top_p_is_computed_before_temperature():
-    # At temperature 0.1, p=0.5 would still keep only the top token; the order says p sees raw probs.
+    # At temperature 0.1, p=0.9 would keep only the top token; the order says p sees raw probs.
     logits = np.log(np.array([0.45, 0.55]))
-    out = sampling.top_p(logits, 0.9)
-    assert np.isfinite(out).all()
+    settings = SamplingSettings(temperature=0.1, top_k=0, top_p=0.9)
+    assert kept(sampling.top_p(every(logits), 0.9)) == [0, 1]
+    rng = np.random.default_rng(5)
+    assert 0 in {sampling.sample(logits, settings, rng) for _ in range(400)}
 
 
 def test_a_vanishing_temperature_approaches_greedy_without_overflow():
@@ -87,3 +117,47 @@ def test_a_vanishing_temperature_approaches_greedy_without_overflow():
     settings = SamplingSettings(temperature=1e-300, top_k=0, top_p=1.0)
     rng = np.random.default_rng(0)
     assert all(sampling.sample(logits, settings, rng) == 1 for _ in range(50))
+
+
+# ----- the candidate pipeline against a plain full-vocabulary one -----
+
+
+def reference_sample(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
+    """The stages written the obvious way: full-size masks and a full sort (slow, plainly right)."""
+    if settings.greedy:
+        return int(np.argmax(logits))
+    x = logits.copy()
+    finite = np.flatnonzero(np.isfinite(x))
+    ranked = finite[np.lexsort((finite, -x[finite]))]
+    if 0 < settings.top_k < ranked.size:
+        x[ranked[settings.top_k:]] = -np.inf
+        ranked = ranked[: settings.top_k]
+    if settings.top_p < 1.0:
+        weights = np.exp(x[ranked] - x[ranked[0]])
+        cut = int(np.searchsorted(np.cumsum(weights) / weights.sum(), settings.top_p)) + 1
+        x[ranked[cut:]] = -np.inf
+    if settings.min_p > 0.0:
+        x[x < np.max(x) + np.log(settings.min_p)] = -np.inf
+    ids = np.flatnonzero(np.isfinite(x))
+    scaled = (x[ids] - x[ids].max()) / settings.temperature
+    cumulative = np.cumsum(np.exp(scaled - scaled.max()))
+    return int(ids[min(int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")), ids.size - 1)])
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_the_pipeline_draws_what_the_plain_stages_draw(case):
+    rng = np.random.default_rng(case)
+    vocab = int(rng.choice([7, 300, 5000, 248_320]))
+    logits = rng.normal(0, rng.uniform(0.3, 6), vocab)
+    logits[rng.random(vocab) < 0.1] = -np.inf  # some forbidden
+    logits[rng.integers(0, vocab, 3)] = logits[rng.integers(0, vocab)]  # some ties
+    settings = SamplingSettings(
+        temperature=float(rng.choice([0.0, 0.3, 0.7, 1.0, 1.8])),
+        top_k=int(rng.choice([0, 1, 5, 20, 64])),
+        top_p=float(rng.choice([1.0, 0.95, 0.8, 0.3])),
+        min_p=float(rng.choice([0.0, 0.05])),
+    )
+    for draw_seed in range(5):
+        got = sampling.sample(logits, settings, np.random.default_rng(draw_seed))
+        want = reference_sample(logits, settings, np.random.default_rng(draw_seed))
+        assert got == want, (settings, draw_seed)

@@ -9,7 +9,7 @@ from engine.chat_template import Message, build_chat_prompt
 from engine.decide import DecisionRequest, decide
 from engine.decision_prompt import build_decision_prompt, letter_ids
 from engine.generate import GenerationRequest, Step, _Assembler, Completion, generate, generate_step, make_rng
-from engine.logprobs import log_softmax, token_entry
+from engine.logprobs import Distribution, log_softmax
 from engine.openai_format import chat_completion
 from engine.settings import SamplingSettings
 
@@ -81,11 +81,11 @@ def test_777_eos_gets_no_entry_and_tokens_outside_the_text_get_none(text_runner)
     completion = Completion(prompt_tokens=1)
     request = GenerationRequest((1,), PLAIN_GREEDY, max_tokens=8, think=True, top_logprobs=0)
     assembler = _Assembler(text_runner, request, completion)
-    lp = log_softmax(np.zeros(tok.size))
+    logits = np.zeros(tok.size)
     word = tok.encode_text("Attack")[0]
     blank = tok.encode_text("\n\n")
     for token in [word, tok.think_close, *blank, word, tok.im_end]:
-        assembler.add(Step(token, token_entry(lp, token, 0), lp))
+        assembler.add(Step(token, Distribution(logits).entry(token, 0), logits))
     assembler.finish()
     assert completion.reasoning == tok.decode([word])
     assert completion.content == tok.decode([word])
