@@ -133,7 +133,10 @@ def gui_main(args: argparse.Namespace) -> int:
             window.show_tab(tab)
         window.start(path, is_demo)
 
-    window.show()
+    if window.settings.window_maximized and not screenshot:
+        window.showMaximized()
+    else:
+        window.show()
     app.exec()
     from .worker import Task
 

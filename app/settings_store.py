@@ -67,6 +67,10 @@ def range_text(name: str) -> str:
     return f"{fmt(low)} – {fmt(high)}"
 
 
+# Screen positions and sizes kept between runs, with the parts each holds.
+PIXEL_FIELDS = {"overlay_position": ("x", "y"), "window_geometry": ("x", "y", "width", "height")}
+
+
 @dataclass(frozen=True)
 class GuiSettings:
     # sampling (the engine's SamplingSettings fields the user edits)
@@ -108,6 +112,8 @@ class GuiSettings:
     remote_constraint: str = "none"
     # window
     show_settings: bool = True
+    window_geometry: tuple[int, int, int, int] | None = None  # x, y, width, height of the main window
+    window_maximized: bool = False
     extra: dict = field(default_factory=dict, compare=False)  # unknown keys kept for newer versions
 
     def __post_init__(self) -> None:
@@ -115,8 +121,9 @@ class GuiSettings:
             _check_field(f.name, getattr(self, f.name))
         object.__setattr__(self, "device", self.device.upper())
         object.__setattr__(self, "recent_models", tuple(self.recent_models))
-        if self.overlay_position is not None:
-            object.__setattr__(self, "overlay_position", tuple(int(v) for v in self.overlay_position))
+        for name in PIXEL_FIELDS:
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
         for name in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "overlay_opacity",
                      "remote_timeout"):
             object.__setattr__(self, name, float(getattr(self, name)))
@@ -166,7 +173,8 @@ class GuiSettings:
         data = asdict(self)
         extra = data.pop("extra")
         data["recent_models"] = list(self.recent_models)
-        data["overlay_position"] = list(self.overlay_position) if self.overlay_position is not None else None
+        for name in PIXEL_FIELDS:
+            data[name] = list(getattr(self, name)) if getattr(self, name) is not None else None
         return {**extra, **data}
 
     @classmethod
@@ -200,7 +208,7 @@ def _coerce(name: str, value: object) -> object:
     """JSON shapes to field types: lists to tuples, integral floats to ints for integer fields."""
     if name == "recent_models" and isinstance(value, list):
         return tuple(value)
-    if name == "overlay_position" and isinstance(value, list):
+    if name in PIXEL_FIELDS and isinstance(value, list):
         return tuple(value)
     if name in RANGES or name in APP_RANGES:
         integer = setting_range(name)[2]
@@ -223,7 +231,8 @@ def _check_field(name: str, value: object) -> None:
         if isinstance(value, bool) or not ok or (not integer and not math.isfinite(value)) or not low <= value <= high:
             raise SettingsError(f"{name} must be {kind} in [{low}, {high}] (got {value!r})")
         return
-    if name in ("think", "permute", "exact", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings"):
+    if name in ("think", "permute", "exact", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings",
+                "window_maximized"):
         if not isinstance(value, bool):
             raise SettingsError(f"{name} must be true or false (got {value!r})")
         return
@@ -270,14 +279,16 @@ def _check_field(name: str, value: object) -> None:
         if not isinstance(value, (tuple, list)) or not all(isinstance(p, str) and p for p in value):
             raise SettingsError("recent_models must be a list of folder paths")
         return
-    if name == "overlay_position":
+    if name in PIXEL_FIELDS:
+        shape = PIXEL_FIELDS[name]
         if value is None:
             return
         if (
-            not isinstance(value, (tuple, list)) or len(value) != 2
+            not isinstance(value, (tuple, list)) or len(value) != len(shape)
             or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 100_000 for v in value)
+            or any(v <= 0 for v, part in zip(value, shape) if part in ("width", "height"))
         ):
-            raise SettingsError(f"overlay_position must be [x, y] in pixels (got {value!r})")
+            raise SettingsError(f"{name} must be [{', '.join(shape)}] in pixels (got {value!r})")
         return
     if name == "extra":
         if not isinstance(value, dict):

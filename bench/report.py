@@ -20,7 +20,9 @@ RAW = ROOT / "docs" / "benchmarks" / "results.json"
 
 
 def load_results() -> dict[str, dict]:
-    out = {}
+    """The committed results (docs/benchmarks/results.json), overlaid by this machine's newer ones: a
+    partial rerun (`bench run --only …`) updates its rows and keeps the rest, each with its date."""
+    out = json.loads(RAW.read_text()) if RAW.exists() else {}
     for path in sorted(RESULTS.glob("*.json")):
         if path.name == "prompts.json":
             continue
@@ -124,6 +126,18 @@ def versions() -> str:
     return "\n".join(rows)
 
 
+def runs(results: dict[str, dict]) -> str:
+    """Which rows this machine measured and which were kept from the committed results."""
+    fresh = {path.stem.replace("__", "/") for path in RESULTS.glob("*.json")}
+    kept = sorted(k for k in results if k not in fresh)
+    dates = sorted({(r.get("_meta") or {}).get("finished", "")[:10] for r in results.values() if isinstance(r, dict)} - {""})
+    when = f"measured {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "")
+    if not kept:
+        return f"- Every row {when} on this machine."
+    return (f"- Rows {when}. {len(results) - len(kept)} measurements rerun here; kept from an earlier run "
+            f"(docs/benchmarks/results.json, same machine kind and pins): " + ", ".join(f"`{k}`" for k in kept) + ".")
+
+
 # ----- sections -----
 def render(command: str = "python -m bench all --out BENCHMARKS.md") -> str:
     results = load_results()
@@ -153,6 +167,7 @@ def render(command: str = "python -m bench all --out BENCHMARKS.md") -> str:
         busy_sorted = sorted(busy)
         add(f"- Other processes during the measurements (cores busy outside the bench, per measurement): median "
             f"{busy_sorted[len(busy_sorted) // 2]:.2f}, max {busy_sorted[-1]:.2f} of {os.cpu_count()}.")
+    add(runs(results))
     add("")
 
     # models

@@ -161,6 +161,24 @@ def test_settings_round_trip_to_disk(gui_dirs):
     assert loaded.sampling().seed == 42 and loaded.sampling().top_k == 5
 
 
+def test_the_window_reopens_where_it_was_closed(qtbot, make_window):
+    window = make_window()
+    window.show()
+    area = QGuiApplication.primaryScreen().availableGeometry()
+    window.setGeometry(area.x() + 30, area.y() + 40, 1000, 640)
+    window.close()  # closing remembers and saves at once
+    saved, _ = load_settings()
+    assert saved.window_geometry[2:] == (1000, 640) and saved.window_maximized is False
+    again = make_window(saved)
+    assert (again.width(), again.height()) == (1000, 640)
+    assert (again.x(), again.y()) == saved.window_geometry[:2]
+    # a geometry on a monitor that is gone is ignored: the default size, not an invisible window
+    elsewhere = make_window(saved.with_changes(window_geometry=(area.right() + 5000, 0, 1000, 640)))
+    assert (elsewhere.width(), elsewhere.height()) == (1240, 780)
+    with pytest.raises(Exception, match="window_geometry must be"):
+        saved.with_changes(window_geometry=(0, 0, 0, 640))
+
+
 def test_invalid_values_in_the_file_fall_back_with_a_warning(gui_dirs):
     path = settings_path()
     path.parent.mkdir(parents=True)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -93,6 +93,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Decider")
         self.resize(1240, 780)
         self.setMinimumSize(900, 560)
+        self._restore_geometry(settings.window_geometry)
 
         central = QWidget()
         self.setCentralWidget(central)
@@ -799,9 +800,28 @@ class MainWindow(QMainWindow):
         self.decide_button.setEnabled(ready)
         self.decide_button.setToolTip("Decide (Ctrl+Enter)" if ready else "Load a model first")
 
+    def _restore_geometry(self, geometry: tuple[int, int, int, int] | None) -> None:
+        """Where the window was last closed, if that is still on a screen (a monitor may have gone)."""
+        if geometry is None:
+            return
+        x, y, width, height = geometry
+        title_bar = QRect(x, y, width, 32)
+        if any(screen.availableGeometry().intersects(title_bar) for screen in QGuiApplication.screens()):
+            self.setGeometry(x, y, max(width, self.minimumWidth()), max(height, self.minimumHeight()))
+
+    def remember_geometry(self) -> None:
+        maximized = self.isMaximized() or self.isFullScreen()
+        # a maximised window keeps the size it returns to, not the screen's
+        g = self.normalGeometry() if maximized else self.geometry()
+        changes: dict = {"window_maximized": maximized}
+        if g.isValid() and g.width() > 0 and g.height() > 0:
+            changes["window_geometry"] = (g.x(), g.y(), g.width(), g.height())
+        self._update_settings(**changes)
+
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.deciding:
             self.worker.cancel()
+        self.remember_geometry()
         self.save_now()
         self.global_hotkey.close()
         self.overlay.close()
