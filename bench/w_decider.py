@@ -163,7 +163,14 @@ def task_logprobs(args, prompts) -> dict:
             print(f"  off {total['off'][-1]:.3f} s, on {total['on'][-1]:.3f} s", file=sys.stderr, flush=True)
     assert tokens["on"] == tokens["off"], "logprobs changed the generated tokens"
     count = len(tokens["on"])
+    # The end-to-end ratio carries the machine's noise (a few % between identical runs here); this
+    # times exactly the work `top_logprobs` adds to a step (generate_step's Distribution(...).entry)
+    # against the step it is added to, in the same loop.
+    direct_ms, step_ms = _direct_logprob_cost(runner, ids, sampling, args.tokens, args.repeats)
     return {
+        "direct_cost_ms": summary(direct_ms),
+        "step_ms": summary(step_ms),
+        "direct_fraction": summary([c / t for c, t in zip(direct_ms, step_ms)]),
         "generated_tokens": count,
         "prompt_tokens": len(ids),
         "off_s": summary(total["off"]), "on_s": summary(total["on"]),
@@ -172,6 +179,29 @@ def task_logprobs(args, prompts) -> dict:
         "decode_ratio": summary([a / b for a, b in zip(decode["on"], decode["off"])]),
         "per_token_cost_ms": summary([(a - b) / max(count - 1, 1) * 1e3 for a, b in zip(decode["on"], decode["off"])]),
     }
+
+
+def _direct_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> tuple[list[float], list[float]]:
+    """Per generation: the median cost of one top-5 logprob entry and the median decode step, in ms."""
+    from engine.generate import generate_step, make_rng
+    from engine.logprobs import Distribution
+
+    costs, steps = [], []
+    for _ in range(repeats):
+        _cold(runner)
+        entry_ms, step_ms = [], []
+        last = None
+        for step in generate_step(runner, ids, sampling, make_rng(0), max_tokens=tokens):
+            started = time.perf_counter()
+            Distribution(step.penalized).entry(step.token_id, 5)
+            entry_ms.append((time.perf_counter() - started) * 1e3)
+            now = time.perf_counter()
+            if last is not None:
+                step_ms.append((now - last) * 1e3)  # one decode forward + sampling + this entry
+            last = now
+        costs.append(float(np.median(entry_ms)))
+        steps.append(float(np.median(step_ms)))
+    return costs, steps
 
 
 def task_warm(args, prompts) -> dict:
@@ -335,7 +365,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--lengths", default="64,256,1024")
-    parser.add_argument("--tokens", type=int, default=32, help="generated tokens for the logprobs task")
+    parser.add_argument("--tokens", type=int, default=64, help="generated tokens for the logprobs task")
     parser.add_argument("--variant", default="last", choices=("last", "all"))
     args = parser.parse_args(argv)
     args.lengths = [int(x) for x in args.lengths.split(",") if x]
