@@ -6,7 +6,7 @@ gated full-attention layers) trained from scratch on the decision tasks of tools
 the way the engine asks (engine.decision_prompt.build_decision_prompt, thinking off; the answer is the
 option letter's token right after the prompt).
 
-Environment: torch 2.13 (CPU), transformers 5.2, optimum-intel 2.2, openvino, tokenizers (e.g. /work/fixenv).
+Environment: torch 2.13 (CPU), transformers 5.2, optimum-intel 2.2, openvino, tokenizers (e.g. the venv `python -m bench setup` makes, ~/.cache/decider-bench/venv).
 
     python tools/train_demo.py train  [--steps N] [--minutes M] [--threads 1] [--work DIR]
     python tools/train_demo.py export [--work DIR]           # checkpoint -> resources/demo-model (optimum-intel)
