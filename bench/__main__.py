@@ -231,10 +231,12 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import render
+    from .report import load_results, render, save_raw
 
-    text = render(command=args.command_line)
+    results = load_results()
+    text = render(results, command=args.command_line)
     Path(args.out).write_text(text)
+    save_raw(results)
     log(f"report -> {args.out}")
     return 0
 

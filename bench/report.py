@@ -134,13 +134,13 @@ def runs(results: dict[str, dict]) -> str:
     when = f"measured {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "")
     if not kept:
         return f"- Every row {when} on this machine."
-    return (f"- Rows {when}. {len(results) - len(kept)} measurements rerun here; kept from an earlier run "
+    rerun = len(results) - len(kept)
+    return (f"- Rows {when}. {rerun} measurement{'s' if rerun != 1 else ''} rerun here; kept from an earlier run "
             f"(docs/benchmarks/results.json, same machine kind and pins): " + ", ".join(f"`{k}`" for k in kept) + ".")
 
 
 # ----- sections -----
-def render(command: str = "python -m bench all --out BENCHMARKS.md") -> str:
-    results = load_results()
+def render(results: dict[str, dict], command: str = "python -m bench all --out BENCHMARKS.md") -> str:
     sizes = [s_ for s_ in GEOMETRIES if any(k.startswith(s_ + "/") for k in results)]
     limits = get(results, "machine/limits") or {}
     lines: list[str] = []
@@ -463,6 +463,10 @@ def render(command: str = "python -m bench all --out BENCHMARKS.md") -> str:
         add("")
     if ANALYSIS.exists():
         add(ANALYSIS.read_text().strip() + "\n")
+    return "\n".join(lines)
+
+
+def save_raw(results: dict[str, dict]) -> None:
+    """Commit-able copy of every result the report was made from (the next partial rerun builds on it)."""
     RAW.parent.mkdir(parents=True, exist_ok=True)
     RAW.write_text(json.dumps(results, indent=1, default=str))
-    return "\n".join(lines)
