@@ -87,10 +87,26 @@ def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, sa
     return engine, window
 
 
+def display_problem(env=None, platform: str = sys.platform) -> str | None:
+    """Why Qt cannot open a window here, said before Qt aborts the process with its own message."""
+    env = os.environ if env is None else env
+    if not platform.startswith("linux") or env.get("QT_QPA_PLATFORM"):
+        return None
+    if not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"):
+        return ("no display to open the window on ($DISPLAY and $WAYLAND_DISPLAY are unset). Run Decider on a "
+                "desktop, or under a virtual one (`xvfb-run decider`), or decide in the terminal: "
+                "`decider ask \"QUESTION\" --option A --option B` (the demo model when none is configured)")
+    return None
+
+
 def gui_main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="decider: %(message)s")
     screenshot = getattr(args, "screenshot", None)
     overlay_shot = getattr(args, "overlay_screenshot", None)
+    problem = display_problem()
+    if problem:
+        print(f"decider: error: {problem}", file=sys.stderr)
+        return 2
     app = create_app()
     settings, warnings = load_settings()
     for warning in warnings:

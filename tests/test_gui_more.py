@@ -652,3 +652,17 @@ def test_new_ui_modules_never_import_openvino():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_display_is_a_plain_error_not_a_qt_abort():
+    from app.gui import display_problem
+
+    problem = display_problem({}, "linux")
+    assert problem and "no display" in problem and "xvfb-run decider" in problem and "decider ask" in problem
+    assert display_problem({"DISPLAY": ":0"}, "linux") is None
+    assert display_problem({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
+    assert display_problem({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None  # tests, screenshots
+    assert display_problem({}, "win32") is None and display_problem({}, "darwin") is None
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    done = subprocess.run([sys.executable, "-m", "app.cli", "gui"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no display" in done.stderr
