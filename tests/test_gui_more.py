@@ -232,16 +232,28 @@ def test_fit_and_apply_show_a_calibrated_value_next_to_the_raw_one(qtbot, make_w
     assert [b.calibrated for b in view.bars.bars] == pytest.approx(expected)
     assert all("calibrated" in b.side_text() for b in view.bars.bars)
     assert view.bars.values() == pytest.approx([o.probability for o in result.options])
+    # the overlay beside a game shows the same pair
+    window.set_overlay_visible(True)
+    overlay = window.overlay
+    with qtbot.waitSignal(window.decision_shown, timeout=30_000) as blocker:
+        window.decide()
+    result = blocker.args[0]
+    expected = calibrated_probabilities([o.logprob for o in result.options], fit.temperature)
+    chosen = result.options[result.choice_index]
+    assert overlay.choice_percent.text() == f"{percent_text(chosen.probability)} · {percent_text(expected[result.choice_index])} cal."
+    assert [b.calibrated for b in overlay.bars.bars] == pytest.approx(expected)
 
-    # turning it off re-renders the shown result with raw values only
+    # turning it off re-renders the shown result with raw values only, in the window and the overlay
     window.show_tab("calibration")
     cal.apply_box.setChecked(False)
     assert saved_temperature("qwen35-text", False) is None
     assert not view.choice_calibrated.isVisible() and "calibrated" not in view.choice_meta.text()
     assert all(b.calibrated is None for b in view.bars.bars)
+    assert overlay.choice_percent.text() == percent_text(chosen.probability)
+    assert all(b.calibrated is None for b in overlay.bars.bars)
     # the decision was recorded; the other think mode has no labelled rows
     window.show_tab("history")
-    assert window.history_view.table.rowCount() == 31
+    assert window.history_view.table.rowCount() == 32
     window.show_tab("calibration")
     cal.think_box.setCurrentIndex(1)
     assert cal.report is None and cal.figures["count"].text() == "—" and not cal.fit_button.isEnabled()

@@ -558,6 +558,9 @@ class MainWindow(QMainWindow):
             and self.result_view.result is self.last_result
         ):
             self.result_view.show_result(self.last_result, temperature)
+        shown = self.overlay.shown
+        if shown is not None and shown[1] is self.last_result and self.result_view.result is self.last_result:
+            self.overlay.show_result(*shown, calibrated=self.result_view.calibrated)
         state = f"T = {temperature:.3f} applied" if temperature is not None else "calibration off"
         self.show_message(f"{model} ({'think' if think else 'no think'}): {state}", 5000)
 
@@ -579,7 +582,7 @@ class MainWindow(QMainWindow):
         usage = result.usage
         self.status_tokens.setText(f"{usage.get('prompt_tokens', 0)} prompt · {usage.get('completion_tokens', 0)} answer tokens")
         if self.overlay.isVisible() or self._source != "window":
-            self.overlay.show_result(request.question, result, self._source_text(self._source))
+            self.overlay.show_result(request.question, result, self._source_text(self._source), self.result_view.calibrated)
             if self._source != "window":
                 self.set_overlay_visible(True)
         self._update_buttons()

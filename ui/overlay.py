@@ -11,7 +11,7 @@ from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
-from .bars import BarsView, percent_text, shown_probability
+from .bars import BarsView, bound_text, shown_probability
 from .theme import color
 
 OVERLAY_WIDTH = 360
@@ -31,6 +31,7 @@ class CompanionOverlay(QWidget):
         self._opacity = opacity
         self._drag_offset: QPoint | None = None
         self.click_through = False
+        self.shown: tuple | None = None  # (question, result, source) of the decision on display
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 10, 14, 12)
@@ -97,6 +98,7 @@ class CompanionOverlay(QWidget):
         label.setVisible(bool(text))
 
     def show_idle(self, hint: str) -> None:
+        self.shown = None
         self.source.setText("")
         self._set_text(self.question, "")
         self._set_text(self.choice, "Waiting for a decision")
@@ -108,6 +110,7 @@ class CompanionOverlay(QWidget):
         self.adjustSize()
 
     def show_running(self, question: str, source: str = "") -> None:
+        self.shown = None
         self.source.setText(source)
         self._set_text(self.question, question)
         self._set_text(self.choice, "Deciding…")
@@ -119,6 +122,7 @@ class CompanionOverlay(QWidget):
         self._set_text(self.choice, f"Thinking… {tokens} tokens")
 
     def show_error(self, message: str, source: str = "") -> None:
+        self.shown = None
         self.source.setText(source)
         self._set_text(self.choice, "Could not decide")
         self.choice_percent.setText("")
@@ -128,14 +132,21 @@ class CompanionOverlay(QWidget):
         self.hint.show()
         self.adjustSize()
 
-    def show_result(self, question: str, result, source: str = "") -> None:
+    def show_result(self, question: str, result, source: str = "", calibrated: list[float] | None = None) -> None:
+        """`calibrated`: one value per option at the temperature applied in the Calibration tab (shown beside
+        the raw percentage, as in the window)."""
+        self.shown = (question, result, source)
         self.source.setText(source)
         self._set_text(self.question, question)
         chosen = result.options[result.choice_index]
-        percent = percent_text(shown_probability(chosen))
+        bound = getattr(chosen, "bound", None)
+        percent = bound_text(shown_probability(chosen), bound)
+        if calibrated is not None:
+            percent += f" · {bound_text(calibrated[result.choice_index], bound)} cal."
         self.choice_percent.setText(percent)
+        self.choice_percent.setToolTip("raw · calibrated (the temperature applied in the Calibration tab)" if calibrated else "")
         self._set_text(self.choice, f"{chosen.label}. {chosen.text}")
-        self.bars.set_result(result)
+        self.bars.set_result(result, calibrated)
         self.bars.show()
         self.hint.hide()
         self.adjustSize()
