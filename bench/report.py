@@ -199,7 +199,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     # 1. latency + overhead
     add("## 1. One-forward decision latency, and Decider's overhead over a bare `infer()`\n")
     add("`decide()` (tokenizer, template, one forward on the last-position graph, state snapshot, constrained "
-        "greedy draw, float64 log-softmax over the full vocabulary, top-10 alternatives) against a bare "
+        "greedy draw, float64 logsumexp over the full vocabulary, top-10 alternatives) against a bare "
         "`InferRequest.infer()` of the same ids on the same compiled model. State reset before each; exact mode "
         "(f32 inference, f32 KV cache).\n")
     add("| model | prompt | `decide()` | bare `infer()` | overhead | decide / infer |")
