@@ -136,7 +136,7 @@ def task_fast(args, prompts) -> dict:
 
 
 def task_logprobs(args, prompts) -> dict:
-    from engine.generate import GenerationRequest, generate
+    from engine.generate import GenerationRequest
     from engine.settings import SamplingSettings
 
     runner, _ = _runner(args.model, args.device)
@@ -147,61 +147,64 @@ def task_logprobs(args, prompts) -> dict:
         "on": GenerationRequest(ids, sampling, max_tokens=args.tokens, top_logprobs=5),
     }
     total = {"off": [], "on": []}
-    decode = {"off": [], "on": []}
+    step = {"off": [], "on": []}  # the median decode step of each generation
     tokens = {}
     for rep in range(args.repeats + 1):
         for name in (("off", "on") if rep % 2 == 0 else ("on", "off")):
-            _cold(runner)
-            started = time.perf_counter()
-            completion = generate(runner, requests[name])
-            elapsed = time.perf_counter() - started
+            completion, elapsed, steps = _timed_generation(runner, requests[name])
             tokens[name] = completion.token_ids
             if rep:
                 total[name].append(elapsed)
-                decode[name].append(completion.timings["total_s"] - completion.timings["prefill_s"])
+                step[name].append(float(np.median(steps)))
         if rep:
-            print(f"  off {total['off'][-1]:.3f} s, on {total['on'][-1]:.3f} s", file=sys.stderr, flush=True)
+            print(f"  off {total['off'][-1]:.3f} s, on {total['on'][-1]:.3f} s; median step off "
+                  f"{step['off'][-1] * 1e3:.2f} ms, on {step['on'][-1] * 1e3:.2f} ms", file=sys.stderr, flush=True)
     assert tokens["on"] == tokens["off"], "logprobs changed the generated tokens"
-    count = len(tokens["on"])
-    # The end-to-end ratio carries the machine's noise (a few % between identical runs here); this
-    # times exactly the work `top_logprobs` adds to a step (generate_step's Distribution(...).entry)
-    # against the step it is added to, in the same loop.
-    direct_ms, step_ms = _direct_logprob_cost(runner, ids, sampling, args.tokens, args.repeats)
+    # The host work `top_logprobs` adds (one float64 logsumexp, the top 5), timed on its own: the engine
+    # does it while the device computes the next token, so it shows in the step only where the host and
+    # the device share the same cores (CPU).
+    direct_ms = _host_logprob_cost(runner, ids, sampling, args.tokens, args.repeats)
     return {
-        "direct_cost_ms": summary(direct_ms),
-        "step_ms": summary(step_ms),
-        "direct_fraction": summary([c / t for c, t in zip(direct_ms, step_ms)]),
-        "generated_tokens": count,
+        "generated_tokens": len(tokens["on"]),
         "prompt_tokens": len(ids),
         "off_s": summary(total["off"]), "on_s": summary(total["on"]),
         "ratio": summary([a / b for a, b in zip(total["on"], total["off"])]),
-        "decode_off_s": summary(decode["off"]), "decode_on_s": summary(decode["on"]),
-        "decode_ratio": summary([a / b for a, b in zip(decode["on"], decode["off"])]),
-        "per_token_cost_ms": summary([(a - b) / max(count - 1, 1) * 1e3 for a, b in zip(decode["on"], decode["off"])]),
+        "step_off_ms": summary([t * 1e3 for t in step["off"]]), "step_on_ms": summary([t * 1e3 for t in step["on"]]),
+        "step_ratio": summary([a / b for a, b in zip(step["on"], step["off"])]),
+        "direct_cost_ms": summary(direct_ms),
     }
 
 
-def _direct_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> tuple[list[float], list[float]]:
-    """Per generation: the median cost of one top-5 logprob entry and the median decode step, in ms."""
+def _timed_generation(runner, request):
+    """generate() through its streaming form: the whole time and each decode step's (yield to yield)."""
+    from engine.generate import stream_generation
+
+    _cold(runner)
+    started = last = time.perf_counter()
+    steps = []
+    for _, completion in stream_generation(runner, request):
+        now = time.perf_counter()
+        steps.append(now - last)
+        last = now
+    # the first interval holds the prefill, the last the final flush after the generation ended
+    return completion, time.perf_counter() - started, steps[1:-1]
+
+
+def _host_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> list[float]:
+    """Per generation: the median time of one top-5 logprob entry on the step's logits, in ms."""
     from engine.generate import generate_step, make_rng
     from engine.logprobs import Distribution
 
-    costs, steps = [], []
+    costs = []
     for _ in range(repeats):
         _cold(runner)
-        entry_ms, step_ms = [], []
-        last = None
+        entry_ms = []
         for step in generate_step(runner, ids, sampling, make_rng(0), max_tokens=tokens):
             started = time.perf_counter()
             Distribution(step.penalized).entry(step.token_id, 5)
             entry_ms.append((time.perf_counter() - started) * 1e3)
-            now = time.perf_counter()
-            if last is not None:
-                step_ms.append((now - last) * 1e3)  # one decode forward + sampling + this entry
-            last = now
         costs.append(float(np.median(entry_ms)))
-        steps.append(float(np.median(step_ms)))
-    return costs, steps
+    return costs
 
 
 def task_warm(args, prompts) -> dict:

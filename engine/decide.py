@@ -188,7 +188,9 @@ def _read_letters(
         ids, checkpoints = prompt.ids, prompt.checkpoints
         completion_tokens = 1
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
-    step = next(generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, allowed=np.array(letters), window=window))
+    answer = generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, allowed=np.array(letters), window=window)
+    step = next(answer)
+    answer.close()
     clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")
     return _LetterRead(Distribution(step.penalized), letters.index(step.token_id), reasoning, completion_tokens)
 

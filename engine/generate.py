@@ -2,8 +2,10 @@
 
 `generate_step` is the loop every front end shares. The limit is checked before each draw, so
 max_tokens=N costs exactly N draws and N-1 decode forwards (max_tokens=1: the prefill and nothing
-else). A token enters the penalty window only when it is kept as generated text: a stop token, a
-forced token or a draw that is thrown away never counts.
+else). Each decode forward starts before its step is handed out, so the step's logprobs and whatever
+the consumer does with it overlap the device's work; a consumer that stops early waits for that one
+forward (its state stays consistent with the history). A token enters the penalty window only when
+it is kept as generated text: a stop token, a forced token or a draw that is thrown away never counts.
 """
 
 from __future__ import annotations
@@ -70,20 +72,27 @@ def generate_step(
         )
         processed = constrain(penalized, allowed)
         token = sample(processed, sampling, rng)
-        entry = Distribution(processed).entry(token, top_logprobs) if top_logprobs is not None else None
         drawn += 1
-        if token in stop_ids:
-            # A stop token ends the turn: never fed, never text, so never in the penalty window.
-            yield Step(token, entry, penalized)
-            return
-        window.append(token)
-        yield Step(token, entry, penalized)
-        if drawn >= max_tokens:
-            return
+        stop = token in stop_ids  # a stop token ends the turn: never fed, never text, never in the window
+        feeding = not stop and drawn < max_tokens
+        if not stop:
+            window.append(token)
+        if feeding:
+            try:
+                # The device computes the next logits while this step's logprobs are taken and the step
+                # is handed out (on NPU/GPU that host work then costs no time at all).
+                runner.start_step(token)
+            except ContextLimitError:
+                feeding = False
+        entry = Distribution(processed).entry(token, top_logprobs) if top_logprobs is not None else None
         try:
-            logits = runner.step(token)
-        except ContextLimitError:
+            yield Step(token, entry, penalized)
+        except GeneratorExit:
+            runner.settle()  # a consumer that stops here leaves state and history in step
+            raise
+        if not feeding:
             return
+        logits = runner.finish_step()
 
 
 # ----- assembling steps into a completion -----
@@ -273,18 +282,21 @@ def stream_generation(
         allowed=None if request.allowed is None else np.array(request.allowed),
         should_stop=should_stop,
     )
-    for step in steps:
-        if first_token_at is None:
-            first_token_at = time.perf_counter()
-        completion.token_ids.append(step.token_id)
-        if step.token_id in runner.tokenizer.stop_ids:
-            completion.finish_reason = "stop"
-        delta = assembler.add(step)
-        if assembler.stopped:
-            completion.finish_reason = "stop"
+    try:
+        for step in steps:
+            if first_token_at is None:
+                first_token_at = time.perf_counter()
+            completion.token_ids.append(step.token_id)
+            if step.token_id in runner.tokenizer.stop_ids:
+                completion.finish_reason = "stop"
+            delta = assembler.add(step)
+            if assembler.stopped:
+                completion.finish_reason = "stop"
+                yield delta, completion
+                break
             yield delta, completion
-            break
-        yield delta, completion
+    finally:
+        steps.close()  # a step started ahead completes now, not whenever the generator is collected
     delta = assembler.finish()
     ended = time.perf_counter()
     completion.timings = {

@@ -115,6 +115,7 @@ class ModelRunner:
         self._request = self._layout.request
         self.history: list[int] = []
         self._snapshots: OrderedDict[tuple[int, ...], _Snapshot] = OrderedDict()
+        self._pending = False  # a start_step() not yet finished
         self.stats = RunnerStats()
 
     # ----- loading -----
@@ -174,6 +175,7 @@ class ModelRunner:
 
     # ----- state -----
     def reset(self) -> None:
+        self.settle()
         self._request.reset_state()
         self.history = []
 
@@ -220,6 +222,9 @@ class ModelRunner:
         feed = self._layout.inputs(np.asarray(ids, dtype=np.int64), past)
         self._request.infer(feed)
         self.stats.forwards += 1
+        return self._logits()
+
+    def _logits(self) -> np.ndarray:
         return self._request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
 
     def prefill(self, ids: Sequence[int], checkpoints: Sequence[int] = ()) -> np.ndarray:
@@ -231,6 +236,7 @@ class ModelRunner:
         a snapshot's prefix restores it and costs no forward; otherwise a full match with the history
         recomputes from the last snapshot before its end, never from an empty chunk.
         """
+        self.settle()
         started = time.perf_counter()
         try:
             return self._prefill([int(i) for i in ids], checkpoints)
@@ -258,11 +264,32 @@ class ModelRunner:
 
     def step(self, token: int) -> np.ndarray:
         """Feed one token and return the next-token logits."""
+        self.start_step(token)
+        return self.finish_step()
+
+    def start_step(self, token: int) -> None:
+        """Start feeding one token without waiting: the device computes while the caller does host work
+        (e.g. the previous token's logprobs). Exactly one finish_step() must follow before anything else."""
+        if self._pending:
+            raise RuntimeError("a step is already running")
         if len(self.history) + 1 >= self.context_length:
             raise ContextLimitError(f"the conversation reached the context limit of {self.context_length} tokens")
-        logits = self._forward([token], past=len(self.history))
+        feed = self._layout.inputs(np.asarray([token], dtype=np.int64), len(self.history))
+        self._request.start_async(feed)
+        self.stats.forwards += 1
         self.history.append(int(token))
-        return logits
+        self._pending = True
+
+    def settle(self) -> None:
+        """A step a caller started and abandoned completes first: the state then matches the history."""
+        if self._pending:
+            self.finish_step()
+
+    def finish_step(self) -> np.ndarray:
+        """Wait for the step start_step() began and return its next-token logits."""
+        self._pending = False
+        self._request.wait()
+        return self._logits()
 
 
 def _first_line(exc: BaseException) -> str:

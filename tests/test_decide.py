@@ -106,6 +106,9 @@ class PriorOnlyRunner:
     def prefill(self, ids, checkpoints=()):
         return self.logits.copy()
 
+    def settle(self):  # nothing ever runs ahead: a decision without think makes no decode step
+        pass
+
 
 def test_permute_divides_out_a_pure_letter_prior(text_runner):
     prior = np.array([0.6, 0.25, 0.1, 0.05])

@@ -117,3 +117,51 @@ def test_vision_language_layout_loads_and_matches_text_tokens(vl_runner):
     vl_runner.reset()
     logits = vl_runner.prefill(PROMPT)
     assert logits.shape == (vl_runner.vocab_size,) and np.isfinite(logits).all()
+
+
+# ----- steps that run ahead (the next forward overlaps the host's work on the current step) -----
+
+
+def test_a_step_started_ahead_gives_the_same_logits_as_a_plain_step(text_runner):
+    text_runner.reset()
+    text_runner.prefill(PROMPT)
+    plain = [text_runner.step(t) for t in (5, 9, 11)]
+    text_runner.reset()
+    text_runner.prefill(PROMPT)
+    ahead = []
+    for t in (5, 9, 11):
+        text_runner.start_step(t)
+        with pytest.raises(RuntimeError, match="already running"):
+            text_runner.start_step(t)
+        ahead.append(text_runner.finish_step())
+    assert all(np.array_equal(a, b) for a, b in zip(plain, ahead))
+    assert text_runner.history == list(PROMPT) + [5, 9, 11]
+
+
+def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runner):
+    from engine.generate import generate_step, make_rng
+    from engine.settings import SamplingSettings
+
+    greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    steps = generate_step(text_runner, PROMPT, greedy, make_rng(0), max_tokens=10)
+    first, second = next(steps), next(steps)
+    steps.close()  # the forward of `second` was already running: it completes, nothing is left pending
+    assert not text_runner._pending
+    assert text_runner.history == list(PROMPT) + [first.token_id, second.token_id]
+    # the state really holds that history: continuing from it equals a cold computation
+    warm = text_runner.prefill(list(PROMPT) + [first.token_id, second.token_id, 7])
+    assert text_runner.stats.last_prefill_tokens == 1
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    cold = text_runner.prefill(list(PROMPT) + [first.token_id, second.token_id, 7])
+    assert np.allclose(warm, cold, atol=1e-5)
+    # an abandoned generator that is never closed: the next prefill settles it first
+    text_runner.reset()
+    abandoned = generate_step(text_runner, PROMPT, greedy, make_rng(0), max_tokens=10)
+    next(abandoned)
+    assert text_runner._pending
+    text_runner.prefill(PROMPT)
+    assert not text_runner._pending
+    del abandoned
