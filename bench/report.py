@@ -201,9 +201,13 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     add("`decide()` (tokenizer, template, one forward on the last-position graph, state snapshot, constrained "
         "greedy draw, float64 logsumexp over the full vocabulary, top-10 alternatives) against a bare "
         "`InferRequest.infer()` of the same ids on the same compiled model. State reset before each; exact mode "
-        "(f32 inference, f32 KV cache).\n")
-    add("| model | prompt | `decide()` | bare `infer()` | overhead | decide / infer |")
-    add("|---|---|---|---|---|---|")
+        "(f32 inference, f32 KV cache). *Paired*: the median of decide/infer over interleaved pairs — on this VM "
+        "two identical forwards a second apart differ by up to ~10 %, which this ratio carries. *Direct*: each "
+        "decision's own time over the time of the infer() calls inside it — exactly what Decider adds around "
+        "the forward (tokenizer, template, snapshot, sampler, logprobs, Python), without the drift; the "
+        "target is judged on it.\n")
+    add("| model | prompt | `decide()` | bare `infer()` | overhead | decide / infer (paired) | **decide / its infer() (direct)** |")
+    add("|---|---|---|---|---|---|---|")
     worst = None
     for size in sizes:
         for fmt in FORMATS:
@@ -214,12 +218,16 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
                 e = r["lengths"].get(str(length))
                 if not e:
                     continue
-                add(f"| {size} {fmt} | {length} | {s(e['decide_s'])} | {s(e['infer_s'])} | {s(e['overhead_ms'], 'ms')} | {ratio(e['ratio'])} |")
-                if worst is None or e["ratio"]["median"] > worst[0]:
-                    worst = (e["ratio"]["median"], f"{size} {fmt}, {length} tokens")
+                direct = e.get("direct_ratio")
+                add(f"| {size} {fmt} | {length} | {s(e['decide_s'])} | {s(e['infer_s'])} | {s(e['overhead_ms'], 'ms')} | "
+                    f"{ratio(e['ratio'])} | {ratio(direct)} |")
+                basis = direct or e["ratio"]
+                if worst is None or basis["median"] > worst[0]:
+                    worst = (basis["median"], f"{size} {fmt}, {length} tokens", e["ratio"]["median"])
     add("")
     if worst:
-        targets.append(("decide() vs bare infer() ≤ 1.03×", f"worst median {worst[0]:.3f}× ({worst[1]})", ok(worst[0], 1.03), "§1"))
+        targets.append(("decide() vs bare infer() ≤ 1.03×",
+                        f"worst median {worst[0]:.3f}× direct ({worst[1]}; paired {worst[2]:.3f}×)", ok(worst[0], 1.03), "§1"))
     parts = [(k, get(results, k)) for k in results if k.endswith("/latency") and get(results, k)]
     if parts:
         add("Where the decision's time goes (median seconds per phase, from `DecisionResult.timings`):\n")
@@ -246,25 +254,27 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     # 2. logprobs
     add("## 2. Logprobs on vs off\n")
     add("`generate()` on a 64-token prompt, greedy with Qwen3.5's default penalties, `top_logprobs=None` vs `5` "
-        "(the chosen token's logprob plus 5 alternatives per token, exact over the full vocabulary), interleaved. "
-        "Identical tokens are asserted. The step ratio compares each generation's median decode step (robust to "
-        "the VM's hiccups, which move whole-generation times by several % between identical runs). *Host work*: "
-        "the logprob computation timed on its own; the engine runs it while the device computes the next token, "
-        "so it can only show in the step where host and device share the cores (CPU).\n")
-    add("| model | tokens | off | on | on/off (whole generation) | median step off → on | on/off (median step) | "
-        "host work per token |")
-    add("|---|---|---|---|---|---|---|---|")
+        "(the chosen token's logprob plus 5 alternatives per token, exact over the full vocabulary). Many short "
+        "generations, alternating off/on (this VM drifts by several % over seconds, more than the 1 % in question); "
+        "identical tokens are asserted. *Pooled*: the median of every decode step with logprobs over the median of "
+        "every step without. *Host work*: the logprob computation timed on its own; the engine runs it while the "
+        "device computes the next token, so it can only show in the step where host and device share the cores "
+        "(CPU).\n")
+    add("| model | generations × tokens | on/off (whole generation) | median step off → on | on/off (per pair) | "
+        "**on/off (pooled steps)** | host work per token |")
+    add("|---|---|---|---|---|---|---|")
     for k in results:
         r = get(results, k)
         if k.endswith("/logprobs") and r:
-            if "step_ratio" not in r:  # an older run's shape
+            if "pooled_step_ratio" not in r:  # an older run's shape
                 continue
-            add(f"| {k.rsplit('/', 1)[0].replace('/', ' ')} | {r['generated_tokens']} | {s(r['off_s'])} | {s(r['on_s'])} | "
+            pooled = r["pooled_step_ratio"]
+            add(f"| {k.rsplit('/', 1)[0].replace('/', ' ')} | {r['generations']} × {r['generated_tokens']} | "
                 f"{pct(r['ratio'])} | {r['step_off_ms']['median']:.1f} → {r['step_on_ms']['median']:.1f} ms | "
-                f"{pct(r['step_ratio'])} | {s(r.get('direct_cost_ms'), 'ms')} |")
-            measured = (f"{(r['step_ratio']['median'] - 1) * 100:+.2f} % per decode step, "
+                f"{pct(r['step_ratio'])} | **{(pooled - 1) * 100:+.2f} %** | {s(r.get('direct_cost_ms'), 'ms')} |")
+            measured = (f"{(pooled - 1) * 100:+.2f} % per decode step (pooled), "
                         f"{(r['ratio']['median'] - 1) * 100:+.2f} % whole generation")
-            targets.append((f"logprobs on vs off ≤ 1 % ({k.split('/')[0]})", measured, ok(r["step_ratio"]["median"], 1.01), "§2"))
+            targets.append((f"logprobs on vs off ≤ 1 % ({k.split('/')[0]})", measured, ok(pooled, 1.01), "§2"))
     add("")
 
     # 3. head

@@ -72,11 +72,12 @@ def task_latency(args, prompts) -> dict:
     from engine.decide import decide
 
     runner, load_s = _runner(args.model, args.device)
+    forward_s = _time_forwards(runner)
     out = {"load_s": load_s, "lengths": {}}
     for length in args.lengths:
         item = prompts["decisions"][str(length)]
         request = _request(item["question"], prompts["options"])
-        decide_s, infer_s, ratios, parts = [], [], [], []
+        decide_s, infer_s, ratios, parts, direct = [], [], [], [], []
         result = None
         for rep in range(args.repeats + 1):  # the first pair warms caches and is dropped
             order = ("infer", "decide") if rep % 2 == 0 else ("decide", "infer")
@@ -86,15 +87,18 @@ def task_latency(args, prompts) -> dict:
                     times["infer"] = _bare_infer(runner, item["ids"])
                 else:
                     _cold(runner)
+                    forward_s.clear()
                     started = time.perf_counter()
                     result = decide(runner, request)
                     times["decide"] = time.perf_counter() - started
+                    inside = sum(forward_s)
             assert result.usage["prefill_tokens"] == length, result.usage
             if rep == 0:
                 continue
             decide_s.append(times["decide"])
             infer_s.append(times["infer"])
             ratios.append(times["decide"] / times["infer"])
+            direct.append(times["decide"] / inside)  # everything decide() does around its own infer() calls
             parts.append(dict(result.timings))
             print(f"  {length} tokens: decide {times['decide']:.3f} s, infer {times['infer']:.3f} s", file=sys.stderr, flush=True)
         out["lengths"][str(length)] = {
@@ -102,11 +106,28 @@ def task_latency(args, prompts) -> dict:
             "infer_s": summary(infer_s),
             "ratio": summary(ratios),
             "overhead_ms": summary([(d - i) * 1e3 for d, i in zip(decide_s, infer_s)]),
+            "direct_ratio": summary(direct),
             "parts": {k: float(np.median([p.get(k, 0.0) for p in parts])) for k in parts[0]},
             "decision": _decision_summary(result),
         }
     out["peak_rss_mib"] = peak_rss_mib()
     return out
+
+
+def _time_forwards(runner) -> list[float]:
+    """Record the wall time of each infer() the runner makes (a list the caller clears per decision)."""
+    times: list[float] = []
+    forward = runner._forward
+
+    def timed(ids, past):
+        started = time.perf_counter()
+        try:
+            return forward(ids, past)
+        finally:
+            times.append(time.perf_counter() - started)
+
+    runner._forward = timed
+    return times
 
 
 def task_fast(args, prompts) -> dict:
@@ -146,19 +167,23 @@ def task_logprobs(args, prompts) -> dict:
         "off": GenerationRequest(ids, sampling, max_tokens=args.tokens, top_logprobs=None),
         "on": GenerationRequest(ids, sampling, max_tokens=args.tokens, top_logprobs=5),
     }
+    # Many short generations, alternating: this VM drifts by several % over seconds, so long runs
+    # compared one after the other measure the drift, not the 1 % in question.
+    pairs = max(args.repeats * 3, 12)
     total = {"off": [], "on": []}
-    step = {"off": [], "on": []}  # the median decode step of each generation
+    pooled = {"off": [], "on": []}  # every decode step of every measured generation
+    medians = {"off": [], "on": []}
     tokens = {}
-    for rep in range(args.repeats + 1):
+    for rep in range(pairs + 1):
         for name in (("off", "on") if rep % 2 == 0 else ("on", "off")):
             completion, elapsed, steps = _timed_generation(runner, requests[name])
             tokens[name] = completion.token_ids
             if rep:
                 total[name].append(elapsed)
-                step[name].append(float(np.median(steps)))
-        if rep:
-            print(f"  off {total['off'][-1]:.3f} s, on {total['on'][-1]:.3f} s; median step off "
-                  f"{step['off'][-1] * 1e3:.2f} ms, on {step['on'][-1] * 1e3:.2f} ms", file=sys.stderr, flush=True)
+                pooled[name] += steps
+                medians[name].append(float(np.median(steps)))
+    print(f"  median step off {np.median(pooled['off']) * 1e3:.2f} ms, on {np.median(pooled['on']) * 1e3:.2f} ms "
+          f"({len(pooled['on'])} steps each)", file=sys.stderr, flush=True)
     assert tokens["on"] == tokens["off"], "logprobs changed the generated tokens"
     # The host work `top_logprobs` adds (one float64 logsumexp, the top 5), timed on its own: the engine
     # does it while the device computes the next token, so it shows in the step only where the host and
@@ -166,11 +191,13 @@ def task_logprobs(args, prompts) -> dict:
     direct_ms = _host_logprob_cost(runner, ids, sampling, args.tokens, args.repeats)
     return {
         "generated_tokens": len(tokens["on"]),
+        "generations": pairs,
         "prompt_tokens": len(ids),
         "off_s": summary(total["off"]), "on_s": summary(total["on"]),
         "ratio": summary([a / b for a, b in zip(total["on"], total["off"])]),
-        "step_off_ms": summary([t * 1e3 for t in step["off"]]), "step_on_ms": summary([t * 1e3 for t in step["on"]]),
-        "step_ratio": summary([a / b for a, b in zip(step["on"], step["off"])]),
+        "step_off_ms": summary([t * 1e3 for t in medians["off"]]), "step_on_ms": summary([t * 1e3 for t in medians["on"]]),
+        "step_ratio": summary([a / b for a, b in zip(medians["on"], medians["off"])]),
+        "pooled_step_ratio": float(np.median(pooled["on"]) / np.median(pooled["off"])),
         "direct_cost_ms": summary(direct_ms),
     }
 
@@ -368,7 +395,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--lengths", default="64,256,1024")
-    parser.add_argument("--tokens", type=int, default=64, help="generated tokens for the logprobs task")
+    parser.add_argument("--tokens", type=int, default=24, help="generated tokens per generation in the logprobs task")
     parser.add_argument("--variant", default="last", choices=("last", "all"))
     args = parser.parse_args(argv)
     args.lengths = [int(x) for x in args.lengths.split(",") if x]
