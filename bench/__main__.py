@@ -248,7 +248,8 @@ def main(argv=None) -> int:
     def common_build(p):
         p.add_argument("--sizes", default="0.8b,2b")
         p.add_argument("--formats", default=",".join(FORMATS))
-        p.add_argument("--formats-2b", default="fp16,int8", help="the 2b subset (each export of 2b needs ~20 GB RAM)")
+        p.add_argument("--formats-2b", default=",".join(FORMATS),
+                       help="the 2b formats, if fewer (an export of 2b peaks near 20 GB of RAM)")
         p.add_argument("--gguf", default="f16,q8_0")
 
     def common_run(p, sizes=True):

@@ -153,12 +153,13 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
         "the median with the (min–max) over the repeats. Random weights cost exactly what trained weights cost: "
         "the same shapes, the same kernels.\n")
     add("## Regenerate\n")
-    add("```bash\npython -m bench all --out BENCHMARKS.md      # first run builds the models (~1 h), then measures\n"
+    add("```bash\npython -m bench all --out BENCHMARKS.md      # first run: venv + models ~20 min, then ~1 h of measurements\n"
         "python -m bench run --only '0.8b/int8/*' && python -m bench report --out BENCHMARKS.md   # a subset\n```\n")
     add(f"This file was written by `{command}`. Models and raw results live in `~/.cache/decider-bench/` "
         f"(override with `DECIDER_BENCH_HOME`); the merged raw results are copied to `docs/benchmarks/results.json`. "
         "Decider parts run in the interpreter that runs the bench; transformers, optimum-intel, OpenVINO GenAI and "
-        "llama-cpp-python parts in `$DECIDER_BENCH_PYTHON`. Pass `--device GPU|NPU` to measure another device.\n")
+        "llama-cpp-python parts in `$DECIDER_BENCH_PYTHON`, by default the venv that `python -m bench setup` (run by "
+        "`all`) makes from `bench/requirements-tools.txt`. Pass `--device GPU|NPU` to measure another device.\n")
     add("## Machine\n")
     lines.extend(machine())
     add(versions())
