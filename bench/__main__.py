@@ -194,6 +194,11 @@ def cmd_setup(args) -> int:
 
 
 def cmd_build(args) -> int:
+    probe = subprocess.run([tools_python(), "-c", "import torch, transformers, optimum.intel"], capture_output=True)
+    if probe.returncode:
+        log(f"build: {tools_python()} lacks torch/transformers/optimum-intel: run `python -m bench setup` first "
+            "(or point $DECIDER_BENCH_PYTHON at an interpreter that has bench/requirements-tools.txt)")
+        return 2
     argv = [tools_python(), "-m", "bench.build", "--sizes", args.sizes, "--formats", args.formats, "--gguf", args.gguf]
     if args.formats_2b:
         argv += ["--formats-2b", args.formats_2b]
