@@ -17,13 +17,18 @@ import numpy as np
 from .ranking import top_ids
 
 # float64 exponentials in blocks that stay in cache: a full-size temporary costs more in fresh pages
-# than the arithmetic (≈3 ms against ≈0.3 ms over Qwen3.5's vocabulary), with the same result.
-_BLOCK = 16384
+# than the arithmetic (≈3 ms against ≈0.3 ms over Qwen3.5's vocabulary), with the same result. 8192
+# gives 31 blocks over Qwen3.5's vocabulary: more block maxima than the 20 alternatives ever asked for.
+_BLOCK = 8192
 
 
-def logsumexp(logits: np.ndarray) -> float:
-    """log Σ exp(logits) in float64; -inf entries (masked tokens) add nothing."""
-    peak = float(np.max(logits))
+def block_maxima(logits: np.ndarray) -> np.ndarray:
+    return np.maximum.reduceat(logits, np.arange(0, logits.shape[0], _BLOCK))
+
+
+def logsumexp(logits: np.ndarray, maxima: np.ndarray | None = None) -> float:
+    """log Σ exp(logits) in float64; -inf entries (masked tokens) add nothing. maxima: block_maxima(logits)."""
+    peak = float(np.max(logits if maxima is None else maxima))
     if not math.isfinite(peak):
         return peak
     total = 0.0
@@ -54,11 +59,12 @@ class TokenLogprob:
 class Distribution:
     """Log-probabilities over the full vocabulary, read on demand from the logits and their logsumexp."""
 
-    __slots__ = ("logits", "lse")
+    __slots__ = ("logits", "lse", "_maxima")
 
     def __init__(self, logits: np.ndarray) -> None:
         self.logits = logits
-        self.lse = logsumexp(logits)
+        self._maxima = block_maxima(logits)  # one pass that serves both the logsumexp and the top-n
+        self.lse = logsumexp(logits, self._maxima)
 
     def logprob(self, token_id: int) -> float:
         return float(self.logits[token_id]) - self.lse
@@ -68,7 +74,14 @@ class Distribution:
 
     def top(self, n: int) -> tuple[TopLogprob, ...]:
         """The n most likely tokens, most likely first, ties by lower id (forbidden ones never)."""
-        return tuple(TopLogprob(int(i), self.logprob(int(i))) for i in top_ids(self.logits, n))
+        return tuple(TopLogprob(int(i), self.logprob(int(i))) for i in top_ids(self.logits, n, self._floor(n)))
+
+    def _floor(self, n: int) -> float | None:
+        """The n-th highest block maximum: each is a real entry, so at least n entries reach it."""
+        if not 0 < n <= self._maxima.size:
+            return None
+        floor = float(np.partition(self._maxima, -n)[-n])
+        return floor if math.isfinite(floor) else None
 
     def entry(self, token_id: int, n: int) -> TokenLogprob:
         return TokenLogprob(token_id, self.logprob(token_id), self.top(n))

@@ -13,11 +13,15 @@ import numpy as np
 STRIDE = 64  # the sample's step: a cheap lower bound from 1/64 of the vocabulary
 
 
-def top_ids(logits: np.ndarray, n: int) -> np.ndarray:
-    """Ids of the n highest finite logits (fewer if fewer are finite): highest first, ties by lower id."""
+def top_ids(logits: np.ndarray, n: int, floor: float | None = None) -> np.ndarray:
+    """Ids of the n highest finite logits (fewer if fewer are finite): highest first, ties by lower id.
+
+    floor: a finite value known to be at most the n-th highest (e.g. from block maxima) that replaces
+    the sampled bound.
+    """
     if n <= 0:
         return np.empty(0, dtype=np.int64)
-    pool = _pool(logits, n)
+    pool = np.flatnonzero(logits >= floor) if floor is not None else _pool(logits, n)
     values = logits[pool]
     if pool.size > n:
         # Exactly n: everything above the n-th value, then the lowest ids among those equal to it.

@@ -62,3 +62,25 @@ def test_top_ids_equal_a_full_sort(seed):
     full = finite[np.lexsort((finite, -logits[finite]))]
     for n in (1, 5, 20, 64):
         assert top_ids(logits, n).tolist() == full[:n].tolist(), (shape, vocab, n)
+
+
+@pytest.mark.parametrize("shape", ["normal", "peaked", "ties", "masked", "one_block"])
+def test_distribution_top_equals_a_full_sort(shape):
+    # Distribution narrows the search with its block maxima; the answer must not depend on it.
+    rng = np.random.default_rng(7)
+    logits = rng.normal(0, 3, 248_320)
+    if shape == "peaked":
+        logits[rng.integers(0, logits.size, 4)] += 25
+    elif shape == "ties":
+        logits = np.round(logits, 0)
+    elif shape == "masked":
+        logits[rng.random(logits.size) < 0.9999] = -np.inf  # ~25 allowed ids: most blocks are all -inf
+    elif shape == "one_block":
+        logits = logits[:3000]  # fewer blocks than alternatives asked for
+    finite = np.flatnonzero(np.isfinite(logits))
+    full = finite[np.lexsort((finite, -logits[finite]))]
+    dist = Distribution(logits)
+    lse = math.log(math.fsum(math.exp(float(x)) for x in logits[finite]))
+    assert abs(dist.lse - lse) < 1e-11
+    for n in (1, 5, 20):
+        assert [t.token_id for t in dist.top(n)] == full[:n].tolist(), (shape, n)
