@@ -117,6 +117,9 @@ class EngineWorker(QObject):
 
             from .service import EngineService
 
+            from .config import is_demo_model
+
+            is_demo = is_demo or is_demo_model(path)  # however it was chosen, the bundled model is labelled so
             started = time.perf_counter()
             inspect_folder(path)  # plain-worded ModelError before any compile
             service = EngineService(path, options, self._history_store())

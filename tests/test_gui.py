@@ -302,6 +302,13 @@ def test_empty_state_then_demo_label(qtbot, make_window):
     assert blocker.args[0].name == "demo model"
     assert window.status_model.text() == "demo model"
     assert window.settings.recent_models == ()  # the demo is not a "recent model"
+    # the bundled folder chosen by its path (--model, the picker) is labelled the same way
+    from app.config import DEMO_MODEL_DIR
+
+    with qtbot.waitSignal(window.model_ready, timeout=60_000) as blocker:
+        window.load_model(str(DEMO_MODEL_DIR))
+    assert blocker.args[0].name == "demo model" and blocker.args[0].is_demo
+    assert window.settings.recent_models == ()
 
 
 # ---------------------------------------------------------------- cancel and responsiveness
