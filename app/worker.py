@@ -115,9 +115,8 @@ class EngineWorker(QObject):
         try:
             from engine.model_folder import inspect_folder
 
-            from .service import EngineService
-
             from .config import is_demo_model
+            from .service import EngineService
 
             is_demo = is_demo or is_demo_model(path)  # however it was chosen, the bundled model is labelled so
             started = time.perf_counter()

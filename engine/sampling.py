@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -53,22 +54,21 @@ def constrain(logits: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Candidates:
-    """Tokens still in the running. `mass` is the logsumexp of the set top-p normalises over (the
-    candidates that top-k left), kept when a later stage only looks at part of it."""
+    """Tokens still in the running: their ids and logits."""
 
     ids: np.ndarray
     logits: np.ndarray
-    mass: float
 
-    @classmethod
-    def of(cls, ids: np.ndarray, logits: np.ndarray) -> "Candidates":
-        return cls(ids, logits, logsumexp(logits))
+    @cached_property
+    def mass(self) -> float:
+        """The logsumexp of the set, which top-p normalises over (only top-p needs it)."""
+        return logsumexp(self.logits)
 
 
 def top_k(logits: np.ndarray, k: int) -> Candidates:
     """The k highest logits (at the boundary, equal logits lowest id first); k ≤ 0 keeps every finite one."""
     ids = top_ids(logits, k) if k > 0 else np.flatnonzero(np.isfinite(logits))
-    return Candidates.of(ids, logits[ids])
+    return Candidates(ids, logits[ids])
 
 
 def top_p(candidates: Candidates, p: float) -> Candidates:
@@ -86,7 +86,7 @@ def top_p(candidates: Candidates, p: float) -> Candidates:
         n = min(size, n * 8)
     cut = min(int(np.searchsorted(cumulative, p, side="left")) + 1, ranked.size)
     kept = ranked[:cut]
-    return Candidates.of(candidates.ids[kept], candidates.logits[kept])
+    return Candidates(candidates.ids[kept], candidates.logits[kept])
 
 
 def min_p(candidates: Candidates, p: float) -> Candidates:
@@ -94,7 +94,7 @@ def min_p(candidates: Candidates, p: float) -> Candidates:
     if p <= 0.0:
         return candidates
     keep = candidates.logits >= np.max(candidates.logits) + np.log(p)
-    return Candidates.of(candidates.ids[keep], candidates.logits[keep])
+    return Candidates(candidates.ids[keep], candidates.logits[keep])
 
 
 def apply_temperature(candidates: Candidates, temperature: float) -> Candidates:
@@ -102,7 +102,7 @@ def apply_temperature(candidates: Candidates, temperature: float) -> Candidates:
     # push the others towards -inf (the greedy limit) instead of overflowing to +inf.
     with np.errstate(over="ignore"):
         scaled = (candidates.logits - np.max(candidates.logits)) / temperature
-    return Candidates.of(candidates.ids, scaled)
+    return Candidates(candidates.ids, scaled)
 
 
 def greedy(logits: np.ndarray) -> int:

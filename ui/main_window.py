@@ -817,7 +817,7 @@ class MainWindow(QMainWindow):
         # a maximised window keeps the size it returns to, not the screen's
         g = self.normalGeometry() if maximized else self.geometry()
         changes: dict = {"window_maximized": maximized}
-        if g.isValid() and g.width() > 0 and g.height() > 0:
+        if g.isValid():
             changes["window_geometry"] = (g.x(), g.y(), g.width(), g.height())
         self._update_settings(**changes)
 
