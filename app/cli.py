@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -192,6 +193,8 @@ def decision_request(args: argparse.Namespace, defaults):
                 context = handle.read()
         except OSError as exc:
             raise SettingsError(f"--context {args.context}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError(f"--context {args.context}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return DecisionRequest(
         question=args.question,
         options=tuple(args.option),
@@ -251,8 +254,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     else:
         text = store.export_csv() if args.format == "csv" else store.export_jsonl()
         if args.out:
-            with open(args.out, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+            try:
+                with open(args.out, "w", encoding="utf-8", newline="") as handle:
+                    handle.write(text)
+            except OSError as exc:
+                raise DeciderError(f"--out {args.out}: {exc.strerror}") from None
         else:
             sys.stdout.write(text)
     return 0
@@ -306,15 +312,17 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from .models import known_models, render_entry
+    from .models import devices_here, known_models, render_entry
 
     entries = known_models()
+    seen = devices_here()
     if args.json:
-        print(json.dumps([e.to_dict() for e in entries], ensure_ascii=False))
+        print(json.dumps([{**e.to_dict(), "devices_here": seen} for e in entries], ensure_ascii=False))
     elif not entries:
         print("no models yet: `decider pull REPO_ID` downloads one (see docs/models.md)")
     else:
-        print("\n".join(render_entry(e) for e in entries))
+        print(f"OpenVINO sees: {', '.join(seen) or 'no device'}")
+        print("\n".join(render_entry(e, seen) for e in entries))
     return 0
 
 
@@ -371,6 +379,18 @@ COMMANDS = {
 }
 
 
+def _check_text(args: argparse.Namespace) -> None:
+    """Arguments that are not valid UTF-8 (the OS hands them over as lone surrogates) are refused by name."""
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    flag = name if name in ("question", "command") else "--" + name.replace("_", "-")
+                    raise SettingsError(f"{flag}: not valid UTF-8 text ({item.encode('utf-8', 'replace')[:40]!r})") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -382,7 +402,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.error(f"command {command!r} is not available yet")
     try:
+        _check_text(args)
         return handler(args)
+    except BrokenPipeError:
+        # The reader went away (`decider history list | head -1`): stop quietly, as a Unix filter does.
+        # Python would report the pipe again when flushing stdout at exit; point it at /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except SettingsError as exc:
         print(f"decider: error: {exc}", file=sys.stderr)
         return 2

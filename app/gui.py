@@ -99,11 +99,19 @@ def display_problem(env=None, platform: str = sys.platform) -> str | None:
     return None
 
 
+def _platform_problem() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    from .qt_prereqs import platform_problem
+
+    return platform_problem()
+
+
 def gui_main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="decider: %(message)s")
     screenshot = getattr(args, "screenshot", None)
     overlay_shot = getattr(args, "overlay_screenshot", None)
-    problem = display_problem()
+    problem = display_problem() or _platform_problem()
     if problem:
         print(f"decider: error: {problem}", file=sys.stderr)
         return 2

@@ -196,6 +196,7 @@ class HistoryStore:
         return "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in self.rows())
 
     def export_csv(self) -> str:
+        """CSV for spreadsheets: text cells that a spreadsheet would run as a formula are neutralised (OWASP)."""
         out = io.StringIO()
         writer = csv.writer(out)
         width = max((len(r.options) for r in self.rows()), default=0)
@@ -205,13 +206,23 @@ class HistoryStore:
             header += [f"option_{LABELS[i]}", f"logprob_{LABELS[i]}", f"probability_{LABELS[i]}"]
         writer.writerow(header)
         for r in self.rows():
-            line = [r.id, r.created_at, r.model, r.device, r.source, int(r.think), r.question, LABELS[r.choice_index],
+            line = [r.id, r.created_at, _cell(r.model), _cell(r.device), _cell(r.source), int(r.think), _cell(r.question),
+                    LABELS[r.choice_index],
                     "" if r.right_index is None else LABELS[r.right_index], f"{r.coverage:.6g}",
                     f"{r.result.get('timings', {}).get('total_s', 0) * 1000:.1f}"]
             for option in r.result["options"]:
-                line += [option["text"], repr(option["logprob"]), repr(option["probability"])]
+                line += [_cell(option["text"]), repr(option["logprob"]), repr(option["probability"])]
             writer.writerow(line)
         return out.getvalue()
+
+
+# A cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets (OWASP "CSV injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(text: str) -> str:
+    """User text as a CSV cell a spreadsheet shows as text: a leading quote stops formula evaluation."""
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
 
 
 def default_store() -> HistoryStore:

@@ -338,7 +338,18 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-def render_entry(entry: ModelEntry) -> str:
+def devices_here() -> list[str]:
+    """The devices OpenVINO really sees on this machine (what a model's device list is checked against)."""
+    import openvino as ov
+
+    try:
+        return list(ov.Core().available_devices)
+    except RuntimeError:
+        return []
+
+
+def render_entry(entry: ModelEntry, seen: list[str] | None = None) -> str:
+    """One entry; with `seen` (devices OpenVINO lists here) a device this machine lacks says so."""
     mark = {"export": "✓", "checkpoint": "•"}.get(entry.kind, "✗")
     head = f"{mark} {entry.name}"
     if entry.sources:
@@ -349,7 +360,10 @@ def render_entry(entry: ModelEntry) -> str:
     lines = [head, f"    {entry.path} · {size}"]
     if entry.kind == "export":
         weights = entry.precision.label if entry.precision else "unknown weights"
-        devices = " · ".join(f"{d} {v}" for d, v in entry.devices.items())
+        families = None if seen is None else {d.split(".")[0] for d in seen}
+        devices = " · ".join(
+            f"{d} {v}" if families is None or d in families else f"{d} {v} (none here)" for d, v in entry.devices.items()
+        )
         lines.append(f"    {entry.layout} ({entry.model_type}) · weights {weights} · {devices}")
     elif entry.kind == "checkpoint":
         weights = f" · {entry.precision.label}" if entry.precision else ""
