@@ -502,7 +502,16 @@ def test_models_lists_pulled_and_recent_folders_and_flags_a_broken_one(hub, caps
     code, out, _ = run(capsys, "models")
     assert code == 0
     assert f"✓ {REPO}  (downloaded)" in out
-    assert "text (qwen3_5_text) · weights fp32 · CPU yes · GPU yes · NPU works" in out
+    # The format suits every device; one this machine lacks is marked as such (never a bare "GPU yes" without a GPU).
+    from app.models import devices_here
+
+    seen = {d.split(".")[0] for d in devices_here()}
+
+    def here(device: str) -> str:
+        return "" if device in seen else " (none here)"
+
+    assert f"text (qwen3_5_text) · weights fp32 · CPU yes{here('CPU')} · GPU yes{here('GPU')} · NPU works{here('NPU')}" in out
+    assert f"OpenVINO sees: {', '.join(devices_here())}" in out
     assert "✗ broken-export  (last used, recent)" in out
     assert f"✗ {broken / BIG}: missing file" in out
     assert "✓ qwen35-text  (recent)" in out
