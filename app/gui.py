@@ -29,15 +29,6 @@ log = logging.getLogger(__name__)
 SCREENSHOT_TIMEOUT_MS = 180_000
 
 
-def api_available() -> bool:
-    try:
-        import importlib.util
-
-        return importlib.util.find_spec("app.server") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def initial_model(args_model: str | None, settings: GuiSettings) -> tuple[str | None, bool]:
     """(path, is_demo) to open at start, or (None, False) for the empty state."""
     if args_model:
@@ -58,7 +49,9 @@ def create_app(argv: list[str] | None = None) -> QApplication:
     app.setOrganizationName("Decider")
     from ui.theme import apply_theme
 
-    apply_theme(app)
+    from .config import cache_dir
+
+    apply_theme(app, str(cache_dir()))
     return app
 
 
@@ -72,6 +65,7 @@ def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, sa
     """
     from ui.main_window import MainWindow
 
+    from .gui_ports import app_ports
     from .history import default_store
 
     factory = history_factory or default_store
@@ -79,11 +73,9 @@ def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, sa
         record = history
     engine = EngineThread(factory if record else None)
     demo = demo_model_dir()
-    window = MainWindow(
-        engine.worker, settings, save, demo_dir=str(demo) if demo else None, warnings=warnings,
-        api_available=api_available(), register_global_hotkey=register_global_hotkey,
-        history=factory if history else None,
-    )
+    ports = app_ports(engine.worker, history=factory if history else None, save_settings=save,
+                      demo_dir=str(demo) if demo else None)
+    window = MainWindow(ports, settings, warnings=warnings, register_global_hotkey=register_global_hotkey)
     return engine, window
 
 

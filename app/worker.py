@@ -78,19 +78,29 @@ class EngineWorker(QObject):
         self.service = None  # app.service.EngineService once a model is loaded
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
-        self.model_info: ModelInfo | None = None
         self._api_server = None
         self._lock = threading.Lock()
         self._submitted = 0  # job ids handed out (UI thread)
         self._cancel_upto = 0  # every job with an id <= this is cancelled
-        self._running_job = 0
-        self.request_load.connect(self.load_model, Qt.QueuedConnection)
-        self.request_remote.connect(self.use_remote, Qt.QueuedConnection)
+        self.request_load.connect(self._load_model, Qt.QueuedConnection)
+        self.request_remote.connect(self._use_remote, Qt.QueuedConnection)
         self.request_decide.connect(self._decide_job, Qt.QueuedConnection)
-        self.request_api.connect(self.set_api, Qt.QueuedConnection)
+        self.request_api.connect(self._set_api, Qt.QueuedConnection)
         self.request_shutdown.connect(self._shutdown, Qt.QueuedConnection)
 
-    # ----- called from the UI thread -----
+    # ----- called from the UI thread (ui.ports.EngineClient): each queues its work to the engine thread -----
+    def load(self, path: str, options, is_demo: bool = False) -> None:
+        """Load a local model folder (engine.devices.DeviceOptions) in place of the current engine."""
+        self.request_load.emit(path, options, is_demo)
+
+    def use_remote(self, config) -> None:
+        """Decide on an OpenAI-compatible server (engine.remote.RemoteConfig) from now on."""
+        self.request_remote.emit(config)
+
+    def serve_api(self, enabled: bool, host: str = "127.0.0.1", port: int = 8765) -> None:
+        """Start (or stop) the local API on the loaded model."""
+        self.request_api.emit(enabled, host, port)
+
     def submit_decision(self, request) -> int:
         """Queue a decision; returns its job id (for cancel)."""
         with self._lock:
@@ -110,7 +120,7 @@ class EngineWorker(QObject):
 
     # ----- slots (worker thread) -----
     @Slot(str, object, bool)
-    def load_model(self, path: str, options, is_demo: bool = False) -> None:
+    def _load_model(self, path: str, options, is_demo: bool = False) -> None:
         self.busy.emit(True)
         try:
             from engine.model_folder import inspect_folder
@@ -127,7 +137,7 @@ class EngineWorker(QObject):
                 self._stop_api()
             self.service = service
             folder = service.runner.folder
-            self.model_info = ModelInfo(
+            info = ModelInfo(
                 path=str(Path(path)),
                 name="demo model" if is_demo else service.model_name,
                 device=service.runner.device,
@@ -139,9 +149,9 @@ class EngineWorker(QObject):
                 engine=service.describe(),
                 model_key=service.model_name,
             )
-            self.model_loaded.emit(self.model_info)
+            self.model_loaded.emit(info)
             if was_serving:
-                self.set_api(True, *self._api_address)
+                self._set_api(True, *self._api_address)
         except DeciderError as exc:
             self.model_failed.emit(str(exc))
         except Exception as exc:  # an engine bug must not take the window down
@@ -151,7 +161,7 @@ class EngineWorker(QObject):
             self.busy.emit(False)
 
     @Slot(object)
-    def use_remote(self, config) -> None:
+    def _use_remote(self, config) -> None:
         """Decide on an OpenAI-compatible server from now on (RemoteService); the server is asked for its
         models first, so an unreachable URL or a wrong key is reported now, not at the first decision."""
         self.busy.emit(True)
@@ -171,12 +181,12 @@ class EngineWorker(QObject):
                 self._stop_api()
                 self.api_state.emit(False, "the local API serves local models only")
             self.service = service
-            self.model_info = ModelInfo(
+            info = ModelInfo(
                 path=config.base_url, name=name, device="remote", defaults=service.defaults, layout="remote",
                 context_length=0, is_demo=False, load_seconds=time.perf_counter() - started,
                 engine=service.describe(), model_key=name,
             )
-            self.model_loaded.emit(self.model_info)
+            self.model_loaded.emit(info)
         except DeciderError as exc:
             self.model_failed.emit(str(exc))
         except Exception as exc:
@@ -194,14 +204,6 @@ class EngineWorker(QObject):
                 self._history_factory = None
         return self._history
 
-    @Slot(object)
-    def decide(self, request) -> None:
-        """Run a decision (public slot; the UI uses submit_decision so it can cancel)."""
-        with self._lock:
-            self._submitted += 1
-            job = self._submitted
-        self._decide_job(request, job)
-
     @Slot(object, int)
     def _decide_job(self, request, job: int) -> None:
         if self._is_cancelled(job):
@@ -211,7 +213,6 @@ class EngineWorker(QObject):
             self.failed.emit("no model is loaded: choose a model folder first")
             return
         self.busy.emit(True)
-        self._running_job = job
         tokens = 0
 
         def should_stop() -> bool:
@@ -237,14 +238,13 @@ class EngineWorker(QObject):
             log.error("decision failed:\n%s", traceback.format_exc())
             self.failed.emit(f"the engine failed: {type(exc).__name__}: {exc}")
         finally:
-            self._running_job = 0
             self.busy.emit(False)
 
     # ----- the local API server (#5), if app.server exists -----
     _api_address: tuple[str, int] = ("127.0.0.1", 8765)
 
     @Slot(bool, str, int)
-    def set_api(self, enabled: bool, host: str = "127.0.0.1", port: int = 8765) -> None:
+    def _set_api(self, enabled: bool, host: str = "127.0.0.1", port: int = 8765) -> None:
         self._api_address = (host, port)
         if not enabled:
             self._stop_api()

@@ -23,6 +23,7 @@ from PySide6.QtGui import QGuiApplication  # noqa: E402
 from app.settings_store import GuiSettings, load_settings, save_settings, settings_path  # noqa: E402
 from engine.decide import DecisionRequest  # noqa: E402
 
+from app.gui_ports import calibration, model_tools  # noqa: E402
 from conftest import model_dir  # noqa: E402
 
 FIXTURE = str(model_dir("qwen35-text"))
@@ -271,7 +272,7 @@ def test_bad_model_folder_shows_the_error_and_the_app_keeps_working(qtbot, make_
 def test_model_picker_checks_folders_in_plain_words(qtbot, gui_dirs, tmp_path):
     from ui.model_picker import ModelPickerDialog
 
-    dialog = ModelPickerDialog([FIXTURE, str(tmp_path / "gone")])
+    dialog = ModelPickerDialog(model_tools(), [FIXTURE, str(tmp_path / "gone")])
     qtbot.addWidget(dialog)
     assert dialog.load_button.isEnabled()  # the first recent model is selected and valid
     assert "qwen3_5_text" in dialog.details.text()

@@ -25,6 +25,7 @@ from app.settings_store import GuiSettings, load_settings, save_settings, settin
 from engine.decide import LABELS, DecisionRequest, DecisionResult, OptionResult  # noqa: E402
 from engine.settings import SamplingSettings  # noqa: E402
 
+from app.gui_ports import calibration, model_tools  # noqa: E402
 from conftest import model_dir  # noqa: E402
 
 FIXTURE = str(model_dir("qwen35-text"))
@@ -267,13 +268,13 @@ def test_fit_needs_enough_labelled_decisions(qtbot, dirs, tmp_path):
     create_app()
     store = HistoryStore(tmp_path / "h.sqlite3")
     seed_history(store, "m", 6)
-    view = CalibrationView(lambda: store)
+    view = CalibrationView(lambda: store, calibration())
     qtbot.addWidget(view)
     view.refresh()
     assert view.figures["count"].text() == "6"
     assert view.fit_temperature() is False
     assert "need at least" in view.fit_label.text()
-    empty = CalibrationView(None)
+    empty = CalibrationView(None, calibration())
     qtbot.addWidget(empty)
     empty.refresh()
     assert "history is off" in empty.message.text()
@@ -494,7 +495,7 @@ def test_doctor_on_a_broken_folder_shows_the_problem_lines(qtbot, dirs, tmp_path
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text", "vocab_size": 100}))
-    dialog = DoctorDialog(str(broken))
+    dialog = DoctorDialog(model_tools(), str(broken))
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: not dialog.running and dialog.summary.isVisibleTo(dialog), timeout=30_000)
     lines = dialog.line_texts()
@@ -503,7 +504,7 @@ def test_doctor_on_a_broken_folder_shows_the_problem_lines(qtbot, dirs, tmp_path
     assert problems and "→ fix:" in problems[0]
     assert "problem" in dialog.summary.text() and not dialog.load_button.isVisibleTo(dialog)
 
-    good = DoctorDialog(FIXTURE)
+    good = DoctorDialog(model_tools(), FIXTURE)
     qtbot.addWidget(good)
     qtbot.waitUntil(lambda: not good.running and good.summary.isVisibleTo(good), timeout=30_000)
     assert any("folder complete" in line for line in good.line_texts())
@@ -519,7 +520,7 @@ def test_convert_dialog_shows_the_install_command_without_optimum(qtbot, dirs, t
     from ui.model_tasks import ConvertDialog
 
     create_app()
-    dialog = ConvertDialog(hf_dir=str(tmp_path / "ckpt"), optimum=False)
+    dialog = ConvertDialog(model_tools(), hf_dir=str(tmp_path / "ckpt"), optimum=False)
     qtbot.addWidget(dialog)
     assert dialog.missing.isVisibleTo(dialog) and dialog.pip_command.text() == INSTALL_HINT
     assert "pip install" in dialog.pip_command.text()
@@ -559,7 +560,7 @@ def test_convert_runs_in_a_child_process_and_cancel_ends_its_whole_tree(qtbot, d
     real = worker_module.convert_task
     monkeypatch.setattr(worker_module, "convert_task",
                         lambda hf, o, w: real(hf, o, w, command=[sys.executable, "-c", child]))
-    dialog = ConvertDialog(hf_dir=str(tmp_path / "ckpt"), optimum=True)
+    dialog = ConvertDialog(model_tools(), hf_dir=str(tmp_path / "ckpt"), optimum=True)
     qtbot.addWidget(dialog)
     dialog.out_dir.setText(str(out))
     assert dialog.start()
@@ -596,7 +597,7 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
     try:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        dialog = DownloadDialog(dest_root=str(tmp_path / "models"))
+        dialog = DownloadDialog(model_tools(), dest_root=str(tmp_path / "models"))
         qtbot.addWidget(dialog)
         assert not dialog.download_button.isEnabled()
         dialog.repo.setText("not a repo id!")
@@ -617,7 +618,7 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
 
         # Cancel: stops the job, says the next download resumes (a slow link, so the click lands mid-transfer)
         hub.pace = 0.05
-        cancelled = DownloadDialog(dest_root=str(tmp_path / "other"))
+        cancelled = DownloadDialog(model_tools(), dest_root=str(tmp_path / "other"))
         qtbot.addWidget(cancelled)
         cancelled.repo.setText(REPO)
         assert cancelled.start()
@@ -628,7 +629,7 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
         assert not cancelled.load_button.isVisibleTo(cancelled) and cancelled.download_button.isEnabled()
         hub.pace = 0.0
 
-        again = DownloadDialog(dest_root=str(tmp_path / "models"))
+        again = DownloadDialog(model_tools(), dest_root=str(tmp_path / "models"))
         qtbot.addWidget(again)
         again.repo.setText("decider-test/missing")
         again.start()
@@ -645,7 +646,7 @@ def test_model_picker_offers_the_model_tools_and_downloaded_models(qtbot, dirs, 
     downloaded = models_root() / "owner--model"
     downloaded.mkdir(parents=True)
     (downloaded / PULL_MANIFEST).write_text("{}")
-    dialog = ModelPickerDialog([FIXTURE])
+    dialog = ModelPickerDialog(model_tools(), [FIXTURE])
     qtbot.addWidget(dialog)
     assert [dialog.list.item(i).data(Qt.UserRole) for i in range(dialog.list.count())] == [FIXTURE, str(downloaded)]
     assert "downloaded" in dialog.list.item(1).text()

@@ -9,11 +9,13 @@
 - `HistoryView`: the recent decisions, with a right-answer combo per row (labels the decision) and
   CSV / JSONL export.
 
-Both read the history database (app.history) directly: its operations are short SQLite queries.
+Both read the decision history through the `History` interface they are given (ui.ports); the
+calibration arithmetic and the applied temperatures come through `Calibration`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -43,6 +45,7 @@ from engine.decide import LABELS
 from engine.errors import SettingsError
 
 from .bars import percent_text
+from .ports import Calibration, History
 from .theme import color, set_role
 
 THINK_MODES = (("no think", False), ("think", True))
@@ -298,18 +301,20 @@ def _item(text: str, align=Qt.AlignLeft, tip: str | None = None) -> QTableWidget
 
 
 class CalibrationView(RefreshWhenShown, QScrollArea):
-    """The Calibration tab. `store_factory()` gives an app.history.HistoryStore (None: history is off)."""
+    """The Calibration tab. `store_factory()` opens the History (None: history is off)."""
 
     temperature_applied = Signal(str, bool, object)  # model, think, temperature or None
 
-    def __init__(self, store_factory=None, parent: QWidget | None = None) -> None:
+    def __init__(self, store_factory: Callable[[], History] | None, calibration: Calibration,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._store_factory = store_factory
+        self.calibration = calibration
         self._store = None
         self._dirty = True
         self.rows = []
         self.report = None
-        self.fit_result = None  # app.calibrate.TemperatureFit of the current model/mode, this session
+        self.fit_result = None  # the temperature fit of the current model/mode, this session
         self._preferred: tuple[str | None, bool] = (None, False)
         self.setWidgetResizable(True)
         body = QWidget()
@@ -476,17 +481,13 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         if store is None or model is None:
             self.rows = []
             return
-        from app.calibrate import labelled
-
-        self.rows = labelled(store, model, think)
+        self.rows = list(store.rows(model=model, think=think, labelled=True))
 
     def _applied(self) -> float | None:
         model, think = self.selection()
         if model is None:
             return None
-        from app.calibrate import saved_temperature
-
-        return saved_temperature(model, think)
+        return self.calibration.saved_temperature(model, think)
 
     # ----- view -----
     def _show_message(self, text: str, error: bool = False) -> None:
@@ -495,8 +496,6 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.message.setVisible(bool(text))
 
     def _update_report(self) -> None:
-        from app.calibrate import bias, report
-
         model, think = self.selection()
         applied = self._applied()
         fitted = self.fit_result.temperature if self.fit_result is not None else None
@@ -551,7 +550,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         if self.store is not None:
             self.message.hide()
         bins = self.bins.value()
-        self.report = report(self.rows, bins, temperature if at_t else 1.0)
+        self.report = self.calibration.report(self.rows, bins, temperature if at_t else 1.0)
         r = self.report
         self.figures["count"].setText(str(r.count))
         self.figure_hints["count"].setText(f"of {total}" if total is not None else "")
@@ -567,7 +566,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         caption = f"{model} · {mode} · {r.count} labelled" + (f" · at T = {temperature:.3f}" if at_t else " · raw")
         self.chart.set_report(r, caption)
         self.chart_title.setText(f"Reliability diagram · {caption}")
-        self._fill_bias(bias(self.rows))
+        self._fill_bias(self.calibration.bias(self.rows))
         self.fit_button.setEnabled(True)
 
     def _fill_bias(self, entries: list[dict]) -> None:
@@ -589,10 +588,8 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
 
     # ----- temperature -----
     def fit_temperature(self) -> bool:
-        from app.calibrate import fit
-
         try:
-            self.fit_result = fit(self.rows, self.bins.value())
+            self.fit_result = self.calibration.fit(self.rows, self.bins.value())
         except SettingsError as exc:
             self.fit_result = None
             self.fit_label.setText(str(exc))
@@ -612,8 +609,6 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         return True
 
     def _apply_toggled(self, on: bool) -> None:
-        from app.calibrate import save_temperature
-
         model, think = self.selection()
         if model is None:
             return
@@ -624,7 +619,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         else:
             temperature = None
         try:
-            save_temperature(model, think, temperature)
+            self.calibration.save_temperature(model, think, temperature)
         except OSError as exc:
             self._show_message(f"The temperature could not be saved: {exc.strerror or exc}", error=True)
             return
@@ -654,7 +649,7 @@ class HistoryView(RefreshWhenShown, QWidget):
 
     labelled = Signal(int, object)  # decision id, right index or None
 
-    def __init__(self, store_factory=None, parent: QWidget | None = None) -> None:
+    def __init__(self, store_factory: Callable[[], History] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._store_factory = store_factory
         self._store = None

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ModelError
 from engine.model_folder import inspect_folder
 
+from .ports import ModelTools
 from .theme import set_role
 
 
@@ -47,32 +48,11 @@ def describe_folder(path: str | Path) -> tuple[bool, str]:
     )
 
 
-def downloaded_models() -> list[str]:
-    """Folders `decider pull` / Download… stored under the data dir."""
-    try:
-        from app.models import PULL_MANIFEST, models_root
-
-        root = models_root()
-        if not root.is_dir():
-            return []
-        return sorted(str(p) for p in root.iterdir() if p.is_dir() and (p / PULL_MANIFEST).is_file())
-    except OSError:
-        return []
-
-
-def _is_checkpoint(path: str) -> bool:
-    try:
-        from app.models import checkpoint_info
-
-        return checkpoint_info(Path(path)) is not None
-    except OSError:
-        return False
-
-
 class ModelPickerDialog(QDialog):
-    def __init__(self, recent: list[str], current: str | None = None, demo: str | None = None,
+    def __init__(self, tools: ModelTools, recent: list[str], current: str | None = None, demo: str | None = None,
                  parent: QWidget | None = None, *, downloaded: list[str] | None = None, doctor_options=None) -> None:
         super().__init__(parent)
+        self.tools = tools
         self.setWindowTitle("Choose a model")
         self.setMinimumSize(660, 460)
         self.chosen: str | None = None
@@ -103,7 +83,7 @@ class ModelPickerDialog(QDialog):
         entries = list(recent)
         if demo and demo not in entries:
             entries.append(demo)
-        fetched = downloaded_models() if downloaded is None else list(downloaded)
+        fetched = tools.downloaded() if downloaded is None else list(downloaded)
         entries += [p for p in fetched if p not in entries]
         for path in entries:
             name = "demo model" if path == demo else Path(path).name
@@ -177,7 +157,7 @@ class ModelPickerDialog(QDialog):
 
     def check(self, path: str) -> bool:
         ok, text = describe_folder(path)
-        if not ok and _is_checkpoint(path):
+        if not ok and self.tools.is_checkpoint(path):
             set_role(self.details, "WarnBox")
             self.details.setText("A Hugging Face checkpoint, not an OpenVINO export yet: Convert… turns it into one.")
         else:
@@ -219,19 +199,19 @@ class ModelPickerDialog(QDialog):
     def download(self) -> bool:
         from .model_tasks import DownloadDialog
 
-        return self._run_dialog(DownloadDialog(self))
+        return self._run_dialog(DownloadDialog(self.tools, self))
 
     def convert(self) -> bool:
         from .model_tasks import ConvertDialog
 
         selected = self.selected_path()
-        checkpoint = selected if selected and _is_checkpoint(selected) else None
-        return self._run_dialog(ConvertDialog(self, hf_dir=checkpoint))
+        checkpoint = selected if selected and self.tools.is_checkpoint(selected) else None
+        return self._run_dialog(ConvertDialog(self.tools, self, hf_dir=checkpoint))
 
     def doctor(self) -> bool:
         from .model_tasks import DoctorDialog
 
-        return self._run_dialog(DoctorDialog(self.selected_path(), self, self._doctor_options))
+        return self._run_dialog(DoctorDialog(self.tools, self.selected_path(), self, self._doctor_options))
 
     def _accept_selected(self) -> None:
         item = self.list.currentItem()

@@ -1,6 +1,6 @@
 """Model management from the model picker (#9): download, convert, doctor.
 
-Each dialog runs its job as an app.worker.Task (a thread of its own, never the UI thread nor the
+Each dialog runs its job as a task from the application's ModelTools (a thread of its own, never the UI thread nor the
 engine's), shows its progress, can cancel it, and on success offers to load the model: the dialog's
 `chosen` is then the folder to load.
 """
@@ -28,6 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.errors import SettingsError
+
+from .ports import ModelTools
 from .theme import color, set_role
 
 WEIGHT_CHOICES = (
@@ -45,17 +48,12 @@ def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel
     return label
 
 
-def human_size(n: int) -> str:
-    from app.models import human_size as size
-
-    return size(n)
-
-
 class _TaskDialog(QDialog):
-    """A dialog that runs one app.worker.Task at a time and cancels it when closed."""
+    """A dialog that runs one task (ui.ports.TaskHandle) at a time and cancels it when closed."""
 
-    def __init__(self, title: str, subtitle: str, parent: QWidget | None = None) -> None:
+    def __init__(self, tools: ModelTools, title: str, subtitle: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.tools = tools
         self.setWindowTitle(title)
         self.setMinimumWidth(640)
         self.task = None
@@ -182,16 +180,15 @@ class _TaskDialog(QDialog):
 
 
 class DownloadDialog(_TaskDialog):
-    def __init__(self, parent: QWidget | None = None, dest_root: str | None = None) -> None:
+    def __init__(self, tools: ModelTools, parent: QWidget | None = None, dest_root: str | None = None) -> None:
         super().__init__(
+            tools,
             "Download a model",
             "From the Hugging Face Hub (or the mirror in HF_ENDPOINT). A ready OpenVINO export can be loaded at once; "
             "a Qwen3.5 checkpoint needs Convert… first. An interrupted download resumes where it stopped.",
             parent,
         )
-        from app.models import models_root
-
-        self.dest_root = str(dest_root or models_root())
+        self.dest_root = str(dest_root or tools.models_root())
         grid = QGridLayout()
         grid.setHorizontalSpacing(10)
         grid.setVerticalSpacing(6)
@@ -243,14 +240,10 @@ class DownloadDialog(_TaskDialog):
         self._grow()
 
     def start(self) -> bool:
-        from app.pull import check_repo_id
-        from app.worker import pull_task
-        from engine.errors import SettingsError
-
         if self.running:
             return False
         try:
-            repo_id = check_repo_id(self.repo.text())
+            repo_id = self.tools.check_repo_id(self.repo.text())
         except SettingsError as exc:
             self._say(str(exc), "ErrorBox")
             return False
@@ -260,14 +253,14 @@ class DownloadDialog(_TaskDialog):
         self.progress_label.setText(f"Asking the hub about {repo_id}…")
         self.progress_label.show()
         self._say("")
-        self._start(pull_task(repo_id, self.revision.text().strip() or None, self.dest_root))
+        self._start(self.tools.pull_task(repo_id, self.revision.text().strip() or None, self.dest_root))
         return True
 
     def _on_progress(self, done, total) -> None:
         if total > 0:
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * min(done, total) / total))
-            self.progress_label.setText(f"{human_size(done)} of {human_size(total)} · {done / total:.0%}")
+            self.progress_label.setText(f"{self.tools.human_size(done)} of {self.tools.human_size(total)} · {done / total:.0%}")
 
     def _on_line(self, text: str) -> None:
         self.progress_label.setText(text)
@@ -299,7 +292,7 @@ class DownloadDialog(_TaskDialog):
 
     def _convert(self) -> None:
         path = getattr(self.outcome, "path", None)
-        dialog = ConvertDialog(self, hf_dir=path)
+        dialog = ConvertDialog(self.tools, self, hf_dir=path)
         if dialog.exec() and dialog.chosen:
             self.chosen = dialog.chosen
             self.accept()
@@ -309,17 +302,17 @@ class DownloadDialog(_TaskDialog):
 
 
 class ConvertDialog(_TaskDialog):
-    def __init__(self, parent: QWidget | None = None, hf_dir: str | None = None, optimum: bool | None = None) -> None:
+    def __init__(self, tools: ModelTools, parent: QWidget | None = None, hf_dir: str | None = None,
+                 optimum: bool | None = None) -> None:
         super().__init__(
+            tools,
             "Convert a checkpoint",
             "A Hugging Face Qwen3.5 checkpoint (config.json, *.safetensors, tokenizer.json) to an OpenVINO export, "
             "with optimum-intel in a separate process, then one test decision on the CPU.",
             parent,
         )
-        from app.convert import INSTALL_HINT, optimum_available
-
-        self.optimum = optimum_available() if optimum is None else optimum
-        self.install_hint = INSTALL_HINT
+        self.optimum = tools.optimum_available() if optimum is None else optimum
+        self.install_hint = tools.install_hint
         grid = QGridLayout()
         grid.setHorizontalSpacing(10)
         grid.setVerticalSpacing(6)
@@ -358,12 +351,12 @@ class ConvertDialog(_TaskDialog):
         box.addWidget(_label("Converting needs optimum-intel (with torch and transformers 5.2), which is not installed "
                              "in this Python. Install it, then open this dialog again:", "WarnBox"))
         command_row = QHBoxLayout()
-        self.pip_command = QLineEdit(INSTALL_HINT)
+        self.pip_command = QLineEdit(self.install_hint)
         self.pip_command.setReadOnly(True)
         self.pip_command.setCursorPosition(0)
         copy = QPushButton("Copy")
         copy.setToolTip("copy the command")
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(INSTALL_HINT.split("  (")[0]))
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.install_hint.split("  (")[0]))
         command_row.addWidget(self.pip_command, 1)
         command_row.addWidget(copy)
         box.addLayout(command_row)
@@ -415,8 +408,6 @@ class ConvertDialog(_TaskDialog):
         self._grow()
 
     def start(self) -> bool:
-        from app.worker import convert_task
-
         if self.running or not self.optimum:
             return False
         hf, out = self.hf_dir.text().strip(), self.out_dir.text().strip()
@@ -426,7 +417,7 @@ class ConvertDialog(_TaskDialog):
         self.log.clear()
         self.progress.show()
         self._say("")
-        self._start(convert_task(hf, out, self.weights.currentData()))
+        self._start(self.tools.convert_task(hf, out, self.weights.currentData()))
         return True
 
     def _on_line(self, text: str) -> None:
@@ -460,8 +451,9 @@ STATUS_MARKS = {"ok": "✓", "info": "·", "warn": "!", "fail": "✗"}
 
 
 class DoctorDialog(_TaskDialog):
-    def __init__(self, path: str | None, parent: QWidget | None = None, options=None) -> None:
+    def __init__(self, tools: ModelTools, path: str | None, parent: QWidget | None = None, options=None) -> None:
         super().__init__(
+            tools,
             "Doctor",
             "What OpenVINO sees on this computer, and whether the folder will run: every problem with its fix.",
             parent,
@@ -492,14 +484,12 @@ class DoctorDialog(_TaskDialog):
         self.start()
 
     def start(self) -> bool:
-        from app.worker import doctor_task
-
         if self.running:
             return False
         self.lines.clear()
         self.summary.hide()
         self.progress.show()
-        self._start(doctor_task(self.path, self.options))
+        self._start(self.tools.doctor_task(self.path, self.options))
         return True
 
     def line_texts(self) -> list[str]:

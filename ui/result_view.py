@@ -6,6 +6,8 @@ result, error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
@@ -62,8 +64,11 @@ def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel
 class ResultView(QStackedWidget):
     choose_model = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, calibrate: Callable[[list[float], float], list[float]] | None = None,
+                 parent: QWidget | None = None) -> None:
+        """`calibrate(option logprobs, T)`: the calibrated confidences shown beside the raw ones."""
         super().__init__(parent)
+        self._calibrate = calibrate
         self.result = None
         self.temperature: float | None = None
         self.calibrated: list[float] | None = None
@@ -345,14 +350,11 @@ class ResultView(QStackedWidget):
                 visible.append(self.reasoning)
         self._only(*visible)
 
-    @staticmethod
-    def _calibrated(result, temperature: float | None) -> list[float] | None:
-        if temperature is None or not result.options:
+    def _calibrated(self, result, temperature: float | None) -> list[float] | None:
+        if temperature is None or not result.options or self._calibrate is None:
             return None
-        from app.calibrate import calibrated_probabilities
-
         try:
-            return calibrated_probabilities([o.logprob for o in result.options], temperature)
+            return self._calibrate([o.logprob for o in result.options], temperature)
         except (ValueError, FloatingPointError):
             return None
 

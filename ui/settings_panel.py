@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings_store import REMOTE_CONSTRAINTS, GuiSettings, range_text, setting_range
 from engine.devices import DEVICES
 from engine.errors import SettingsError
 
+from .ports import Settings, SettingsRules
 from .theme import set_role
 
 CLIPBOARD_FORMAT = (
@@ -58,14 +58,15 @@ ENGINE_CHOICES = (("local", "Local folder"), ("remote", "Remote server"))
 
 
 class SettingsPanel(QScrollArea):
-    settings_changed = Signal(object, str)  # GuiSettings, the name of the field that changed
+    settings_changed = Signal(object, str)  # the new settings, the name of the field that changed
     model_defaults_requested = Signal()
     test_connection_requested = Signal()
     connect_requested = Signal()
 
-    def __init__(self, settings: GuiSettings, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, rules: SettingsRules, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
+        self.rules = rules
         self._model_defaults = None
         self.fields: dict[str, QWidget] = {}
         self.errors: dict[str, QLabel] = {}
@@ -161,7 +162,7 @@ class SettingsPanel(QScrollArea):
         self.remote_model.activated.connect(lambda _i: self._remote_model_edited())
         self._wide_row(grid, "remote_model", "Model", self.remote_model, "empty = the first one served")
         self.remote_timeout = QDoubleSpinBox()
-        low, high, _ = setting_range("remote_timeout")
+        low, high, _ = self.rules.setting_range("remote_timeout")
         self.remote_timeout.setRange(low, high)
         self.remote_timeout.setDecimals(1)
         self.remote_timeout.setSingleStep(5)
@@ -172,7 +173,7 @@ class SettingsPanel(QScrollArea):
         self.remote_timeout.valueChanged.connect(lambda value: self._edit("remote_timeout", round(float(value), 1)))
         self._row(grid, "remote_timeout", "Timeout", self.remote_timeout, f"{low:g} – {high:g} s")
         self.remote_constraint = QComboBox()
-        self.remote_constraint.addItems(list(REMOTE_CONSTRAINTS))
+        self.remote_constraint.addItems(list(self.rules.remote_constraints))
         self.remote_constraint.setToolTip(
             "how the server is asked to answer with a letter only:\n"
             "none: plain request · vllm: guided_choice · llama.cpp: a grammar"
@@ -201,7 +202,7 @@ class SettingsPanel(QScrollArea):
         grid = self._section("COMPANION OVERLAY")
         self.overlay_enabled = self._check(grid, "overlay_enabled", "Show overlay", "a small always-on-top window with the last decision")
         self.opacity = QSlider(Qt.Horizontal)
-        low, high, _ = setting_range("overlay_opacity")
+        low, high, _ = self.rules.setting_range("overlay_opacity")
         self.opacity.setRange(int(low * 100), int(high * 100))
         self.opacity.valueChanged.connect(lambda value: self._edit("overlay_opacity", value / 100))
         self._row(grid, "overlay_opacity", "Background opacity", self.opacity, "20 – 100%")
@@ -223,12 +224,12 @@ class SettingsPanel(QScrollArea):
         self.api_host.editingFinished.connect(lambda: self._edit("api_host", self.api_host.text().strip()))
         self._row(grid, "api_host", "Host", self.api_host, "127.0.0.1 = this computer only")
         self.api_port = QSpinBox()
-        low, high, _ = setting_range("api_port")
+        low, high, _ = self.rules.setting_range("api_port")
         self.api_port.setRange(int(low), int(high))
         self.api_port.setKeyboardTracking(False)
         self.api_port.setAlignment(Qt.AlignRight)
         self.api_port.valueChanged.connect(lambda value: self._edit("api_port", value))
-        self._row(grid, "api_port", "Port", self.api_port, range_text("api_port"))
+        self._row(grid, "api_port", "Port", self.api_port, self.rules.range_text("api_port"))
         self.api_status = QLabel("")
         self.api_status.setObjectName("RangeHint")
         self.api_status.setWordWrap(True)
@@ -309,7 +310,7 @@ class SettingsPanel(QScrollArea):
 
     def _number(self, grid: QGridLayout, name: str) -> None:
         text, decimals, step, tip = _NUMBERS[name]
-        low, high, integer = setting_range(name)
+        low, high, integer = self.rules.setting_range(name)
         if integer:
             widget = QSpinBox()
             widget.setRange(int(low), int(min(high, 2**31 - 1)))
@@ -323,8 +324,8 @@ class SettingsPanel(QScrollArea):
         widget.setSingleStep(step)
         widget.setKeyboardTracking(False)
         widget.setAlignment(Qt.AlignRight)
-        widget.setToolTip(f"{tip}\nrange {range_text(name)}")
-        self._row(grid, name, text, widget, range_text(name))
+        widget.setToolTip(f"{tip}\nrange {self.rules.range_text(name)}")
+        self._row(grid, name, text, widget, self.rules.range_text(name))
 
     def _seed(self, grid: QGridLayout) -> None:
         self.seed = QLineEdit()
@@ -343,7 +344,7 @@ class SettingsPanel(QScrollArea):
         return box
 
     # ----- values -----
-    def set_settings(self, settings: GuiSettings) -> None:
+    def set_settings(self, settings: Settings) -> None:
         """Show these settings (no signals)."""
         self.settings = settings
         for name, widget in self.fields.items():
@@ -424,7 +425,7 @@ class SettingsPanel(QScrollArea):
         try:
             value = int(text)
         except ValueError:
-            low, high, _ = setting_range("seed")
+            low, high, _ = self.rules.setting_range("seed")
             self._show_error("seed", f"seed must be an integer in [{low}, {high}] or empty (got {text!r})")
             return
         self._edit("seed", value)

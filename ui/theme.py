@@ -162,16 +162,14 @@ QMenu::item:selected { background: %(accent_dim)s; }
 """ % COLORS
 
 
-def _check_mark_image() -> str | None:
+def _check_mark_image(cache_dir: str) -> str | None:
     """A check mark for checked boxes, drawn once into the cache dir (style sheets need a file)."""
     import os
 
     from PySide6.QtCore import QPointF, Qt
     from PySide6.QtGui import QPainter, QPen, QPixmap
 
-    from app.config import cache_dir
-
-    path = os.path.join(str(cache_dir()), "ui", "check-v1.png")
+    path = os.path.join(cache_dir, "ui", "check-v1.png")
     if os.path.isfile(path):
         return path.replace("\\", "/")
     try:
@@ -193,7 +191,8 @@ def _check_mark_image() -> str | None:
     return path.replace("\\", "/")
 
 
-def apply_theme(app: QApplication) -> None:
+def apply_theme(app: QApplication, cache_dir: str | None = None) -> None:
+    """The dark theme; `cache_dir` holds the check-mark picture (None: boxes keep Qt's own mark)."""
     app.setStyle("Fusion")
     palette = QPalette()
     palette.setColor(QPalette.Window, color("window"))
@@ -217,7 +216,7 @@ def apply_theme(app: QApplication) -> None:
         font.setPointSizeF(10)
     app.setFont(font)
     style = STYLE
-    check = _check_mark_image()
+    check = _check_mark_image(cache_dir) if cache_dir else None
     if check:
         style += "QCheckBox::indicator:checked { image: url(%s); }\n" % check
     app.setStyleSheet(style)

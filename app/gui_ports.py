@@ -1,0 +1,72 @@
+"""The application side of ui/ports.py: the objects and functions the widgets are given.
+
+The widgets never import `app`; `app/gui.py` builds these and hands them over. Functions are looked
+up when called (not bound at build time), so a test that replaces one in its module is obeyed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ui.ports import AppPorts, Calibration, EngineClient, History, ModelTools, SettingsRules
+
+from . import calibrate, convert, models, pull, settings_store
+from . import worker as tasks
+
+
+def settings_rules() -> SettingsRules:
+    return SettingsRules(settings_store.setting_range, settings_store.range_text, settings_store.REMOTE_CONSTRAINTS)
+
+
+def calibration() -> Calibration:
+    return Calibration(
+        report=lambda rows, bins=10, temperature=1.0: calibrate.report(rows, bins, temperature),
+        fit=lambda rows, bins=10: calibrate.fit(rows, bins),
+        bias=lambda rows: calibrate.bias(rows),
+        saved_temperature=lambda model, think: calibrate.saved_temperature(model, think),
+        save_temperature=lambda model, think, t: calibrate.save_temperature(model, think, t),
+        calibrated_probabilities=lambda logprobs, t: calibrate.calibrated_probabilities(logprobs, t),
+    )
+
+
+def _downloaded() -> list[str]:
+    """Folders `decider pull` / Download… stored under the data dir."""
+    try:
+        root = models.models_root()
+        if not root.is_dir():
+            return []
+        return sorted(str(p) for p in root.iterdir() if p.is_dir() and (p / models.PULL_MANIFEST).is_file())
+    except OSError:
+        return []
+
+
+def _is_checkpoint(path: str) -> bool:
+    try:
+        return models.checkpoint_info(Path(path)) is not None
+    except OSError:
+        return False
+
+
+def model_tools() -> ModelTools:
+    return ModelTools(
+        models_root=lambda: models.models_root(),
+        downloaded=_downloaded,
+        is_checkpoint=_is_checkpoint,
+        human_size=lambda n: models.human_size(n),
+        check_repo_id=lambda repo_id: pull.check_repo_id(repo_id),
+        optimum_available=lambda: convert.optimum_available(),
+        install_hint=convert.INSTALL_HINT,
+        pull_task=lambda *args, **kwargs: tasks.pull_task(*args, **kwargs),
+        convert_task=lambda *args, **kwargs: tasks.convert_task(*args, **kwargs),
+        doctor_task=lambda *args, **kwargs: tasks.doctor_task(*args, **kwargs),
+        connection_task=lambda config: tasks.connection_task(config),
+    )
+
+
+def app_ports(engine: EngineClient, *, history: Callable[[], History] | None = None,
+              save_settings: Callable[[object], object] | None = None, demo_dir: str | None = None) -> AppPorts:
+    return AppPorts(
+        engine=engine, settings_rules=settings_rules(), calibration=calibration(), models=model_tools(),
+        history=history, save_settings=save_settings, demo_dir=demo_dir,
+    )

@@ -1,0 +1,56 @@
+"""The import contracts in pyproject.toml ([tool.importlinter]) hold on this tree, and they do fail when
+a widget imports the application: the check is run on a copy with one such import added."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter")
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("app", "engine", "ui")
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess:
+    """import-linter on `tree` in a fresh interpreter that imports the packages from there."""
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+    return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+
+
+def copy_tree(dest: Path) -> Path:
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__", "*.bin", "*.xml"))
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def test_the_import_contracts_hold():
+    done = lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 kept, 0 broken" in done.stdout
+
+
+def test_a_widget_importing_the_application_breaks_the_layers(tmp_path):
+    tree = copy_tree(tmp_path)
+    assert lint_imports(tree).returncode == 0  # the copy itself is clean
+    bars = tree / "ui" / "bars.py"
+    bars.write_text(bars.read_text().replace("from .theme import color", "from .theme import color\nimport app.history"))
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "BROKEN" in done.stdout and "ui.bars -> app.history" in done.stdout
+
+
+def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
+    tree = copy_tree(tmp_path)
+    target = tree / "engine" / "errors.py"
+    target.write_text(target.read_text() + "\nimport PySide6.QtCore  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "engine.errors -> PySide6" in done.stdout

@@ -1,0 +1,183 @@
+"""What the widgets need from the application, declared here so `ui/` never imports `app/`.
+
+`app/gui.py` builds one `AppPorts` (see app/gui_ports.py) and hands it to the main window; the window
+passes each widget the part it uses. The types are structural (Protocols): the application objects
+satisfy them without knowing this module, and a test can hand a widget a stand-in.
+
+Values that cross the boundary are engine types (DecisionRequest, DecisionResult, SamplingSettings,
+DeviceOptions, RemoteConfig, CalibrationReport) or plain data; `ui/` may import `engine/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from PySide6.QtCore import SignalInstance
+
+
+class Settings(Protocol):
+    """The desktop settings object (app.settings_store.GuiSettings): immutable, validated on change."""
+
+    think: bool
+    permute: bool
+    reasoning_budget: int
+    system_prompt: str
+    device: str
+    engine: str
+    last_model: str | None
+    recent_models: tuple[str, ...]
+    hotkey: str
+    show_settings: bool
+    overlay_enabled: bool
+    overlay_opacity: float
+    overlay_position: tuple[int, int] | None
+    overlay_click_through: bool
+    api_enabled: bool
+    api_host: str
+    api_port: int
+    window_geometry: tuple[int, int, int, int] | None
+    window_maximized: bool
+
+    def with_changes(self, **changes: object) -> Settings: ...
+    def with_sampling(self, sampling: Any) -> Settings: ...
+    def with_recent_model(self, path: str | Path) -> Settings: ...
+    def sampling(self) -> Any: ...  # engine.settings.SamplingSettings
+    def device_options(self) -> Any: ...  # engine.devices.DeviceOptions
+    def remote_config(self) -> Any: ...  # engine.remote.RemoteConfig; SettingsError when incomplete
+
+
+@dataclass(frozen=True)
+class SettingsRules:
+    """Ranges and choices the settings form shows (the same rules the settings object enforces)."""
+
+    setting_range: Callable[[str], tuple[float, float, bool]]  # name -> (min, max, integer?)
+    range_text: Callable[[str], str]  # name -> "0 – 2"
+    remote_constraints: tuple[str, ...]
+
+
+class EngineClient(Protocol):
+    """The engine thread's face toward the window. Requests return at once (the work is queued to the
+    engine thread); results come back as signals, delivered queued on the UI thread."""
+
+    model_loaded: SignalInstance  # (ModelInfo)
+    model_failed: SignalInstance  # (message)
+    decided: SignalInstance  # (DecisionRequest, DecisionResult)
+    failed: SignalInstance  # (message)
+    cancelled: SignalInstance  # ()
+    busy: SignalInstance  # (bool)
+    progress: SignalInstance  # (reasoning tokens so far)
+    api_state: SignalInstance  # (running, message)
+    api_decided: SignalInstance  # (question, DecisionResult) of a decision that arrived through the local API
+
+    def load(self, path: str, options: Any, is_demo: bool) -> None: ...
+    def use_remote(self, config: Any) -> None: ...
+    def serve_api(self, enabled: bool, host: str, port: int) -> None: ...
+    def submit_decision(self, request: Any) -> int: ...
+    def cancel(self) -> None: ...
+
+
+class ModelInfo(Protocol):
+    """What the window shows about the loaded model (app.engine_worker.ModelInfo)."""
+
+    path: str
+    name: str
+    device: str
+    defaults: Any  # engine.settings.SamplingSettings
+    is_demo: bool
+    load_seconds: float
+    engine: Any  # engine description, rendered by ui.result_view.engine_summary
+    model_key: str
+
+    @property
+    def remote(self) -> bool: ...
+
+
+@runtime_checkable
+class TaskHandle(Protocol):
+    """A side job on a thread of its own (app.tasks.Task): signals in, start and cancel out."""
+
+    progress: SignalInstance  # (done, total)
+    line: SignalInstance  # (text)
+    succeeded: SignalInstance  # (outcome)
+    failed: SignalInstance  # (message)
+    was_cancelled: SignalInstance
+    finished: SignalInstance
+
+    @property
+    def running(self) -> bool: ...
+    def start(self) -> None: ...
+    def cancel(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ModelTools:
+    """Model management for the picker and its dialogs: folders, download, convert, doctor."""
+
+    models_root: Callable[[], Path]
+    downloaded: Callable[[], list[str]]  # folders a download stored
+    is_checkpoint: Callable[[str], bool]  # a Hugging Face checkpoint (needs converting)
+    human_size: Callable[[int], str]
+    check_repo_id: Callable[[str], str]  # normalised id, or SettingsError
+    optimum_available: Callable[[], bool]
+    install_hint: str
+    pull_task: Callable[..., TaskHandle]  # (repo_id, revision, dest_root) -> outcome with path, usable, kind, summary
+    convert_task: Callable[..., TaskHandle]  # (hf_dir, out_dir, weights) -> same outcome
+    doctor_task: Callable[..., TaskHandle]  # (path, device options) -> list of checks
+    connection_task: Callable[[Any], TaskHandle]  # (RemoteConfig) -> report with models, logprobs
+
+
+class HistoryRecord(Protocol):
+    """One recorded decision (app.history.HistoryRow)."""
+
+    id: int
+    created_at: str
+    model: str
+    device: str
+    question: str
+    options: list[str]
+    result: dict
+    choice_index: int
+    right_index: int | None
+    think: bool
+    source: str
+
+
+class History(Protocol):
+    """The decision history the Calibration and History tabs read (app.history.HistoryStore)."""
+
+    @property
+    def path(self) -> Any: ...  # where it is stored, for the user to see
+    def models(self) -> list[str]: ...
+    def rows(self, *, model: str | None = None, think: bool | None = None, labelled: bool | None = None,
+             limit: int | None = None, newest_first: bool = False) -> Sequence[HistoryRecord]: ...
+    def label(self, decision_id: int, right: int | None) -> HistoryRecord: ...
+    def export_csv(self) -> str: ...
+    def export_jsonl(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Calibration from labelled decisions, and the temperature the user applied per model and mode."""
+
+    report: Callable[..., Any]  # (rows, bins, temperature) -> engine.calibration.CalibrationReport
+    fit: Callable[..., Any]  # (rows, bins) -> fit with temperature, fitted_on, held_out, before, after
+    bias: Callable[[Sequence[HistoryRecord]], list[dict]]
+    saved_temperature: Callable[[str, bool], float | None]
+    save_temperature: Callable[[str, bool, float | None], None]
+    calibrated_probabilities: Callable[[list[float], float], list[float]]
+
+
+@dataclass(frozen=True)
+class AppPorts:
+    """Everything the main window is given by the application."""
+
+    engine: EngineClient
+    settings_rules: SettingsRules
+    calibration: Calibration
+    models: ModelTools
+    history: Callable[[], History] | None = None  # opens the history; None: the history is off
+    save_settings: Callable[[Any], object] | None = None  # None: nothing is written (a screenshot run)
+    demo_dir: str | None = None

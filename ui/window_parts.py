@@ -1,0 +1,163 @@
+"""The main window's fixed parts: the header (model button, toggles), the ask panel (situation, options,
+Decide/Cancel) and the status bar's labels. Plain widgets: the window connects and fills them."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QStatusBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .options_editor import OptionsEditor
+
+
+def caption(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("SectionTitle")
+    return label
+
+
+class Header(QWidget):
+    """Logo, the model button, and the Overlay and Settings toggles."""
+
+    def __init__(self, overlay_on: bool, settings_on: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Header")
+        self.setFixedHeight(56)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(18, 8, 14, 8)
+        layout.setSpacing(8)
+        logo = QLabel("D")
+        logo.setObjectName("Logo")
+        logo.setAlignment(Qt.AlignCenter)
+        logo.setFixedSize(28, 28)
+        word = QLabel("Decider")
+        word.setObjectName("Wordmark")
+        layout.addWidget(logo)
+        layout.addSpacing(2)
+        layout.addWidget(word)
+        layout.addStretch(1)
+        self.model_button = QPushButton("Choose a model…")
+        self.model_button.setObjectName("ModelButton")
+        self.model_button.setMinimumWidth(340)
+        self.model_button.setCursor(Qt.PointingHandCursor)
+        self.model_button.setToolTip("Choose or change the model (a Qwen3.5 OpenVINO export folder)")
+        layout.addWidget(self.model_button)
+        layout.addStretch(1)
+        self.overlay_button = QPushButton("Overlay")
+        self.overlay_button.setObjectName("Toggle")
+        self.overlay_button.setCheckable(True)
+        self.overlay_button.setChecked(overlay_on)
+        self.overlay_button.setToolTip("Show the companion overlay (always on top, beside a game)")
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setObjectName("Toggle")
+        self.settings_button.setCheckable(True)
+        self.settings_button.setChecked(settings_on)
+        layout.addWidget(self.overlay_button)
+        layout.addWidget(self.settings_button)
+
+
+class AskPanel(QWidget):
+    """The situation, the options, the Think/Debias toggles and Decide / Cancel."""
+
+    def __init__(self, think: bool, permute: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Panel")
+        self.setMinimumWidth(340)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 16, 12, 14)
+        layout.setSpacing(8)
+        layout.addWidget(caption("SITUATION"))
+        self.question = QPlainTextEdit()
+        self.question.setPlaceholderText("Describe the situation and ask the question…")
+        self.question.setTabChangesFocus(True)
+        self.question.setMinimumHeight(90)
+        layout.addWidget(self.question, 1)
+        layout.addSpacing(6)
+        layout.addWidget(caption("OPTIONS"))
+        self.options = OptionsEditor()
+        layout.addWidget(self.options)
+        layout.addSpacing(4)
+
+        toggles = QHBoxLayout()
+        self.think_box = QCheckBox("Think first")
+        self.think_box.setToolTip("the model reasons before it answers (slower); see the settings for its budget")
+        self.think_box.setChecked(think)
+        self.permute_box = QCheckBox("Debias order")
+        self.permute_box.setToolTip("ask once per cyclic order of the options and average the bars")
+        self.permute_box.setChecked(permute)
+        toggles.addWidget(self.think_box)
+        toggles.addWidget(self.permute_box)
+        toggles.addStretch(1)
+        layout.addLayout(toggles)
+
+        buttons = QHBoxLayout()
+        self.decide_button = QPushButton("Decide")
+        self.decide_button.setObjectName("Primary")
+        self.decide_button.setCursor(Qt.PointingHandCursor)
+        self.decide_button.setToolTip("Decide (Ctrl+Enter)")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("Danger")
+        self.cancel_button.setToolTip("Stop the running decision (Esc)")
+        self.cancel_button.hide()
+        buttons.addWidget(self.decide_button, 1)
+        buttons.addWidget(self.cancel_button, 1)
+        layout.addLayout(buttons)
+        self.shortcut_hint = QLabel("Ctrl+Enter to decide")
+        self.shortcut_hint.setObjectName("RangeHint")
+        self.shortcut_hint.setAlignment(Qt.AlignCenter)
+        self.shortcut_hint.setWordWrap(True)
+        layout.addWidget(self.shortcut_hint)
+
+    def show_running(self, running: bool, ready: bool) -> None:
+        """Decide while idle (enabled when a model is ready), Cancel while a decision runs."""
+        self.decide_button.setVisible(not running)
+        self.cancel_button.setVisible(running)
+        if not running:
+            self.cancel_button.setEnabled(True)
+            self.cancel_button.setText("Cancel")
+        self.decide_button.setEnabled(ready)
+        self.decide_button.setToolTip("Decide (Ctrl+Enter)" if ready else "Load a model first")
+
+    def show_cancelling(self) -> None:
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.setText("Cancelling…")
+
+
+class StatusLabels:
+    """The status bar's permanent labels: busy, model, device, engine, latency, tokens, hotkey."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        bar.setSizeGripEnabled(False)
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)
+        self.busy.setTextVisible(False)
+        self.busy.setFixedWidth(90)
+        self.busy.hide()
+        self.model = QLabel("no model")
+        self.device = QLabel("")
+        self.engine = QLabel("")
+        self.latency = QLabel("")
+        self.tokens = QLabel("")
+        self.hotkey = QLabel("")
+        bar.addPermanentWidget(self.busy)
+        for label in (self.model, self.device, self.engine, self.latency, self.tokens, self.hotkey):
+            bar.addPermanentWidget(label)
+
+
+def connection_message(report) -> tuple[str, bool]:
+    """(status text, ok?) for a remote connection test's report (models served, logprobs returned?)."""
+    models = list(report.models)
+    names = ", ".join(models[:6]) + (f" and {len(models) - 6} more" if len(models) > 6 else "")
+    served = f"serves {len(models)} model{'s' if len(models) != 1 else ''}: {names}" if models else "serves no model"
+    if report.logprobs:
+        return f"✓ Connected: {served} · returns logprobs (top-20 alternatives)", True
+    return f"Connected, but the server does not return logprobs: decisions will fail. It {served}.", False
