@@ -113,7 +113,7 @@ def is_color(actual, expected, tolerance: int = 6) -> bool:
 def test_reliability_chart_renders_offscreen(qtbot, dirs):
     from app.gui import create_app
     from engine.calibration import evaluate
-    from ui.calibration_view import ReliabilityChart
+    from ui.reliability_chart import ReliabilityChart
     from ui.theme import color
 
     create_app()
@@ -152,7 +152,7 @@ def test_reliability_chart_renders_offscreen(qtbot, dirs):
 def test_history_view_labels_decisions_and_exports(qtbot, dirs, tmp_path):
     from app.gui import create_app
     from app.history import HistoryStore
-    from ui.calibration_view import HistoryView
+    from ui.history_tab import HistoryView
 
     create_app()
     store = HistoryStore(tmp_path / "history.sqlite3")
@@ -263,7 +263,7 @@ def test_fit_and_apply_show_a_calibrated_value_next_to_the_raw_one(qtbot, make_w
 def test_fit_needs_enough_labelled_decisions(qtbot, dirs, tmp_path):
     from app.gui import create_app
     from app.history import HistoryStore
-    from ui.calibration_view import CalibrationView
+    from ui.calibration_tab import CalibrationView
 
     create_app()
     store = HistoryStore(tmp_path / "h.sqlite3")
@@ -657,7 +657,7 @@ def test_model_picker_offers_the_model_tools_and_downloaded_models(qtbot, dirs, 
 
 def test_new_ui_modules_never_import_openvino():
     code = (
-        "import sys; import ui.calibration_view, ui.model_tasks, ui.result_view, ui.settings_panel, ui.model_picker, "
+        "import sys; import ui.calibration_tab, ui.history_tab, ui.reliability_chart, ui.model_tasks, ui.result_view, ui.settings_panel, ui.model_picker, "
         "ui.main_window, app.worker, app.gui; "
         "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"

@@ -4,40 +4,41 @@ history) in the middle, settings on the right, model, engine and timings in the 
 The window renders and forwards. The decision state (model loading/ready, idle/running/cancelling,
 the request the form makes) lives in the DecisionController; everything it needs from the
 application comes in one `AppPorts` (ui/ports.py) built by app/gui.py. It never blocks on the engine.
+The model side (picker, loading, remote server) is in window_models.py, the companion side (overlay,
+clipboard hotkey, API decisions) in window_companion.py, the fixed parts in window_parts.py.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
+from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from engine.decide import DecisionRequest
 from engine.errors import SettingsError
 
-from .calibration_view import CalibrationView, HistoryView
-from .clipboard import parse_situation
+from .calibration_tab import CalibrationView
+from .history_tab import HistoryView
 from .decision_controller import DecisionController, build_request
 from .hotkey import GlobalHotkey
 from .inspector import TokenInspector
-from .model_picker import ModelPickerDialog
 from .overlay import CompanionOverlay
 from .ports import AppPorts, Settings
 from .result_view import ResultView, engine_summary
 from .settings_panel import SettingsPanel
-from .window_parts import AskPanel, Header, StatusLabels, connection_message
+from .window_companion import SOURCE_TEXT, CompanionActions
+from .window_models import ModelActions
+from .window_parts import AskPanel, Header, StatusLabels
 
 RELOAD_FIELDS = ("device", "exact")
 REMOTE_FIELDS = ("remote_url", "remote_api_key", "remote_model", "remote_timeout", "remote_constraint")
 TABS = ("decision", "inspector", "calibration", "history")
-SOURCE_TEXT = {"hotkey": "· from clipboard", "api": "· via local API"}
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ModelActions, CompanionActions, QMainWindow):
     hotkey_triggered = Signal()  # the clipboard trigger: global hotkey, in-app shortcut, or a test
     decision_shown = Signal(object)  # DecisionResult, after the window has rendered it
     model_ready = Signal(object)  # ModelInfo
@@ -200,157 +201,6 @@ class MainWindow(QMainWindow):
     def last_result(self):
         return self.controller.last_result
 
-    # ------------------------------------------------------------ model
-    def choose_model(self) -> None:
-        if self.loading_path is not None:
-            return
-        current = self.model_info.path if self.model_info else None
-        try:
-            options = self.settings.device_options()
-        except SettingsError:
-            options = None
-        dialog = ModelPickerDialog(self.ports.models, list(self.settings.recent_models), current, self.demo_dir, self,
-                                   doctor_options=options)
-        if dialog.exec() and dialog.chosen:
-            self.load_model(dialog.chosen, is_demo=dialog.chosen == self.demo_dir)
-
-    def start(self, path: str | None, is_demo: bool = False) -> None:
-        """The first model at start: the remote server when that is the engine, else the local folder."""
-        if self.settings.engine == "remote":
-            self.connect_remote()
-        elif path is not None:
-            self.load_model(path, is_demo)
-
-    def load_model(self, path: str, is_demo: bool = False) -> None:
-        """Load off the UI thread; the window stays usable (and shows the old model until the new one is in)."""
-        path = os.path.abspath(os.path.expanduser(str(path)))
-        try:
-            options = self.settings.device_options()
-        except SettingsError as exc:
-            self._on_model_failed(str(exc), "")
-            return
-        if self.settings.engine != "local":  # choosing a folder means the local engine
-            self._keep_engine = True
-            try:
-                self._update_settings(engine="local")
-            finally:
-                self._keep_engine = False
-        name = "demo model" if is_demo else Path(path).name
-        self.model_button.setText(f"Loading {name}…")
-        if self.model_info is None:
-            self.result_view.show_loading(name)
-        self.show_message(f"Loading {path} on {options.device}…")
-        self.controller.load_model(path, options, is_demo)
-        self._update_buttons()
-
-    def connect_remote(self) -> bool:
-        """Decide on the remote server of the settings from now on (the engine thread checks it first)."""
-        self._reconnect_timer.stop()
-        try:
-            config = self.settings.remote_config()
-        except SettingsError as exc:
-            self.settings_panel.set_connection_status(str(exc), False)
-            self.show_message(f"Remote engine: {exc}", 10_000)
-            if self.model_info is None:
-                self.result_view.show_no_model(f"Remote engine: {exc}")
-            return False
-        self.model_button.setText(f"Connecting to {config.base_url}…")
-        if self.model_info is None:
-            self.result_view.show_loading(config.base_url)
-        self.settings_panel.set_connection_status(f"Connecting to {config.base_url}…", None)
-        self.show_message(f"Connecting to {config.base_url}…")
-        self.controller.connect_remote(config)
-        self._update_buttons()
-        return True
-
-    def test_connection(self) -> bool:
-        """Ask the configured server for its models and whether it returns logprobs (off the UI thread)."""
-        if self._connection_task is not None and self._connection_task.running:
-            return False
-        try:
-            config = self.settings.remote_config()
-        except SettingsError as exc:
-            self.settings_panel.set_connection_status(str(exc), False)
-            return False
-        task = self.ports.models.connection_task(config)
-        self._connection_task = task
-        self.settings_panel.set_testing(True)
-        self.settings_panel.set_connection_status(f"Testing {config.base_url}…", None)
-
-        def done(report) -> None:
-            self.settings_panel.set_connection_status(*connection_message(report))
-            self.settings_panel.set_remote_models(report.models)
-
-        task.succeeded.connect(done)
-        task.failed.connect(lambda message: self.settings_panel.set_connection_status(f"✗ {message}", False))
-        task.finished.connect(lambda: self.settings_panel.set_testing(False))
-        task.start()
-        return True
-
-    def _on_model_loaded(self, info) -> None:
-        first = self._shown_model is None
-        self._shown_model = info
-        remote = getattr(info, "remote", False)
-        short, long = engine_summary(getattr(info, "engine", None))
-        self.status_model.setText(info.name)
-        self.status_engine.setText(short)
-        self.status_engine.setToolTip(long)
-        if remote:
-            self.model_button.setText(f"●  {info.name}   ·   remote")
-            self.model_button.setToolTip(f"{info.path} (remote engine)\nconnected in {info.load_seconds:.1f} s · click to choose a local model")
-            self.status_device.setText(f"remote {info.path.split('://', 1)[-1]}")
-            self.status_device.setToolTip(info.path)
-            self.settings_panel.set_connection_status(f"✓ Deciding on {info.path} with {info.name}", True)
-        else:
-            self._last_local = (info.path, info.is_demo)
-            self.model_button.setText(f"●  {info.name}   ·   {info.device}")
-            self.model_button.setToolTip(f"{info.path}\nloaded in {info.load_seconds:.1f} s · click to change")
-            self.status_device.setText(info.device)
-            self.status_device.setToolTip("")
-        self.settings_panel.set_model_defaults(info.defaults)
-        if not info.is_demo and not remote:
-            self._update_settings(settings=self.settings.with_recent_model(info.path))
-        self.calibration_view.set_current(self.controller.model_key, self.settings.think)
-        if first or self.result_view.currentWidget() is not self.result_view.main_page:
-            if self.last_result is not None:
-                self.result_view.show_result(self.last_result, self._temperature(self.last_request))
-            else:
-                self.result_view.show_ready()
-        if remote:
-            self.show_message(f"Connected to {info.name} in {info.load_seconds:.1f} s", 6000)
-        else:
-            self.show_message(f"{info.name} loaded on {info.device} in {info.load_seconds:.1f} s", 6000)
-        self._update_buttons()
-        if self.settings.api_enabled:
-            self.controller.serve_api(True, self.settings.api_host, self.settings.api_port)
-        self.model_ready.emit(info)
-
-    _shown_model = None  # the model the window shows (None until the first one is in)
-
-    def _on_model_failed(self, message: str, path: str) -> None:
-        if self.settings.engine == "remote":
-            self.settings_panel.set_connection_status(f"✗ {message}", False)
-        if self.model_info is None:
-            self.model_button.setText("Choose a model…")
-            self.result_view.show_no_model(message)
-        else:
-            info = self.model_info
-            self.model_button.setText(f"●  {info.name}   ·   {'remote' if getattr(info, 'remote', False) else info.device}")
-            what = "use the remote server" if self.settings.engine == "remote" else "load the model"
-            self.result_view.show_error(f"Could not {what}: {message}")
-            self.tabs.setCurrentWidget(self.result_view)
-        if path and self.settings.last_model == path:
-            self._update_settings(last_model=None)
-        self.show_message(f"Model not loaded: {message}", 10_000)
-        self._update_buttons()
-        self.model_error.emit(message)
-
-    def restore_model_defaults(self) -> None:
-        if self.model_info is None:
-            return
-        self._update_settings(settings=self.settings.with_sampling(self.model_info.defaults))
-        self.show_message("Sampling restored to the model's defaults", 4000)
-
     # ------------------------------------------------------------ deciding
     def build_request(self) -> DecisionRequest:
         return build_request(self.question.toPlainText(), self.options.options(), self.settings)
@@ -454,84 +304,6 @@ class MainWindow(QMainWindow):
                 self.overlay.show_idle("Cancelled.")
         self.show_message("Decision cancelled", 4000)
         self._update_buttons()
-
-    # ------------------------------------------------------------ clipboard trigger and API
-    def decide_from_clipboard(self) -> bool:
-        """Decide on the clipboard's text (a situation, then one option per line; see ui/clipboard.py)."""
-        text = QGuiApplication.clipboard().text()
-        try:
-            question, options = parse_situation(text)
-        except SettingsError as exc:
-            self.set_overlay_visible(True)
-            self.overlay.show_error(str(exc), SOURCE_TEXT["hotkey"])
-            self.show_message(f"Clipboard: {exc}", 8000)
-            return False
-        if self.deciding or self.loading_path is not None:
-            self.show_message("Busy: the clipboard decision was not started", 5000)
-            return False
-        self.question.setPlainText(question)
-        self.options.set_options(options)
-        return self.decide("hotkey")
-
-    def _on_api_decided(self, question: str, result) -> None:
-        self.history_view.mark_dirty()
-        self.calibration_view.mark_dirty()
-        self.set_overlay_visible(True)
-        self.overlay.show_result(question, result, SOURCE_TEXT["api"])
-        self.show_message(f"API decision: {result.options[result.choice_index].text}", 6000)
-
-    # ------------------------------------------------------------ overlay and hotkey
-    def _place_overlay(self) -> None:
-        position = self.settings.overlay_position
-        screen = QGuiApplication.primaryScreen()
-        if position is not None and screen is not None:
-            point = QPoint(*position)
-            if any(s.availableGeometry().contains(point) for s in QGuiApplication.screens()):
-                self.overlay.move(point)
-                return
-        if screen is not None:
-            area = screen.availableGeometry()
-            self.overlay.move(area.right() - self.overlay.width() - 24, area.top() + 24)
-
-    def set_overlay_visible(self, visible: bool) -> None:
-        visible = bool(visible)
-        if visible:
-            if (self.last_result is not None and self.last_request is not None and not self.deciding
-                    and self.controller.source == "window"):
-                self.overlay.show_result(self.last_request.question, self.last_result)
-            self.overlay.show()
-            self.overlay.raise_()
-        else:
-            self.overlay.hide()
-        if self.overlay_button.isChecked() != visible:
-            self.overlay_button.blockSignals(True)
-            self.overlay_button.setChecked(visible)
-            self.overlay_button.blockSignals(False)
-        if self.settings.overlay_enabled != visible:
-            self._update_settings(overlay_enabled=visible)
-
-    def _apply_hotkey(self) -> None:
-        sequence = self.settings.hotkey
-        self.app_shortcut.setKey(QKeySequence(sequence))
-        native = QKeySequence(sequence).toString(QKeySequence.NativeText)
-        if self._register_global:
-            ok = self.global_hotkey.register(sequence)
-            message = self.global_hotkey.message
-        else:
-            ok, message = False, "global hotkey not registered"
-        if ok:
-            self.status_hotkey.setText(f"hotkey {native}")
-            self.status_hotkey.setToolTip(message)
-            self.settings_panel.set_hotkey_status(f"{message}: decides on the clipboard from any application.", True)
-        else:
-            self.status_hotkey.setText(f"{native} (in app only)")
-            self.status_hotkey.setToolTip(message)
-            self.settings_panel.set_hotkey_status(
-                f"{message[0].upper() + message[1:]}. {native} still works while Decider has focus.", False
-            )
-        self.shortcut_hint.setText(f"Ctrl+Enter decides · {native} decides on the clipboard")
-        if self.last_result is None and not self.deciding:
-            self.overlay.show_idle(f"Copy a situation and its options (one per line), then press {native}.")
 
     # ------------------------------------------------------------ settings
     def _update_settings(self, settings: Settings | None = None, **changes) -> None:

@@ -1,0 +1,61 @@
+"""Small parts the Calibration and History tabs share: captions, notes, read-only tables, and a view
+that redraws from the history when shown after a change."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QTableWidget, QTableWidgetItem
+
+
+def caption_label(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("SectionTitle")
+    return label
+
+
+def note_label(text: str = "", name: str = "Caption") -> QLabel:
+    label = QLabel(text)
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    return label
+
+
+class RefreshWhenShown:
+    """A view over the history that redraws when shown, or at once if it is visible, after a change."""
+
+    _dirty = True
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._dirty:
+            self.refresh()
+
+
+def read_only_table(headers: list[str]) -> QTableWidget:
+    table = QTableWidget(0, len(headers))
+    table.setHorizontalHeaderLabels(headers)
+    table.verticalHeader().setVisible(False)
+    table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+    table.setSelectionMode(QAbstractItemView.NoSelection)
+    table.setShowGrid(False)
+    table.setFocusPolicy(Qt.NoFocus)
+    table.setWordWrap(False)
+    table.verticalHeader().setDefaultSectionSize(28)
+    header = table.horizontalHeader()
+    header.setHighlightSections(False)
+    header.setDefaultAlignment(Qt.AlignLeft | Qt.AlignVCenter)
+    return table
+
+
+def cell(text: str, align=Qt.AlignLeft, tip: str | None = None) -> QTableWidgetItem:
+    item = QTableWidgetItem(text)
+    item.setFlags(Qt.ItemIsEnabled)
+    item.setTextAlignment(align | Qt.AlignVCenter)
+    if tip:
+        item.setToolTip(tip)
+    return item
