@@ -196,7 +196,7 @@ def check_model(report: Report, path: str | Path, core=None, options: DeviceOpti
 
 
 def _check_ir(report: Report, core, model) -> int | None:
-    from engine.runner import _REQUIRED_INPUTS
+    from engine.runner_base import REQUIRED_INPUTS
 
     try:
         ir = core.read_model(model.language_ir)
@@ -205,7 +205,7 @@ def _check_ir(report: Report, core, model) -> int | None:
         report.add("fail", f"{model.language_ir}: OpenVINO cannot read it ({first})", fix_for("cannot read", model.path))
         return None
     names = {name for port in ir.inputs for name in port.get_names()}
-    missing = _REQUIRED_INPUTS[model.layout] - names
+    missing = REQUIRED_INPUTS[model.layout] - names
     if missing:
         report.add(
             "fail", f"{model.language_ir}: inputs {', '.join(sorted(missing))} missing (not a stateful Qwen3.5 export)",

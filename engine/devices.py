@@ -6,6 +6,7 @@ pinned by tests instead (see the NPU section of the Qwen3.5/OpenVINO facts).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,20 @@ AUTO_PREFERENCE = ("NPU", "GPU", "CPU")
 
 DEFAULT_NPU_MAX_PROMPT_LEN = 1024
 DEFAULT_NPU_MIN_RESPONSE_LEN = 128
+# Tokens per forward of the static runner's variants: a prompt is cut greedily into these sizes.
+DEFAULT_STATIC_CHUNKS = (64, 8, 1)
+
+# "auto": static shapes on the NPU, the dynamic stateful export elsewhere. "npuw_llm" is the NPU
+# plugin's own LLM pipeline (it does not compile Qwen3.5 with OpenVINO 2026.4); kept for later versions.
+EXECUTION_PATHS = ("auto", "dynamic", "static", "npuw_llm")
+
+# A testing aid: the NPU plugin runs NPUW with these devices (e.g. "CPU"), so the NPU path works on a
+# machine without an NPU. Passed to the plugin as NPUW_DEVICES; it also makes NPU count as available.
+NPUW_DEVICES_ENV = "DECIDER_NPUW_DEVICES"
+
+
+def npuw_devices_override() -> str | None:
+    return os.environ.get(NPUW_DEVICES_ENV, "").strip() or None
 
 
 @dataclass(frozen=True)
@@ -33,15 +48,29 @@ class DeviceOptions:
     npu_max_prompt_len: int = DEFAULT_NPU_MAX_PROMPT_LEN
     npu_min_response_len: int = DEFAULT_NPU_MIN_RESPONSE_LEN
     cache_dir: Path | None = None
+    path: str = "auto"
+    static_chunks: tuple[int, ...] = DEFAULT_STATIC_CHUNKS
 
     def __post_init__(self) -> None:
         if self.device.upper() not in DEVICES and not self.device.upper().startswith(("GPU.", "NPU.")):
             raise SettingsError(f"device must be one of {', '.join(DEVICES)} (got {self.device!r})")
         object.__setattr__(self, "device", self.device.upper())
+        if self.path not in EXECUTION_PATHS:
+            raise SettingsError(f"execution path must be one of {', '.join(EXECUTION_PATHS)} (got {self.path!r})")
+        chunks = tuple(self.static_chunks)
+        if not chunks or 1 not in chunks or any(not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= 4096 for c in chunks):
+            raise SettingsError(f"static_chunks must be integers in 1..4096 including 1 (got {self.static_chunks!r})")
+        object.__setattr__(self, "static_chunks", chunks)
         for name in ("npu_max_prompt_len", "npu_min_response_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 16 <= value <= 131072:
                 raise SettingsError(f"{name} must be an integer in 16..131072 (got {value!r})")
+
+
+    @property
+    def static_window(self) -> int:
+        """KV slots of the static runner: the whole conversation (prompt plus response) must fit."""
+        return self.npu_max_prompt_len + self.npu_min_response_len
 
 
 @dataclass(frozen=True)
@@ -71,6 +100,42 @@ def choose_device(requested: str, available: list[str]) -> str:
     return requested
 
 
+def visible_devices(available: list[str]) -> list[str]:
+    """OpenVINO's devices, plus NPU when the NPUW testing override runs the NPU plugin on other devices."""
+    if npuw_devices_override() and not any(d.split(".")[0] == "NPU" for d in available):
+        return [*available, "NPU"]
+    return list(available)
+
+
+def path_for(device: str, options: DeviceOptions) -> str:
+    """Which runner computes on this device: the user's explicit choice, else static shapes on the NPU."""
+    if options.path != "auto":
+        return options.path
+    return "static" if device.split(".")[0] == "NPU" else "dynamic"
+
+
+def _npuw_base(options: DeviceOptions) -> dict[str, object]:
+    # NPUW_F16IC=NO: with f16 interconnects, multi-token static variants of Qwen3.5 fail to create an
+    # infer request where a partition runs on the CPU (an f16 subgraph input receives f32), measured with
+    # OpenVINO 2026.4.1; the Loop of the DeltaNet layers is such a partition on a real NPU too.
+    props: dict[str, object] = {"NPU_USE_NPUW": "YES", "NPUW_F16IC": "NO"}
+    override = npuw_devices_override()
+    if override:
+        props["NPUW_DEVICES"] = override
+    return props
+
+
+def static_compile_properties(device: str, options: DeviceOptions) -> dict[str, object]:
+    """Properties for the static runner's variants: as the dynamic path on CPU/GPU; NPUW without its LLM
+    pipeline on the NPU (the host keeps the caches, NPUW only partitions and runs a static graph)."""
+    if device.split(".")[0] != "NPU":
+        return compile_properties(device, options)
+    props = _npuw_base(options)
+    if options.cache_dir is not None:
+        props["CACHE_DIR"] = str(options.cache_dir)
+    return props
+
+
 def compile_properties(device: str, options: DeviceOptions) -> dict[str, object]:
     """The properties passed to Core.compile_model for this device."""
     family = device.split(".")[0]
@@ -91,9 +156,9 @@ def compile_properties(device: str, options: DeviceOptions) -> dict[str, object]
         props["PERFORMANCE_HINT"] = "LATENCY"
     elif family == "NPU":
         # NPUW runs LLMs with static shapes: the prefill model is reshaped to the max prompt length.
+        props.update(_npuw_base(options))
         props.update(
             {
-                "NPU_USE_NPUW": "YES",
                 "NPUW_LLM": "YES",
                 "NPUW_LLM_BATCH_DIM": 0,
                 "NPUW_LLM_SEQ_LEN_DIM": 2,

@@ -33,10 +33,38 @@ def case(name: str, model: str = "qwen35-text") -> dict:
     raise KeyError(name)
 
 
+# Modules whose `text_runner` tests also run through the NPU plugin's static path (NPUW on the CPU).
+NPU_PATH_MODULES = {"test_seed_behaviours", "test_decide"}
+
+
+def pytest_generate_tests(metafunc):
+    if "text_runner" in metafunc.fixturenames and metafunc.module.__name__ in NPU_PATH_MODULES:
+        metafunc.parametrize("text_runner", ["dynamic", "npu-static"], indirect=True, scope="session")
+
+
+def npu_static_runner(folder, **options):
+    """A static runner through the NPU plugin with NPUW on the CPU: the NPU path without an NPU."""
+    from engine.devices import DeviceOptions
+    from engine.static_runner import StaticRunner
+
+    previous = os.environ.get("DECIDER_NPUW_DEVICES")
+    os.environ["DECIDER_NPUW_DEVICES"] = "CPU"
+    try:
+        return StaticRunner(folder, DeviceOptions(device="NPU", **options))
+    finally:
+        if previous is None:
+            del os.environ["DECIDER_NPUW_DEVICES"]
+        else:
+            os.environ["DECIDER_NPUW_DEVICES"] = previous
+
+
 @pytest.fixture(scope="session")
-def text_runner():
+def text_runner(request):
     from engine.runner import ModelRunner
 
+    if getattr(request, "param", "dynamic") == "npu-static":
+        # Two variants keep the NPUW compile short; prompts still run in several chunk shapes.
+        return npu_static_runner(model_dir("qwen35-text"), static_chunks=(16, 1))
     return ModelRunner(model_dir("qwen35-text"))
 
 

@@ -6,7 +6,9 @@ import pytest
 from conftest import MODELS, reference
 from engine.generate import generate_step, make_rng
 from engine.logprobs import log_softmax
+from engine.devices import DeviceOptions
 from engine.runner import ModelRunner
+from engine.static_runner import StaticRunner
 from engine.settings import SamplingSettings
 
 GREEDY_NO_PENALTIES = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
@@ -14,9 +16,17 @@ TOLERANCE = 1e-4
 PARITY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p.parent.parent / "reference" / f"{p.name}.json").exists())
 
 
-@pytest.fixture(scope="module", params=PARITY_MODELS)
+RUNNERS = {
+    "dynamic": lambda folder: ModelRunner(folder),
+    # Static shapes on the CPU in f32: chunk sizes the reference prompts cross.
+    "static": lambda folder: StaticRunner(folder, DeviceOptions(device="CPU", static_chunks=(16, 4, 1))),
+}
+
+
+@pytest.fixture(scope="module", params=[(m, k) for m in PARITY_MODELS for k in RUNNERS], ids="-".join)
 def runner_and_reference(request):
-    return ModelRunner(MODELS / request.param), reference(request.param)
+    model, kind = request.param
+    return RUNNERS[kind](MODELS / model), reference(model)
 
 
 def test_every_fixture_model_has_a_reference():

@@ -1,0 +1,260 @@
+"""What every runner shares: loading checks, the token history, prefix reuse, snapshots, run-ahead steps.
+
+A runner owns one conversation state. It remembers which tokens the state holds (`history`) and keeps
+a few exact state snapshots, so a request that shares a prefix with an earlier one prefills only the
+rest. The recurrent DeltaNet state cannot be rewound: going back means restoring a snapshot, and where
+none fits (or the device has none) clearing and prefilling again. A request never runs an empty
+prefill: a prompt that matches the history completely is recomputed from the last snapshot before its
+end.
+
+Subclasses say how state is held and how a forward runs (the stateful export's infer request, or host
+caches fed to static-shape variants) through six small hooks; everything else lives here once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+
+from .devices import DeviceCaps, DeviceOptions
+from .errors import ContextLimitError, ModelError, SettingsError
+from .model_folder import ModelFolder
+from .tokenizer import ChatTokenizer
+
+MAX_SNAPSHOTS = 4
+
+REQUIRED_INPUTS = {
+    "text": {"input_ids", "attention_mask", "position_ids"},
+    "vl": {"inputs_embeds", "attention_mask", "position_ids"},
+}
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    states: dict[str, np.ndarray]
+    logits: np.ndarray  # next-token logits at this point: a full match needs no forward at all
+
+
+@dataclass
+class RunnerStats:
+    forwards: int = 0  # passes over new tokens since load: one per prefill segment, one per step
+    infers: int = 0  # device calls: the static runner computes a segment in several fixed-size chunks
+    last_prefill_tokens: int = 0  # tokens the last prefill actually computed
+    last_prefill_reused: int = 0  # tokens the last prefill took from the existing/restored state
+    last_prefill_s: float = 0.0  # wall time of the last prefill
+    snapshots_restored: int = 0
+    compile_s: float = 0.0  # wall time of compile_model (all variants) at load
+
+
+class RunnerBase:
+    """The shared conversation logic. Subclasses set the attributes below and implement the hooks."""
+
+    folder: ModelFolder
+    options: DeviceOptions
+    device: str
+    caps: DeviceCaps
+    execution_path: str  # "dynamic", "static" or "npuw_llm": which path computes the results
+    tokenizer: ChatTokenizer
+    vocab_size: int
+    logits_width: int
+
+    def _init_conversation(self) -> None:
+        self.history: list[int] = []
+        self._snapshots: OrderedDict[tuple[int, ...], _Snapshot] = OrderedDict()
+        self._pending = False  # a start_step() not yet finished
+        self.stats = RunnerStats()
+        self.notices: list[str] = []  # things the user should see (e.g. a device fallback)
+
+    # ----- hooks -----
+    def _clear_state(self) -> None:
+        raise NotImplementedError
+
+    def _capture_state(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _restore_state(self, states: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def _run(self, ids: np.ndarray, past: int) -> np.ndarray:
+        """Compute ids after `past` tokens of state; return the last position's logits (float64, real vocab)."""
+        raise NotImplementedError
+
+    def _start(self, token: int, past: int) -> None:
+        raise NotImplementedError
+
+    def _wait(self) -> np.ndarray:
+        raise NotImplementedError
+
+    # ----- loading checks shared by every runner -----
+    @staticmethod
+    def _read(core: ov.Core, xml) -> ov.Model:
+        try:
+            return core.read_model(xml)
+        except RuntimeError as exc:
+            raise ModelError(f"{xml}: OpenVINO cannot read it ({first_line(exc)})") from None
+
+    def _check_inputs(self, model: ov.Model) -> None:
+        names = {name for p in model.inputs for name in p.get_names()}
+        missing = REQUIRED_INPUTS[self.folder.layout] - names
+        if missing:
+            raise ModelError(
+                f"{self.folder.language_ir}: inputs {', '.join(sorted(missing))} missing; "
+                "not a stateful optimum-intel Qwen3.5 export (export with --task text-generation-with-past)"
+            )
+        if not model.get_sinks():
+            raise ModelError(f"{self.folder.language_ir}: the model has no state; export it with past (stateful)")
+
+    def _load_vocabulary(self, model: ov.Model) -> None:
+        try:
+            shape = model.output("logits").get_partial_shape()
+        except RuntimeError:
+            raise ModelError(f"{self.folder.language_ir}: no 'logits' output") from None
+        width = shape[shape.rank.get_length() - 1]
+        if width.is_dynamic:
+            raise ModelError(f"{self.folder.language_ir}: the logits width is not static")
+        if width.get_length() != self.folder.vocab_size:
+            raise ModelError(
+                f"{self.folder.path / 'config.json'}: vocab_size {self.folder.vocab_size} does not match "
+                f"the model's {width.get_length()} logits"
+            )
+        self.logits_width = width.get_length()
+        self.tokenizer = ChatTokenizer(self.folder.tokenizer_json, logits_width=self.logits_width)
+        # Ids past the tokenizer are padding rows of the head; they never take part in a softmax.
+        self.vocab_size = self.tokenizer.size
+
+    # ----- limits -----
+    @property
+    def context_length(self) -> int:
+        limit = self.folder.context_length
+        if self.caps.max_total_len is not None:
+            limit = min(limit, self.caps.max_total_len)
+        return limit
+
+    def check_prompt(self, ids: Sequence[int]) -> None:
+        if len(ids) == 0:
+            raise SettingsError("the prompt is empty")
+        if self.caps.max_prompt_len is not None and len(ids) > self.caps.max_prompt_len:
+            raise ContextLimitError(
+                f"the prompt has {len(ids)} tokens; {self.device} was compiled for at most {self.caps.max_prompt_len} "
+                "(raise the NPU prompt limit in the settings and reload)"
+            )
+        if len(ids) >= self.context_length:
+            raise ContextLimitError(
+                f"the prompt has {len(ids)} tokens; the model's context limit is {self.context_length}"
+            )
+
+    # ----- state -----
+    def reset(self) -> None:
+        self.settle()
+        self._clear_state()
+        self.history = []
+
+    def _restore(self, prefix: tuple[int, ...]) -> np.ndarray:
+        snapshot = self._snapshots[prefix]
+        self._snapshots.move_to_end(prefix)
+        self._restore_state(snapshot.states)
+        self.history = list(prefix)
+        self.stats.snapshots_restored += 1
+        return snapshot.logits
+
+    def _keep_snapshot(self, prefix: tuple[int, ...], logits: np.ndarray) -> None:
+        self._snapshots[prefix] = _Snapshot(self._capture_state(), logits.copy())
+        self._snapshots.move_to_end(prefix)
+        while len(self._snapshots) > MAX_SNAPSHOTS:
+            self._snapshots.popitem(last=False)
+
+    def clear_snapshots(self) -> None:
+        self._snapshots.clear()
+
+    def _resume(self, ids: list[int]) -> int:
+        """Bring the state to the longest usable prefix of ids (strictly shorter); return its length."""
+        if self.caps.prefix_reuse:
+            history = self.history
+            continuing = len(history) if len(history) < len(ids) and ids[: len(history)] == history else -1
+            best = max(
+                (p for p in self._snapshots if continuing < len(p) < len(ids) and tuple(ids[: len(p)]) == p),
+                key=len,
+                default=None,
+            )
+            if best is not None:
+                self._restore(best)
+                return len(best)
+            if continuing > 0:
+                return continuing
+        self.reset()
+        return 0
+
+    # ----- forward -----
+    def prefill(self, ids: Sequence[int], checkpoints: Sequence[int] = ()) -> np.ndarray:
+        """Make the state hold `ids` and return the next-token logits (float64, real vocabulary).
+
+        The prompt is computed in chunks split at the checkpoints, and a snapshot (state + logits) is
+        kept at each, so a later request sharing that prefix restores it. Splitting the same way
+        whether or not a snapshot was used keeps warm and cold results bit-identical. A prompt equal to
+        a snapshot's prefix restores it and costs no forward; otherwise a full match with the history
+        recomputes from the last snapshot before its end, never from an empty chunk.
+        """
+        self.settle()
+        started = time.perf_counter()
+        try:
+            return self._prefill([int(i) for i in ids], checkpoints)
+        finally:
+            self.stats.last_prefill_s = time.perf_counter() - started
+
+    def _prefill(self, ids: list[int], checkpoints: Sequence[int]) -> np.ndarray:
+        self.check_prompt(ids)
+        key = tuple(ids)
+        if self.caps.snapshots and key in self._snapshots:
+            self.stats.last_prefill_reused, self.stats.last_prefill_tokens = len(ids), 0
+            return self._restore(key).copy()
+        start = self._resume(ids)
+        self.stats.last_prefill_reused = start
+        self.stats.last_prefill_tokens = len(ids) - start
+        cuts = sorted({c for c in checkpoints if start < c < len(ids)}) + [len(ids)]
+        position = start
+        for cut in cuts:
+            logits = self._run(np.asarray(ids[position:cut], dtype=np.int64), position)
+            self.stats.forwards += 1
+            position = cut
+            self.history = ids[:cut]
+            if cut in checkpoints and self.caps.snapshots:
+                self._keep_snapshot(tuple(ids[:cut]), logits)
+        return logits
+
+    def step(self, token: int) -> np.ndarray:
+        """Feed one token and return the next-token logits."""
+        self.start_step(token)
+        return self.finish_step()
+
+    def start_step(self, token: int) -> None:
+        """Start feeding one token without waiting: the device computes while the caller does host work
+        (e.g. the previous token's logprobs). Exactly one finish_step() must follow before anything else."""
+        if self._pending:
+            raise RuntimeError("a step is already running")
+        if len(self.history) + 1 >= self.context_length:
+            raise ContextLimitError(f"the conversation reached the context limit of {self.context_length} tokens")
+        self._start(int(token), len(self.history))
+        self.stats.forwards += 1
+        self.stats.infers += 1
+        self.history.append(int(token))
+        self._pending = True
+
+    def settle(self) -> None:
+        """A step a caller started and abandoned completes first: the state then matches the history."""
+        if self._pending:
+            self.finish_step()
+
+    def finish_step(self) -> np.ndarray:
+        """Wait for the step start_step() began and return its next-token logits."""
+        self._pending = False
+        return self._wait()
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,153 @@
+"""The static-shape runner: the export made stateless, compiled in a few fixed shapes, caches on the host.
+
+Devices that need static shapes (the NPU) run this path ("static"); CPU and GPU can run it too, which
+is how it is tested. Each variant computes a fixed number of new tokens (e.g. 64, 8 and 1) over a
+KV window of fixed size W; a prompt of any length is cut greedily into those sizes, so nothing is
+ever recompiled. Chunks are never padded: a padded token would still pass through the DeltaNet
+layers and change their recurrent and conv states.
+
+Layout of one forward of n tokens after `past` tokens: the KV inputs hold the window (slots
+[0, past) valid), the model appends the n new entries after the window, and the attention mask
+[1, W + n] marks the valid slots plus the new ones; position ids are the true positions
+past..past+n-1. The graph returns only the new KV entries, which the host writes into slots
+[past, past + n). Snapshots are host copies of the caches (KV up to `past`), restored exactly.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import openvino as ov
+
+from .devices import DeviceCaps, DeviceOptions, choose_device, static_compile_properties, visible_devices
+from .errors import DeviceError, SettingsError
+from .model_folder import ModelFolder, inspect_folder
+from .runner_base import RunnerBase, first_line
+from .static_graph import CacheSpec, cache_specs, prepare_stateless, static_variant
+
+
+def split_chunks(length: int, sizes: tuple[int, ...]) -> list[int]:
+    """Cut `length` tokens greedily into the compiled sizes (largest first; sizes include 1)."""
+    pieces = []
+    for size in sorted(sizes, reverse=True):
+        count, length = divmod(length, size)
+        pieces += [size] * count
+    return pieces
+
+
+class _Variant:
+    def __init__(self, compiled: ov.CompiledModel, tokens: int):
+        self.tokens = tokens
+        self.request = compiled.create_infer_request()
+
+
+class StaticRunner(RunnerBase):
+    execution_path = "static"
+
+    def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None):
+        self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
+        self.options = options or DeviceOptions()
+        core = core or ov.Core()
+        self.device = choose_device(self.options.device, visible_devices(core.available_devices))
+        self.window = min(self.options.static_window, self.folder.context_length)
+        self.chunks = tuple(sorted({c for c in self.options.static_chunks if c < self.window}, reverse=True))
+        if 1 not in self.chunks:
+            raise SettingsError(f"static_chunks must include 1 and sizes below the window of {self.window}")
+        # Host caches: snapshots, prefix reuse and the KV window all live here.
+        self.caps = DeviceCaps(self.device, snapshots=True, prefix_reuse=True, max_prompt_len=None, max_total_len=self.window)
+        self._init_conversation()
+        model = self._read(core, self.folder.language_ir)
+        self._check_inputs(model)
+        self._load_vocabulary(model)
+        self.rope_positions_edited = prepare_stateless(model, self.folder.layout)
+        self._specs: list[CacheSpec] = cache_specs(model, self.window)
+        hidden = self.folder.text_config.get("hidden_size")
+        properties = static_compile_properties(self.device, self.options)
+        started = time.perf_counter()
+        try:
+            self._variants = {
+                n: _Variant(core.compile_model(static_variant(model, self._specs, self.folder.layout, hidden, n, self.window), self.device, properties), n)
+                for n in self.chunks
+            }
+            self._embed = None
+            if self.folder.layout == "vl":
+                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", static_compile_properties("CPU", self.options))
+                self._embed = embeddings.create_infer_request()
+        except RuntimeError as exc:
+            raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name} (static shapes): {first_line(exc)}") from None
+        self.stats.compile_s = time.perf_counter() - started
+        self._caches = {s.input_name: np.zeros(s.shape, dtype=s.dtype) for s in self._specs}
+        self._running: _Variant | None = None
+        self._running_past = 0
+
+    # ----- feeding -----
+    def _feed(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+        n = ids.shape[0]
+        if past + n > self.window:
+            raise SettingsError(f"{past + n} tokens do not fit the static window of {self.window}")
+        mask = np.zeros((1, self.window + n), dtype=np.int64)
+        mask[0, :past] = 1
+        mask[0, self.window:] = 1
+        positions = np.arange(past, past + n, dtype=np.int64)
+        feed: dict[str, np.ndarray] = {"attention_mask": mask}
+        if self._embed is None:
+            feed["input_ids"] = ids[None, :]
+            feed["position_ids"] = positions[None, :]
+        else:
+            self._embed.infer({0: ids[None, :]})
+            feed["inputs_embeds"] = self._embed.get_output_tensor(0).data.copy()
+            feed["position_ids"] = np.broadcast_to(positions, (4, 1, n)).copy()
+        feed.update(self._caches)
+        return feed
+
+    def _collect(self, variant: _Variant, past: int) -> np.ndarray:
+        request, n = variant.request, variant.tokens
+        for spec in self._specs:
+            out = request.get_tensor(spec.output_name).data
+            if spec.is_kv:
+                self._caches[spec.input_name][:, :, past : past + n] = out
+            else:
+                np.copyto(self._caches[spec.input_name], out)
+        return request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
+
+    # ----- hooks -----
+    def _clear_state(self) -> None:
+        # The KV window needs no clearing (the mask hides stale slots); the DeltaNet states start at zero.
+        for spec in self._specs:
+            if not spec.is_kv:
+                self._caches[spec.input_name].fill(0)
+
+    def _capture_state(self) -> dict[str, np.ndarray]:
+        past = len(self.history)
+        return {s.input_name: (self._caches[s.input_name][:, :, :past] if s.is_kv else self._caches[s.input_name]).copy() for s in self._specs}
+
+    def _restore_state(self, states: dict[str, np.ndarray]) -> None:
+        for spec in self._specs:
+            saved = states[spec.input_name]
+            if spec.is_kv:
+                self._caches[spec.input_name][:, :, : saved.shape[2]] = saved
+            else:
+                np.copyto(self._caches[spec.input_name], saved)
+
+    def _run(self, ids: np.ndarray, past: int) -> np.ndarray:
+        logits = None
+        for n in split_chunks(ids.shape[0], self.chunks):
+            variant = self._variants[n]
+            # Shared inputs: the plugin reads the host caches in place; they change only after the infer.
+            variant.request.infer(self._feed(ids[:n], past), share_inputs=True)
+            self.stats.infers += 1
+            logits = self._collect(variant, past)
+            ids, past = ids[n:], past + n
+        assert logits is not None  # _prefill never runs an empty chunk
+        return logits
+
+    def _start(self, token: int, past: int) -> None:
+        variant = self._variants[1]
+        variant.request.start_async(self._feed(np.asarray([token], dtype=np.int64), past), share_inputs=True)
+        self._running, self._running_past = variant, past
+
+    def _wait(self) -> np.ndarray:
+        variant, self._running = self._running, None
+        variant.request.wait()
+        return self._collect(variant, self._running_past)
