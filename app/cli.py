@@ -21,6 +21,10 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
         help="let the device pick lower precision (bf16/f16 KV cache); faster, logprobs no longer exact",
     )
     parser.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit in tokens (default 1024)")
+    parser.add_argument(
+        "--execution-path", choices=("auto", "dynamic", "static", "npuw_llm"), default="auto",
+        help="auto: static shapes on the NPU, the dynamic export elsewhere; npuw_llm: the NPU plugin's LLM pipeline",
+    )
 
 
 def _add_sampling_args(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check OpenVINO, the devices and (optionally) a model folder")
     p.add_argument("model", metavar="MODEL", nargs="?", help="model folder to check")
     p.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit to report (default 1024)")
+    p.add_argument("--device", default="AUTO", help="device to compile the model on (default AUTO: NPU > GPU > CPU)")
+    p.add_argument("--no-compile", action="store_true", help="check the folder only; do not compile the model")
     p.add_argument("--json", action="store_true")
     return parser
 
@@ -136,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _device_options(args: argparse.Namespace):
     from engine.devices import DeviceOptions
 
-    kwargs = {"device": args.device, "exact": not args.fast}
+    kwargs = {"device": args.device, "exact": not args.fast, "path": getattr(args, "execution_path", "auto")}
     if args.npu_max_prompt is not None:
         kwargs["npu_max_prompt_len"] = args.npu_max_prompt
     from .config import compiled_cache_dir
@@ -149,7 +155,10 @@ def _service(args: argparse.Namespace, history: bool = False):
     from .history import default_store
     from .service import EngineService
 
-    return EngineService(resolve_model_dir(args.model), _device_options(args), default_store() if history else None)
+    service = EngineService(resolve_model_dir(args.model), _device_options(args), default_store() if history else None)
+    for notice in service.runner.notices:  # e.g. the NPU could not compile the model and the CPU runs it
+        print(f"decider: notice: {notice}", file=sys.stderr)
+    return service
 
 
 def _sampling(args: argparse.Namespace, service) -> object:
@@ -366,8 +375,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     from .doctor import run_doctor
 
-    options = DeviceOptions() if args.npu_max_prompt is None else DeviceOptions(npu_max_prompt_len=args.npu_max_prompt)
-    report = run_doctor(args.model, options)
+    kwargs = {} if args.npu_max_prompt is None else {"npu_max_prompt_len": args.npu_max_prompt}
+    options = DeviceOptions(device=args.device, **kwargs)
+    report = run_doctor(args.model, options, compile=not args.no_compile)
     print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else report.render())
     return 0 if report.ok else 1
 

@@ -1,7 +1,8 @@
 """`decider doctor [MODEL]`: what OpenVINO sees and whether a model folder will run, each problem with its fix.
 
-Nothing is compiled: the IR is read (cheap: the weights are memory-mapped) and checked the way the
-runner checks it at load time, so a folder that passes here fails later only on the device itself.
+The IR is read (cheap: the weights are memory-mapped) and checked the way the runner checks it at load
+time. With `compile` (the CLI's default) the model is then opened the way the app opens it, so the
+report names the device and execution path that will compute, and every fallback on the way.
 """
 
 from __future__ import annotations
@@ -190,8 +191,26 @@ def check_model(report: Report, path: str | Path, core=None, options: DeviceOpti
     limit, response = options.npu_max_prompt_len, options.npu_min_response_len
     report.add(
         "info",
-        f"on NPU: prompts up to {limit} tokens, {limit + response} with the answer (NPUW static shapes; "
-        "change with --npu-max-prompt)",
+        f"on NPU: prompts up to {limit} tokens, {limit + response} with the answer (static shapes over a "
+        f"{options.static_window}-slot KV window; change with --npu-max-prompt)",
+    )
+
+
+def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> None:
+    """Open the model as the app would: which device and path compute, how long compiling took, fallbacks."""
+    from engine.errors import DeciderError
+    from engine.runner_choice import open_runner
+
+    try:
+        runner = open_runner(path, options)
+    except DeciderError as exc:
+        report.add("fail", f"{options.device}: the model does not compile ({exc})", "try --device CPU, or pip install -U openvino")
+        return
+    for notice in runner.notices:
+        report.add("warn", f"fallback: {notice}")
+    report.add(
+        "ok", f"compiled on {runner.device} ({runner.execution_path} path) in {runner.stats.compile_s:.1f} s; "
+        f"context {runner.context_length:,} tokens",
     )
 
 
@@ -254,9 +273,11 @@ def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
     )
 
 
-def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None) -> Report:
+def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None, compile: bool = False) -> Report:
     report = Report()
     core, _ = check_openvino(report)
     if model is not None:
         check_model(report, model, core, options)
+        if compile and report.ok:
+            check_compile(report, model, options or DeviceOptions())
     return report

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from engine.chat_template import Message, build_chat_prompt
 from engine.decide import DecisionRequest, DecisionResult, decide
-from engine.devices import DeviceOptions
+from engine.devices import DeviceOptions, npuw_devices_override
 from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
-from engine.runner import ModelRunner
+from engine.runner_choice import open_runner
 from engine.remote import RemoteConfig, RemoteEngine
 from engine.settings import SamplingSettings
 
@@ -22,7 +22,8 @@ from .history import HistoryStore
 
 class EngineService:
     def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None, history: HistoryStore | None = None):
-        self.runner = ModelRunner(model_dir, options)
+        # AUTO falls back NPU → GPU → CPU on a compile failure; runner.notices says what happened.
+        self.runner = open_runner(model_dir, options)
         self.lock = threading.Lock()
         self.history = history  # every decision is recorded here when set
         self.last_history_id: int | None = None
@@ -32,10 +33,14 @@ class EngineService:
         return self.runner.folder.name
 
     def describe(self) -> dict:
-        exact = self.runner.options.exact
+        # An NPU computes in f16 whatever the options say (except under the NPUW-on-CPU testing aid).
+        f16_device = self.runner.device.split(".")[0] == "NPU" and npuw_devices_override() != "CPU"
+        exact = self.runner.options.exact and not f16_device
         return {
             "kind": "local", "model": self.model_name, "device": self.runner.device,
-            "logprobs": "exact full-vocabulary" if exact else "full-vocabulary, reduced precision (fast mode)",
+            "execution_path": self.runner.execution_path,
+            "logprobs": "exact full-vocabulary" if exact
+            else f"full-vocabulary, reduced precision ({'f16 on the NPU' if f16_device else 'fast mode'})",
             "constraint": "letter mask",
         }
 
