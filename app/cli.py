@@ -151,11 +151,9 @@ def _device_options(args: argparse.Namespace):
 
 
 def _service(args: argparse.Namespace, history: bool = False):
-    from .config import resolve_model_dir
-    from .history import default_store
-    from .service import EngineService
+    from .service import open_local_service
 
-    service = EngineService(resolve_model_dir(args.model), _device_options(args), default_store() if history else None)
+    service = open_local_service(args.model, _device_options(args), history=history)
     for notice in service.runner.notices:  # e.g. the NPU could not compile the model and the CPU runs it
         print(f"decider: notice: {notice}", file=sys.stderr)
     return service
@@ -309,9 +307,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import serve_main
+    import os
 
-    return serve_main(args)
+    from .api.server import serve
+
+    api_key = args.api_key or os.environ.get("DECIDER_API_KEY") or None
+    return serve(lambda: _service(args, history=True), args.host, args.port, api_key)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

@@ -31,6 +31,6 @@ def sampling_from(values: Mapping[str, object], base: SamplingSettings) -> Sampl
             if kind is int and isinstance(value, float) and value.is_integer():
                 value = int(value)
             else:
-                raise SettingsError(f"{name} must be {'an integer' if kind is int else 'a number'} (got {value!r})")
+                raise SettingsError(f"{name} must be {'an integer' if kind is int else 'a number'} (got {value!r})", field=name)
         changes[name] = value
     return base.with_changes(**changes)

@@ -120,3 +120,12 @@ class RemoteService:
             result.history_id = self.history.add(request, result, model=self.model_name, device="remote", source=source)
             self.last_history_id = result.history_id
         return result
+
+
+def open_local_service(model: str | None, options: DeviceOptions, *, history: bool = False) -> EngineService:
+    """The service for a model folder (None: the configured or bundled demo model); `history`: record
+    every decision in the default history store."""
+    from .config import resolve_model_dir
+    from .history import default_store
+
+    return EngineService(resolve_model_dir(model), options, default_store() if history else None)

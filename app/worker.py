@@ -26,10 +26,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 
 from engine.errors import Cancelled, DeciderError, SettingsError
+
+if TYPE_CHECKING:  # the API stack loads only when the API is switched on
+    from .api.state import ApiDecision
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +244,7 @@ class EngineWorker(QObject):
         finally:
             self.busy.emit(False)
 
-    # ----- the local API server (#5), if app.server exists -----
+    # ----- the local API server -----
     _api_address: tuple[str, int] = ("127.0.0.1", 8765)
 
     @Slot(bool, str, int)
@@ -259,7 +263,7 @@ class EngineWorker(QObject):
             self.api_state.emit(False, "the local API serves local models only (the engine is a remote server)")
             return
         try:
-            from .server import ApiServer
+            from .api.server import ApiServer
         except ImportError:
             self.api_state.emit(False, "the local API is not part of this build")
             return
@@ -286,10 +290,9 @@ class EngineWorker(QObject):
         except Exception:
             log.error("API server stop failed:\n%s", traceback.format_exc())
 
-    def _on_api_decision(self, result, request=None) -> None:
-        """Called from a server handler thread: hand the decision to the UI through a queued signal."""
-        question = getattr(request, "question", "") if request is not None else ""
-        self.api_decided.emit(question, result)
+    def _on_api_decision(self, decision: ApiDecision) -> None:
+        """Called from the server's thread: hand the decision and its question to the UI (a queued signal)."""
+        self.api_decided.emit(decision.request.question, decision.result)
 
     @Slot()
     def _shutdown(self) -> None:

@@ -10,7 +10,15 @@ class ModelError(DeciderError):
 
 
 class SettingsError(DeciderError, ValueError):
-    """A setting out of range or of the wrong type; the message names the setting and its range."""
+    """A setting out of range or of the wrong type; the message names the setting and its range.
+
+    `field` names the setting when one setting is at fault, so a front end can point at it (the API's
+    `param`) without reading the message.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class ContextLimitError(DeciderError):

@@ -37,9 +37,9 @@ def check_number(name: str, value: object, low: float, high: float, integer: boo
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
-        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})")
+        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
     if value < low or value > high or (low_open and value == low):
-        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})")
+        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from openai.types import Completion as TextCompletion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from app.server import ApiServer, check_bind
+from app.api.server import ApiServer, check_bind
 from app.service import EngineService
 from engine.devices import DeviceOptions
 from engine.errors import SettingsError
@@ -275,7 +275,8 @@ def test_decide_equals_cli_ask_json(api, hooks, tmp_path, capsys, extra, flags):
     for result in (data, cli):
         result.pop("timings")
     assert data == cli
-    assert hooks["decisions"][-1].choice_index == data["choice"]["index"]
+    decided = hooks["decisions"][-1]
+    assert decided.result.choice_index == data["choice"]["index"] and decided.request.question == question
 
 
 # ----- errors -----
@@ -542,34 +543,51 @@ def test_a_queued_client_that_leaves_is_dropped(keyed):
 
 
 def test_engine_queue_is_first_come_first_served():
-    from app.server import EngineQueue, QueueFull
+    import asyncio
 
-    queue = EngineQueue(max_waiting=3)
-    order: list[str] = []
-    release = threading.Event()
+    from app.api.errors import QueueFull
+    from app.api.state import EngineQueue
+    from engine.errors import Cancelled
 
-    def holder():
-        with queue.slot(lambda: False):
-            release.wait(10)
+    async def scenario() -> list[str]:
+        queue = EngineQueue(max_waiting=3)
+        order: list[str] = []
+        release = asyncio.Event()
 
-    def waiter(name):
-        with queue.slot(lambda: False):
-            order.append(name)
+        async def holder():
+            async with queue.slot():
+                await release.wait()
 
-    threads = [threading.Thread(target=holder)]
-    threads[0].start()
-    wait_for(lambda: queue.busy)
-    for i, name in enumerate("BCD"):
-        threads.append(threading.Thread(target=waiter, args=(name,)))
-        threads[-1].start()
-        wait_for(lambda: queue.waiting == i + 1)
-    with pytest.raises(QueueFull):
-        with queue.slot(lambda: False):
-            pass
-    release.set()
-    for thread in threads:
-        thread.join(10)
-    assert order == ["B", "C", "D"] and not queue.busy and queue.waiting == 0
+        async def waiter(name: str, gone: asyncio.Event | None = None):
+            async with queue.slot(gone):
+                order.append(name)
+
+        async def settle():
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+        tasks = [asyncio.create_task(holder())]
+        await settle()
+        assert queue.busy
+        left = asyncio.Event()
+        for i, name in enumerate("BCD"):
+            tasks.append(asyncio.create_task(waiter(name, left if name == "C" else None)))
+            await settle()
+            assert queue.waiting == i + 1
+        with pytest.raises(QueueFull):
+            async with queue.slot():
+                pass
+        left.set()  # C's client leaves while queued: it is dropped, the others keep their places
+        await settle()
+        assert queue.waiting == 2
+        with pytest.raises(Cancelled):
+            await tasks[2]
+        release.set()
+        await asyncio.gather(tasks[0], tasks[1], tasks[3])
+        assert not queue.busy and queue.waiting == 0
+        return order
+
+    assert asyncio.run(scenario()) == ["B", "D"]
 
 
 # ----- load -----

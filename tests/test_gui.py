@@ -475,8 +475,11 @@ def test_device_change_reloads_and_device_errors_are_plain(qtbot, make_window):
 
 def test_api_decisions_reach_the_overlay_from_another_thread(qtbot, make_window, direct_service):
     window = make_window()
-    result = direct_service.decide(DecisionRequest("From the game", ("Jump", "Duck")))
-    thread = threading.Thread(target=window.worker._on_api_decision, args=(result,))
+    from app.api.state import ApiDecision
+
+    request = DecisionRequest("From the game", ("Jump", "Duck"))
+    result = direct_service.decide(request)
+    thread = threading.Thread(target=window.worker._on_api_decision, args=(ApiDecision(request, result),))
     thread.start()
     thread.join()
     qtbot.waitUntil(lambda: window.overlay.isVisible() and window.overlay.source.text() == "· via local API", timeout=5000)
@@ -484,7 +487,7 @@ def test_api_decisions_reach_the_overlay_from_another_thread(qtbot, make_window,
 
 
 def test_local_api_toggle_serves_the_loaded_model(qtbot, make_window):
-    pytest.importorskip("app.server")
+    pytest.importorskip("app.api.server")
     import socket
     import urllib.request
 

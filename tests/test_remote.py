@@ -152,7 +152,7 @@ def test_config_validation():
 
 @pytest.fixture(scope="module")
 def own_server():
-    from app.server import ApiServer
+    from app.api.server import ApiServer
     from app.service import EngineService
     from conftest import model_dir
 

@@ -219,7 +219,7 @@ def load(kind: str) -> dict:
 
 
 def record() -> None:
-    from app.server import ApiServer
+    from app.api.server import ApiServer
 
     def make(service, **kwargs):
         return ApiServer(service, "127.0.0.1", 0, **kwargs)

@@ -1,0 +1,106 @@
+"""Field types of the request classes: each checks its JSON value and words its own refusal.
+
+A pydantic error type here is a row of `errors.ERROR_TABLE`; the field is the error's location.
+Messages are the API's long-standing wording (clients and the golden replies depend on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationInfo
+
+from .errors import field_error
+
+
+def _integral(value: object) -> object:
+    """5.0 → 5: JSON has one number type, and some clients send every number as a float."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _boolean(value: object, info: ValidationInfo) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise field_error("invalid_type", f"{info.field_name} must be a boolean (got {value!r:.40})")
+
+
+def _string(show_value: bool) -> Callable[[object, ValidationInfo], str | None]:
+    def check(value: object, info: ValidationInfo) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        got = f" (got {value!r:.40})" if show_value else ""
+        raise field_error("invalid_type", f"{info.field_name} must be a string{got}")
+
+    return check
+
+
+def _int_in(low: int, high: int | None) -> Callable[[object, ValidationInfo], int | None]:
+    def check(value: object, info: ValidationInfo) -> int | None:
+        if value is None:
+            return None
+        value = _integral(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise field_error("invalid_type", f"{info.field_name} must be an integer (got {value!r:.40})")
+        if value < low or (high is not None and value > high):
+            span = f"in {low}..{high}" if high is not None else f"≥ {low}"
+            raise field_error("invalid_value", f"{info.field_name} must be {span} (got {value})")
+        return value
+
+    return check
+
+
+def _engine_number(integer: bool) -> Callable[[object, ValidationInfo], int | float | None]:
+    """A number whose range the engine's own settings check (so the range is stated once, there)."""
+
+    def check(value: object, info: ValidationInfo) -> int | float | None:
+        if value is None:
+            return None
+        if integer:
+            value = _integral(value)
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+            raise field_error("invalid_value", f"{info.field_name} must be {'an integer' if integer else 'a number'} (got {value!r})")
+        return value
+
+    return check
+
+
+def _refused(accepted: Callable[[object], bool], why: str) -> Callable[[object, ValidationInfo], None]:
+    """A known OpenAI field this server cannot honour: only its neutral values pass, and are dropped."""
+
+    def check(value: object, info: ValidationInfo) -> None:
+        if not accepted(value):
+            raise field_error("unsupported_parameter", f"{info.field_name} is not supported: {why}")
+        return None
+
+    return check
+
+
+Boolean = Annotated[bool | None, BeforeValidator(_boolean)]
+Text = Annotated[str | None, BeforeValidator(_string(show_value=True))]
+Name = Annotated[str | None, BeforeValidator(_string(show_value=False))]  # model names and the like
+EngineInt = Annotated[int | None, BeforeValidator(_engine_number(integer=True))]
+EngineFloat = Annotated[int | float | None, BeforeValidator(_engine_number(integer=False))]
+Ignored = Annotated[Any, Field(default=None, exclude=True)]  # OpenAI bookkeeping (user, metadata, …)
+
+
+def int_in(low: int, high: int | None = None) -> Any:
+    return Annotated[int | None, BeforeValidator(_int_in(low, high))]
+
+
+def refused(accepted: Callable[[object], bool], why: str) -> Any:
+    return Annotated[None, BeforeValidator(_refused(accepted, why)), Field(default=None, exclude=True)]
+
+
+def one(value: object) -> bool:
+    return value is None or (value == 1 and not isinstance(value, bool))
+
+
+def empty(neutral: object) -> Callable[[object], bool]:
+    return lambda value: value is None or value == neutral
+
+
+def absent(value: object) -> bool:
+    return value is None

@@ -1,0 +1,329 @@
+"""The API's request classes: one per endpoint, with its validation and a `to_request()` into the
+engine's request types (the way vLLM's OpenAI protocol module does it).
+
+Unknown fields are refused (OpenAI does the same: a typo never passes silently), known OpenAI fields
+the engine cannot honour are refused unless neutral, and every refusal names its field. Ranges that
+the engine's own settings check (sampling, reasoning budget) are checked there, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, create_model, model_validator
+
+from engine.chat_template import Message
+from engine.decide import DecisionRequest
+from engine.generate import MAX_TOP_LOGPROBS, GenerationRequest
+from engine.settings import SamplingSettings
+
+from ..requests import SAMPLING_FIELDS, sampling_from
+from .errors import ApiError, field_error, located_error
+from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Text, absent, empty, int_in, one, refused
+
+MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is loaded
+MAX_COMPLETION_LOGPROBS = 5
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+MAX_GUIDED_CHOICES = 64
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# The sampling fields, generated from the one list of sampling settings the CLI and the GUI use too.
+SamplingFields: type[_Strict] = create_model(
+    "SamplingFields", __base__=_Strict,
+    **{name: (EngineInt if kind is int else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()},
+)
+
+
+def _sampling(request: BaseModel, defaults: SamplingSettings) -> SamplingSettings:
+    return sampling_from({name: getattr(request, name) for name in SAMPLING_FIELDS}, defaults)
+
+
+# ----- shared pieces -----
+
+
+def _stop(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise field_error("invalid_type", "stop must be a string or a list of up to 4 strings")
+    if len(value) > 4 or any(not s for s in value):
+        raise field_error("invalid_value", "stop takes up to 4 non-empty strings")
+    return tuple(value)
+
+
+Stop = Annotated[tuple[str, ...], BeforeValidator(_stop), Field(default=())]
+
+
+class StreamOptions(_Strict):
+    include_usage: Boolean = None
+    include_obfuscation: Any = None  # OpenAI's padding switch: nothing to pad here
+
+    @model_validator(mode="before")
+    @classmethod
+    def _object(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            raise field_error("invalid_type", "stream_options must be an object", "stream_options")
+        unknown = sorted(set(value) - set(cls.model_fields))
+        if unknown:
+            raise field_error("unknown_parameter", f"stream_options.{unknown[0]} is not supported", "stream_options")
+        return value
+
+
+class _Generation(SamplingFields):
+    model: Name = None
+    stop: Stop
+    stream: Boolean = None
+    stream_options: StreamOptions | None = None
+    logit_bias: refused(empty({}), "no logit_bias")
+    n: refused(one, "one choice per request (n=1)")
+    user: Ignored
+    metadata: Ignored
+    store: Ignored
+    service_tier: Ignored
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+# ----- /v1/chat/completions -----
+
+ROLES = ("system", "user", "assistant")
+
+
+def _role(value: object) -> str:
+    if value == "developer":
+        return "system"  # OpenAI's newer name for the system message
+    if value not in ROLES:
+        raise located_error("invalid_value", f" must be system, developer, user or assistant (got {value!r:.40})")
+    return value
+
+
+def _content(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for part in value:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise located_error("invalid_value", ': only text parts ({"type": "text", "text": ...}) are supported')
+            texts.append(part["text"])
+        return "".join(texts)
+    raise located_error("invalid_type", " must be a string or a list of text parts")
+
+
+class ChatMessage(_Strict):
+    role: Annotated[str, BeforeValidator(_role)]
+    content: Annotated[str, BeforeValidator(_content), Field(default=None, validate_default=True)]
+    name: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _object(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            raise located_error("invalid_type", " must be an object")
+        unknown = sorted(set(value) - set(cls.model_fields))
+        if unknown:  # tool_calls, tool_call_id, audio, refusal…: OpenAI features this server does not have
+            raise located_error("unsupported_parameter", " is not supported", sub=unknown[0])
+        return value
+
+    def to_message(self) -> Message:
+        return Message(self.role, self.content)
+
+
+def _bad_name():
+    raise located_error("invalid_type", " must be a string")
+
+
+def _messages(value: object) -> object:
+    if not isinstance(value, list) or not value:
+        kind = "invalid_type" if not isinstance(value, list) else "invalid_value"
+        raise field_error(kind, "messages must be a non-empty list", "messages")
+    return value
+
+
+class ChatTemplateKwargs(_Strict):
+    enable_thinking: Boolean = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _object(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            raise field_error("invalid_type", "chat_template_kwargs must be an object", "chat_template_kwargs")
+        unknown = sorted(set(value) - {"enable_thinking"})
+        if unknown:
+            raise field_error(
+                "invalid_value", f"chat_template_kwargs.{unknown[0]} is not supported (only enable_thinking)",
+                "chat_template_kwargs",
+            )
+        return value
+
+
+def _guided_choice(value: object, info: ValidationInfo) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not 2 <= len(value) <= MAX_GUIDED_CHOICES
+            or not all(isinstance(v, str) and v for v in value)):
+        raise field_error("invalid_value", f"guided_choice must be a list of 2 to {MAX_GUIDED_CHOICES} non-empty strings")
+    return tuple(value)
+
+
+class ChatCompletionRequest(_Generation):
+    messages: Annotated[list[ChatMessage], BeforeValidator(_messages), Field(default=None, validate_default=True)]
+    max_tokens: int_in(1) = None
+    max_completion_tokens: int_in(1) = None
+    logprobs: Boolean = None
+    top_logprobs: int_in(0, MAX_TOP_LOGPROBS) = None
+    think: Boolean = None
+    enable_thinking: Boolean = None
+    chat_template_kwargs: ChatTemplateKwargs | None = None
+    guided_choice: Annotated[tuple[str, ...] | None, BeforeValidator(_guided_choice)] = None  # vLLM's extension
+    tools: refused(empty([]), "no tool calling")
+    functions: refused(empty([]), "no function calling")
+    tool_choice: refused(empty("none"), "no tool calling")
+    function_call: refused(empty("none"), "no function calling")
+    parallel_tool_calls: Boolean = None  # meaningless without tools: accepted, ignored
+    response_format: refused(empty({"type": "text"}), "text output only (no JSON mode)")
+    modalities: refused(empty(["text"]), "text output only")
+    audio: refused(absent, "text output only")
+    prediction: refused(absent, "no predicted outputs")
+    web_search_options: refused(absent, "no web search")
+    reasoning_effort: refused(absent, "use think (or enable_thinking) to turn reasoning on")
+
+    @model_validator(mode="after")
+    def _together(self) -> "ChatCompletionRequest":
+        if self.max_tokens is not None and self.max_completion_tokens is not None and self.max_tokens != self.max_completion_tokens:
+            raise field_error("invalid_value", "give max_tokens or max_completion_tokens, not both", "max_completion_tokens")
+        if self.top_logprobs is not None and not self.logprobs:
+            raise field_error("invalid_value", "top_logprobs needs logprobs: true", "top_logprobs")
+        given = self._think_switches()
+        if len(set(given.values())) > 1:
+            raise field_error("invalid_value", f"{' and '.join(given)} disagree", "think")
+        if self.guided_choice is not None and self.thinking:
+            raise field_error("invalid_value", "guided_choice constrains the first answer token: turn thinking off", "guided_choice")
+        return self
+
+    def _think_switches(self) -> dict[str, bool]:
+        """Qwen's reasoning switch, under each name clients use for it."""
+        given = {name: getattr(self, name) for name in ("think", "enable_thinking") if getattr(self, name) is not None}
+        if self.chat_template_kwargs is not None and self.chat_template_kwargs.enable_thinking is not None:
+            given["chat_template_kwargs.enable_thinking"] = self.chat_template_kwargs.enable_thinking
+        return given
+
+    @property
+    def thinking(self) -> bool:
+        return next(iter(self._think_switches().values()), False)
+
+    @property
+    def limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def to_request(self, service) -> GenerationRequest:
+        """Tokenize (the chat template) and check the prompt against the context: no engine lock needed."""
+        top = (self.top_logprobs or 0) if self.logprobs else None
+        messages = [m.to_message() for m in self.messages]
+        request = service.chat_request(messages, self.thinking, _sampling(self, service.defaults), self.limit or 1, top, self.stop)
+        runner = service.runner
+        runner.check_prompt(request.prompt_ids)
+        if self.guided_choice is not None:  # answer with one of these (single-token) strings
+            return replace(request, allowed=self._choice_ids(runner.tokenizer), max_tokens=1)
+        if self.limit is None:  # as OpenAI: bounded only by the context
+            return replace(request, max_tokens=runner.context_length - len(request.prompt_ids))
+        return request
+
+    def _choice_ids(self, tokenizer) -> tuple[int, ...]:
+        ids = []
+        for choice in self.guided_choice:
+            encoded = tokenizer.encode_text(choice)
+            if len(encoded) != 1:
+                raise ApiError("unsupported_parameter", f"guided_choice {choice!r} is {len(encoded)} tokens; each choice must be one token",
+                               param="guided_choice")
+            ids.append(encoded[0])
+        if len(set(ids)) != len(ids):
+            raise ApiError("invalid_value", "guided_choice has duplicate choices", param="guided_choice")
+        return tuple(ids)
+
+
+# ----- /v1/completions -----
+
+
+def _prompt(value: object) -> str:
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        value = value[0]
+    if isinstance(value, list):
+        raise field_error("unsupported_parameter", "prompt must be one string (no batches, no token arrays)")
+    if not isinstance(value, str):
+        raise field_error("invalid_type", "prompt must be a string")
+    return value
+
+
+def _completion_logprobs(value: object, info: ValidationInfo) -> object:
+    if isinstance(value, bool):
+        raise field_error("invalid_type", f"logprobs must be an integer in 0..{MAX_COMPLETION_LOGPROBS} (the number of alternatives)")
+    return value
+
+
+class CompletionRequest(_Generation):
+    prompt: Annotated[str, BeforeValidator(_prompt), Field(default=None, validate_default=True)]
+    max_tokens: int_in(1) = None
+    logprobs: Annotated[int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
+    echo: refused(empty(False), "the prompt is never echoed (echo=false)")
+    best_of: refused(one, "only best_of=1")
+    suffix: refused(empty(""), "no insertion (suffix)")
+
+    def to_request(self, service) -> GenerationRequest:
+        request = service.completion_request(
+            self.prompt, _sampling(self, service.defaults), self.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS,
+            self.logprobs, self.stop,
+        )
+        service.runner.check_prompt(request.prompt_ids)
+        return request
+
+
+# ----- /v1/decide -----
+
+
+def _options(value: object) -> object:
+    if not isinstance(value, list) or not all(isinstance(o, str) for o in value):
+        raise field_error("invalid_type", "options must be a list of 2 to 10 strings")
+    return value
+
+
+def _question(value: object) -> object:
+    if not isinstance(value, str):
+        raise field_error("invalid_type", "question must be a string")
+    return value
+
+
+class DecideRequest(SamplingFields):
+    """Decider's own decision request; its answer is the JSON of `decider ask --json`."""
+
+    model: Name = None
+    question: Annotated[str, BeforeValidator(_question), Field(default=None, validate_default=True)]
+    options: Annotated[tuple[str, ...], BeforeValidator(_options), Field(default=None, validate_default=True)]
+    system: Text = None
+    context: Text = None
+    think: Boolean = None
+    permute: Boolean = None
+    score_options: Boolean = None
+    reasoning_budget: EngineInt = None
+    alternatives: EngineInt = None
+
+    def to_request(self, defaults: SamplingSettings) -> DecisionRequest:
+        """Counts, duplicates and ranges are the DecisionRequest's own checks."""
+        given = {
+            name: getattr(self, name)
+            for name in ("think", "permute", "score_options", "reasoning_budget", "alternatives")
+            if getattr(self, name) is not None
+        }
+        return DecisionRequest(
+            question=self.question, options=self.options, system=self.system, context=self.context,
+            sampling=_sampling(self, defaults), **given,
+        )

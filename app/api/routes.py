@@ -1,0 +1,271 @@
+"""The endpoints: /v1/models, /v1/chat/completions, /v1/completions, /v1/decide.
+
+Each POST reads its body, validates it into its request class, builds the engine request (the
+tokenization, in a worker thread and outside the engine queue), then waits for the engine in the
+FIFO queue and runs there in a worker thread. A client that leaves cancels its request, queued or
+running; a streamed response writes each step as the engine yields it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import AsyncExitStack
+
+from anyio import to_thread
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, Router
+from starlette.types import Receive, Scope, Send
+
+from engine.errors import Cancelled, ContextLimitError, SettingsError
+from engine.generate import Completion, Delta
+from engine.openai_format import (
+    chat_chunk,
+    chat_completion,
+    chat_delta,
+    chat_usage_chunk,
+    completion_chunk,
+    completion_usage_chunk,
+    text_completion,
+)
+
+from .errors import ApiError, from_engine, from_validation
+from .protocol import MODEL_ALIAS, ChatCompletionRequest, CompletionRequest, DecideRequest
+from .state import ApiDecision, ApiState
+from .transport import Client, EventStream, early_response, error_response, json_response, original_path, read_json
+
+log = logging.getLogger("decider.api")
+
+Chunks = Callable[..., Iterable[dict]]
+
+
+def build_app(state: ApiState):
+    """The ASGI application for one server (the Guard in front is the server's)."""
+    routes = Routes(state)
+    table = [
+        Route("/models", routes.endpoint(routes.models, "GET")),
+        Route("/models/{name}", routes.endpoint(routes.model, "GET")),
+        Route("/chat/completions", routes.endpoint(routes.chat, "POST")),
+        Route("/completions", routes.endpoint(routes.completions, "POST")),
+        Route("/decide", routes.endpoint(routes.decide, "POST")),
+    ]
+    return Router(table, redirect_slashes=False, default=routes.not_found)
+
+
+class Routes:
+    def __init__(self, state: ApiState):
+        self.state = state
+
+    # ----- the frame around every endpoint -----
+
+    def endpoint(self, handler: Callable, method: str) -> "_Endpoint":
+        return _Endpoint(self, handler, method)
+
+    def error_for(self, exc: BaseException) -> ApiError | None:
+        """What to answer for a failure (None: nobody to answer, the client left)."""
+        if isinstance(exc, ApiError):
+            if exc.status == 429:
+                self.state.count("rejected")
+            return exc
+        if isinstance(exc, (SettingsError, ContextLimitError)):
+            return from_engine(exc)
+        if isinstance(exc, Cancelled):
+            self.state.count("cancelled")
+            if self.state.stopping:
+                return ApiError("shutting_down", "the server is shutting down")
+            return None
+        if isinstance(exc, Exception):  # an engine failure: answer 500 and keep serving
+            log.exception("internal error")
+            self.state.count("errors")
+            return ApiError("internal_error", f"internal error: {type(exc).__name__}: {exc}")
+        return None
+
+    async def not_found(self, scope, receive, send) -> None:
+        path = scope.get("state", {}).get("path", scope["path"])
+        error = ApiError("not_found", f"invalid URL ({scope['method']} {path})")
+        await error_response(error)(scope, receive, send)
+
+    # ----- shared steps -----
+
+    async def _parse(self, request: Request, kind: type[BaseModel]):
+        body = await read_json(request, self.state.max_body)
+        request.state.body_read = True
+        try:
+            parsed = kind.model_validate(body)
+        except ValidationError as exc:
+            raise from_validation(exc) from None
+        self._check_model(parsed.model)
+        return parsed
+
+    def _check_model(self, model: str | None) -> None:
+        name = self.state.service.model_name
+        if model is not None and model not in (name, MODEL_ALIAS):
+            raise ApiError(
+                "model_not_found", f"the model {model!r:.80} does not exist: this server runs {name!r} (alias {MODEL_ALIAS!r})",
+                param="model",
+            )
+
+    async def _run(self, client: Client, work: Callable, *args):
+        """Wait for the engine in the queue, then run `work` in a worker thread."""
+        client.watch()
+        try:
+            async with self.state.queue.slot(client.gone_event):
+                return await to_thread.run_sync(work, *args)
+        finally:
+            client.stop_watching()
+
+    def _notify(self, hook: Callable | None, *args) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("API hook %r failed", hook)
+
+    async def _stream(self, client: Client, steps: Iterator[tuple[Delta, Completion]], step_chunks: Chunks,
+                      end_chunks: Chunks, done: Callable[[Completion], None] | None = None) -> Response:
+        """Queue, run the first step (so a failing prefill is still a plain HTTP error), then stream."""
+        stack = AsyncExitStack()
+        client.watch()
+        stack.callback(client.stop_watching)
+        try:
+            await stack.enter_async_context(self.state.queue.slot(client.gone_event))
+            # closing the generator releases the engine at once, also when the client left
+            stack.push_async_callback(to_thread.run_sync, steps.close)
+            first = await to_thread.run_sync(next, steps, None)
+        except BaseException:
+            await stack.aclose()
+            raise
+
+        async def events() -> AsyncIterator[dict]:
+            for chunk in step_chunks(None):  # the first chunk names the role
+                yield chunk
+            item, completion = first, None
+            while item is not None:
+                delta, completion = item
+                for chunk in step_chunks(delta):
+                    yield chunk
+                item = await to_thread.run_sync(next, steps, None)
+            for chunk in end_chunks(completion):
+                yield chunk
+            if done is not None:
+                done(completion)
+
+        return EventStream(events(), client, finish=stack.aclose, on_error=self.error_for)
+
+    # ----- endpoints -----
+
+    def _model_entry(self, name: str) -> dict:
+        service = self.state.service
+        return {"id": name, "object": "model", "created": self.state.created, "owned_by": "decider",
+                "context_length": service.runner.context_length}
+
+    async def models(self, request: Request) -> Response:
+        return json_response(200, {"object": "list", "data": [self._model_entry(self.state.service.model_name)]})
+
+    async def model(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        self._check_model(name)
+        return json_response(200, self._model_entry(name))
+
+    async def chat(self, request: Request) -> Response:
+        state, service = self.state, self.state.service
+        parsed: ChatCompletionRequest = await self._parse(request, ChatCompletionRequest)
+        generation = await to_thread.run_sync(parsed.to_request, service)
+        messages = [m.to_message() for m in parsed.messages]
+        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        model = service.model_name
+        client = Client(request.receive, state)
+        if not parsed.stream:
+            completion = await self._run(client, service.run, generation, client.should_stop)
+            self._notify(state.on_chat_completion, messages, completion)
+            return json_response(200, chat_completion(completion, model, request_id))
+        created, usage, logprobs = int(time.time()), parsed.include_usage, bool(parsed.logprobs)
+
+        def step(delta: Delta | None) -> Iterator[dict]:
+            if delta is None:
+                yield chat_chunk(request_id, model, created, {"role": "assistant", "content": ""}, with_usage=usage)
+            elif delta.reasoning or delta.content or delta.logprobs:
+                yield chat_chunk(request_id, model, created, chat_delta(delta),
+                                 logprobs=delta.logprobs if logprobs else None, with_usage=usage)
+
+        def end(completion: Completion) -> Iterator[dict]:
+            yield chat_chunk(request_id, model, created, {}, finish_reason=completion.finish_reason, with_usage=usage)
+            if usage:
+                yield chat_usage_chunk(request_id, model, created, completion)
+
+        def done(completion: Completion) -> None:
+            self._notify(state.on_chat_completion, messages, completion)
+
+        return await self._stream(client, service.stream(generation, client.should_stop), step, end, done)
+
+    async def completions(self, request: Request) -> Response:
+        service = self.state.service
+        parsed: CompletionRequest = await self._parse(request, CompletionRequest)
+        generation = await to_thread.run_sync(parsed.to_request, service)
+        request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
+        model, prompt_chars, logprobs = service.model_name, len(parsed.prompt), parsed.logprobs is not None
+        client = Client(request.receive, self.state)
+        if not parsed.stream:
+            completion = await self._run(client, service.run, generation, client.should_stop)
+            return json_response(200, text_completion(completion, model, prompt_chars, request_id))
+        created, usage = int(time.time()), parsed.include_usage
+
+        def step(delta: Delta | None) -> Iterator[dict]:
+            if delta is not None and (delta.content or delta.logprobs):
+                yield completion_chunk(request_id, model, created, delta.content,
+                                       logprobs=delta.logprobs if logprobs else None,
+                                       prompt_chars=prompt_chars, with_usage=usage)
+
+        def end(completion: Completion) -> Iterator[dict]:
+            yield completion_chunk(request_id, model, created, "", prompt_chars=prompt_chars,
+                                   finish_reason=completion.finish_reason, with_usage=usage)
+            if usage:
+                yield completion_usage_chunk(request_id, model, created, completion)
+
+        return await self._stream(client, service.stream(generation, client.should_stop), step, end)
+
+    async def decide(self, request: Request) -> Response:
+        state, service = self.state, self.state.service
+        parsed: DecideRequest = await self._parse(request, DecideRequest)
+        decision = parsed.to_request(service.defaults)
+        client = Client(request.receive, state)
+        result = await self._run(client, service.decide, decision, client.should_stop, "api")
+        self._notify(state.on_decision, ApiDecision(decision, result))
+        return json_response(200, result.to_dict())
+
+
+class _Endpoint:
+    """A route's ASGI app (not a plain function, so Starlette lets every method through to it and a
+    wrong one gets OpenAI's error body), with the error handling every endpoint shares."""
+
+    def __init__(self, routes: Routes, handler: Callable, method: str):
+        self.routes = routes
+        self.handler = handler
+        self.method = method
+        self.allowed = (method, "HEAD") if method == "GET" else (method,)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        request.state.body_read = False
+        try:
+            if request.method not in self.allowed:
+                raise ApiError(
+                    "method_not_allowed", f"method {request.method} not allowed on {original_path(request)} (use {self.method})",
+                    headers={"Allow": self.method},
+                )
+            response = await self.handler(request)
+        except BaseException as exc:
+            error = self.routes.error_for(exc)
+            if error is None:
+                if not isinstance(exc, Exception):
+                    raise
+                response = Response(status_code=204)  # the client is gone: nobody reads this
+            else:
+                response = await early_response(error, request, request.state.body_read)
+        await response(scope, receive, send)
+
