@@ -15,18 +15,25 @@ PROMPT = case("dist_ten_options")["prompt_ids"]
 
 
 def full_position_logits(ids):
+    """The unedited export's logits at every position, fed in the same chunks as the runner's prefill."""
+    from engine.runner import chunk_sizes
+
     core = ov.Core()
     compiled = core.compile_model(
         core.read_model(model_dir("qwen35-text") / "openvino_model.xml"), "CPU",
         {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"},
     )
     request = compiled.create_infer_request()
-    ids = np.array([ids], dtype=np.int64)
-    request.infer({
-        "input_ids": ids, "attention_mask": np.ones_like(ids),
-        "position_ids": np.arange(ids.shape[1])[None], "beam_idx": np.zeros(1, np.int32),
-    })
-    return request.get_tensor("logits").data.copy()
+    rows, past = [], 0
+    for size in chunk_sizes(len(ids)):
+        chunk = np.array([ids[past : past + size]], dtype=np.int64)
+        request.infer({
+            "input_ids": chunk, "attention_mask": np.ones((1, past + size), dtype=np.int64),
+            "position_ids": np.arange(past, past + size)[None], "beam_idx": np.zeros(1, np.int32),
+        })
+        rows.append(request.get_tensor("logits").data.copy())
+        past += size
+    return np.concatenate(rows, axis=1)
 
 
 def test_last_position_head_equals_the_full_models_last_row(text_runner):
@@ -165,3 +172,29 @@ def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runne
     text_runner.prefill(PROMPT)
     assert not text_runner._pending
     del abandoned
+
+
+def test_prefill_chunks_come_from_a_fixed_set_of_lengths():
+    from engine.runner import PREFILL_CHUNK, chunk_sizes
+
+    allowed = {PREFILL_CHUNK >> i for i in range(PREFILL_CHUNK.bit_length())}
+    seen = set()
+    for length in range(1, 3 * PREFILL_CHUNK + 7):
+        sizes = chunk_sizes(length)
+        assert sum(sizes) == length and sizes == sorted(sizes, reverse=True)
+        assert len(sizes) <= length // PREFILL_CHUNK + PREFILL_CHUNK.bit_length() - 1
+        seen |= set(sizes)
+    assert seen == allowed  # 9 shapes for every prompt length up to 775
+
+
+def test_chunked_prefill_equals_token_by_token_decoding():
+    """A prompt split into chunks says what feeding its tokens one at a time says (the same state)."""
+    runner = ModelRunner(model_dir("qwen35-text"))
+    ids = runner.tokenizer.encode_text("Scouts report that the north gate is the safe choice. " * 4)[:37]
+    logits = runner.prefill(ids)
+    assert runner.stats.infers >= 3  # 32 + 4 + 1
+    runner.reset()
+    stepped = runner.prefill(ids[:1])
+    for token in ids[1:]:
+        stepped = runner.step(token)
+    assert np.max(np.abs(logits - stepped)) < 1e-4
