@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QApplication
 
 from .config import demo_model_dir
 from .settings_store import GuiSettings, load_settings, save_settings
-from .worker import EngineThread
+from .engine_thread import EngineThread
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def gui_main(args: argparse.Namespace) -> int:
     else:
         window.show()
     app.exec()
-    from .worker import Task
+    from .task_runner import Task
 
     Task.cancel_all()  # a download keeps what arrived; a conversion's child processes end
     if not engine.close():

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from ui.ports import AppPorts, Calibration, EngineClient, History, ModelTools, SettingsRules
 
-from . import calibrate, convert, models, pull, settings_store
-from . import worker as tasks
+from . import calibrate, convert, model_jobs, models, pull, settings_store
 
 
 def settings_rules() -> SettingsRules:
@@ -57,10 +56,10 @@ def model_tools() -> ModelTools:
         check_repo_id=lambda repo_id: pull.check_repo_id(repo_id),
         optimum_available=lambda: convert.optimum_available(),
         install_hint=convert.INSTALL_HINT,
-        pull_task=lambda *args, **kwargs: tasks.pull_task(*args, **kwargs),
-        convert_task=lambda *args, **kwargs: tasks.convert_task(*args, **kwargs),
-        doctor_task=lambda *args, **kwargs: tasks.doctor_task(*args, **kwargs),
-        connection_task=lambda config: tasks.connection_task(config),
+        pull_task=lambda *args, **kwargs: model_jobs.pull_task(*args, **kwargs),
+        convert_task=lambda *args, **kwargs: model_jobs.convert_task(*args, **kwargs),
+        doctor_task=lambda *args, **kwargs: model_jobs.doctor_task(*args, **kwargs),
+        connection_task=lambda config: model_jobs.connection_task(config),
     )
 
 

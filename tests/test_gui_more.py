@@ -516,7 +516,7 @@ def test_doctor_on_a_broken_folder_shows_the_problem_lines(qtbot, dirs, tmp_path
 def test_convert_dialog_shows_the_install_command_without_optimum(qtbot, dirs, tmp_path):
     from app.convert import INSTALL_HINT
     from app.gui import create_app
-    from app.worker import convert_task
+    from app.model_jobs import convert_task
     from ui.model_tasks import ConvertDialog
 
     create_app()
@@ -555,7 +555,7 @@ def test_convert_runs_in_a_child_process_and_cancel_ends_its_whole_tree(qtbot, d
         "print('Exporting 1/3', flush=True); print('Exporting 2/3', flush=True)\n"
         "time.sleep(60)\n"
     )
-    import app.worker as worker_module
+    import app.model_jobs as worker_module
 
     real = worker_module.convert_task
     monkeypatch.setattr(worker_module, "convert_task",
@@ -658,7 +658,7 @@ def test_model_picker_offers_the_model_tools_and_downloaded_models(qtbot, dirs, 
 def test_new_ui_modules_never_import_openvino():
     code = (
         "import sys; import ui.calibration_tab, ui.history_tab, ui.reliability_chart, ui.model_tasks, ui.result_view, ui.settings_panel, ui.model_picker, "
-        "ui.main_window, app.worker, app.gui; "
+        "ui.main_window, app.engine_thread, app.task_runner, app.model_jobs, app.gui; "
         "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

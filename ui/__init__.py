@@ -1,2 +1,2 @@
-"""Decider's widgets (PySide6). Nothing here imports openvino or the engine runner: widgets talk to
-the engine only through the worker's signals (see app/worker.py)."""
+"""Decider's widgets (PySide6). Nothing here imports openvino or `app`: the widgets get what they need
+from the application through the typed interface in ui/ports.py, built by app/gui.py."""

@@ -89,7 +89,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         c.decided.connect(self._on_decided)
         c.failed.connect(self._on_failed)
         c.cancelled.connect(self._on_cancelled)
-        c.busy.connect(self.status.busy.setVisible)
+        c.busy.connect(lambda busy: self.status.busy.setVisible(busy))
         c.progress.connect(self._on_progress)
         c.api_state.connect(lambda running, message: self.settings_panel.set_api_status(message, True))
         c.api_decided.connect(self._on_api_decided)

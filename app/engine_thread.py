@@ -1,29 +1,20 @@
-"""The engine worker: a QObject living in its own QThread that owns the EngineService (a local model
-folder) or the RemoteService (an OpenAI-compatible server, #10).
+"""The engine thread: a QObject worker living in its own QThread that owns the EngineService (a local
+model folder) or the RemoteService (an OpenAI-compatible server), and the local API server on it.
 
-Widgets never call the engine. They emit requests (queued into this thread) and get results back as
-signals. Cancellation does not go through the queue (the thread is busy then): `cancel()` is called
-directly from the UI thread and sets a flag the engine's should_stop polls between tokens.
+Widgets never call the engine. They call the worker's request methods (ui.ports.EngineClient), which
+queue the work into this thread, and get results back as signals. Cancellation does not go through
+the queue (the thread is busy then): `cancel()` is called directly from the UI thread and sets a flag
+the engine's should_stop polls between tokens.
 
 Every failure becomes a signal with a plain message; nothing raised here reaches Qt.
-
-`Task` runs the slower side jobs (download, convert, doctor, a remote connection test) on a thread of
-their own, so neither the window nor the engine waits for them; each reports progress, lines of text
-and its outcome as signals, and can be cancelled.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,8 +37,6 @@ class ModelInfo:
     name: str  # folder name, or "demo model"
     device: str
     defaults: object  # engine.settings.SamplingSettings from the model's generation_config
-    layout: str
-    context_length: int
     is_demo: bool
     load_seconds: float
     engine: dict = field(default_factory=dict)  # service.describe(): kind local/remote, logprobs exactness, …
@@ -79,7 +68,8 @@ class EngineWorker(QObject):
 
     def __init__(self, history_factory=None) -> None:
         super().__init__()
-        self.service = None  # app.service.EngineService once a model is loaded
+        self.service = None  # app.service.EngineService or RemoteService once a model is loaded
+        self._remote = False  # the service decides on a remote server (the local API serves local models only)
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
         self._api_server = None
@@ -139,15 +129,12 @@ class EngineWorker(QObject):
             was_serving = self._api_server is not None
             if was_serving:
                 self._stop_api()
-            self.service = service
-            folder = service.runner.folder
+            self.service, self._remote = service, False
             info = ModelInfo(
                 path=str(Path(path)),
                 name="demo model" if is_demo else service.model_name,
                 device=service.runner.device,
                 defaults=service.defaults,
-                layout=folder.layout,
-                context_length=folder.context_length,
                 is_demo=is_demo,
                 load_seconds=time.perf_counter() - started,
                 engine=service.describe(),
@@ -184,10 +171,9 @@ class EngineWorker(QObject):
             if self._api_server is not None:
                 self._stop_api()
                 self.api_state.emit(False, "the local API serves local models only")
-            self.service = service
+            self.service, self._remote = service, True
             info = ModelInfo(
-                path=config.base_url, name=name, device="remote", defaults=service.defaults, layout="remote",
-                context_length=0, is_demo=False, load_seconds=time.perf_counter() - started,
+                path=config.base_url, name=name, device="remote", defaults=service.defaults, is_demo=False, load_seconds=time.perf_counter() - started,
                 engine=service.describe(), model_key=name,
             )
             self.model_loaded.emit(info)
@@ -244,7 +230,7 @@ class EngineWorker(QObject):
         finally:
             self.busy.emit(False)
 
-    # ----- the local API server -----
+    # ----- the local API server on the loaded model -----
     _api_address: tuple[str, int] = ("127.0.0.1", 8765)
 
     @Slot(bool, str, int)
@@ -259,15 +245,12 @@ class EngineWorker(QObject):
         if self.service is None:
             self.api_state.emit(False, "local API waits for a model")
             return
-        if not hasattr(self.service, "runner"):
+        if self._remote:
             self.api_state.emit(False, "the local API serves local models only (the engine is a remote server)")
             return
         try:
-            from .api.server import ApiServer
-        except ImportError:
-            self.api_state.emit(False, "the local API is not part of this build")
-            return
-        try:
+            from .api.server import ApiServer  # here, not at the top: the window starts without the HTTP stack
+
             server = ApiServer(self.service, host, port, on_decision=self._on_api_decision)
             server.start()
             self._api_server = server
@@ -322,234 +305,3 @@ class EngineThread:
             return False
         self.worker._shutdown()  # the loop may have quit before the queued shutdown ran; the thread is gone now
         return True
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Side jobs: download, convert, doctor, connection test
-
-
-class Task(QObject):
-    """One job on a thread of its own. `fn(task)` does the work and may call `task.report(done, total)`,
-    `task.log(line)` and `task.cancelled()`; it returns the outcome or raises (Cancelled, DeciderError…).
-
-    Signals are emitted from the job's thread and reach widgets queued, on the UI thread.
-    """
-
-    progress = Signal(object, object)  # done, total (Python ints: byte counts beyond 2 GB); total 0 = unknown
-    line = Signal(str)
-    succeeded = Signal(object)
-    failed = Signal(str)
-    was_cancelled = Signal()
-    finished = Signal()
-
-    _running: set["Task"] = set()  # keeps every running task (and its QObject) alive until it ends
-
-    def __init__(self, fn: Callable[["Task"], object], name: str = "task") -> None:
-        super().__init__()
-        self._fn = fn
-        self.name = name
-        self._cancel = threading.Event()
-        self._on_cancel: list[Callable[[], None]] = []
-        self._thread: threading.Thread | None = None
-        self.outcome: object = None
-        self.error: str | None = None
-        self.state = "new"  # new, running, done, failed, cancelled
-
-    # ----- the job's side -----
-    def report(self, done: int, total: int) -> None:
-        self.progress.emit(int(done), int(total))
-
-    def log(self, text: str) -> None:
-        self.line.emit(str(text))
-
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def on_cancel(self, hook: Callable[[], None]) -> None:
-        """Run hook (from the UI thread) when the task is cancelled, e.g. to kill a child process."""
-        self._on_cancel.append(hook)
-        if self._cancel.is_set():
-            hook()
-
-    # ----- the UI's side -----
-    def start(self) -> "Task":
-        self.state = "running"
-        Task._running.add(self)
-        self._thread = threading.Thread(target=self._run, name=f"decider-{self.name}", daemon=True)
-        self._thread.start()
-        return self
-
-    def cancel(self) -> None:
-        if self._cancel.is_set():
-            return
-        self._cancel.set()
-        for hook in list(self._on_cancel):
-            try:
-                hook()
-            except Exception:  # a hook that fails must not stop the others
-                log.warning("cancel hook of %s failed:\n%s", self.name, traceback.format_exc())
-
-    @property
-    def running(self) -> bool:
-        return self.state == "running"
-
-    @classmethod
-    def cancel_all(cls, timeout: float = 5.0) -> None:
-        """At exit: cancel every running task (ending child processes) and give them a moment to stop."""
-        tasks = list(cls._running)
-        for task in tasks:
-            task.cancel()
-        deadline = time.monotonic() + timeout
-        for task in tasks:
-            task.wait(max(0.0, deadline - time.monotonic()))
-
-    def wait(self, timeout: float | None = None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
-
-    def _run(self) -> None:
-        try:
-            outcome = self._fn(self)
-        except Cancelled:
-            self.state = "cancelled"
-            self.was_cancelled.emit()
-        except DeciderError as exc:
-            if self.cancelled():  # e.g. a child process killed by cancel() fails on its way out
-                self.state = "cancelled"
-                self.was_cancelled.emit()
-            else:
-                self.state, self.error = "failed", str(exc)
-                self.failed.emit(self.error)
-        except Exception as exc:
-            log.error("%s failed:\n%s", self.name, traceback.format_exc())
-            self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
-            self.failed.emit(self.error)
-        else:
-            if self.cancelled():
-                self.state = "cancelled"
-                self.was_cancelled.emit()
-            else:
-                self.state, self.outcome = "done", outcome
-                self.succeeded.emit(outcome)
-        finally:
-            Task._running.discard(self)
-            self.finished.emit()
-
-
-@dataclass(frozen=True)
-class ModelJobOutcome:
-    """What a download or a conversion left behind."""
-
-    path: str
-    usable: bool  # a ready OpenVINO export Decider can load
-    kind: str  # "export", "checkpoint", "broken", "incomplete"
-    summary: str
-
-
-def connection_task(config) -> Task:
-    """engine.remote.RemoteEngine(config).test_connection() → ConnectionReport (models, logprobs?, detail)."""
-
-    def run(task: Task):
-        from engine.remote import RemoteEngine
-
-        return RemoteEngine(config).test_connection()
-
-    return Task(run, "connection-test")
-
-
-def pull_task(repo_id: str, revision: str | None = None, dest_root: str | Path | None = None) -> Task:
-    """app.pull.pull with byte progress and cancel (what arrived is kept: the next pull resumes)."""
-
-    def run(task: Task) -> ModelJobOutcome:
-        from .models import models_root
-        from .pull import pull, summary
-
-        root = Path(dest_root) if dest_root else models_root()
-        task.log(f"downloading {repo_id}{f' @ {revision}' if revision else ''} into {root}")
-        result = pull(repo_id, revision or None, root, progress=task.report, cancel=task.cancelled)
-        usable, text = summary(result)
-        kind = result.entry.kind if result.entry is not None else "broken"
-        return ModelJobOutcome(str(result.path), usable and kind == "export", kind, text)
-
-    return Task(run, "pull")
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        if os.name == "posix":
-            os.killpg(proc.pid, signal.SIGTERM)
-        else:
-            subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        proc.kill()
-
-
-def convert_task(hf_dir: str | Path, out_dir: str | Path, weights: str = "int4-npu",
-                 command: list[str] | None = None) -> Task:
-    """`decider convert` in a child process (optimum-intel runs in a grandchild): its lines stream to the
-    task's log; cancel ends the whole process tree and removes the unfinished export.
-    `command` replaces the child's command line (tests)."""
-
-    hf_dir, out_dir = Path(hf_dir).expanduser(), Path(out_dir).expanduser()
-
-    def run(task: Task) -> ModelJobOutcome:
-        from .convert import INSTALL_HINT, WEIGHTS, ConvertError, check_checkpoint, optimum_available
-        from .models import describe
-
-        if weights not in WEIGHTS:
-            raise SettingsError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
-        check_checkpoint(hf_dir)
-        if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-            raise SettingsError(f"{out_dir} exists and is not empty; choose a new folder")
-        if not optimum_available():
-            raise ConvertError(f"converting needs optimum-intel, which is not installed: {INSTALL_HINT}")
-        existed = out_dir.exists()
-        root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        argv = command or [sys.executable, "-m", "app.cli", "convert", str(hf_dir), str(out_dir), "--weights", weights]
-        extra = {"start_new_session": True} if os.name == "posix" else {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
-        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", bufsize=1, **extra)
-        task.on_cancel(lambda: _kill_tree(proc))
-        lines: list[str] = []
-        try:
-            assert proc.stdout is not None
-            for raw in proc.stdout:
-                text = raw.rstrip("\n").split("\r")[-1].rstrip()
-                if text.strip():
-                    lines.append(text)
-                    task.log(text)
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:
-                _kill_tree(proc)
-                proc.wait()
-        if task.cancelled():
-            if not existed:
-                shutil.rmtree(out_dir, ignore_errors=True)  # the unfinished export; nothing of the user's
-            raise Cancelled("conversion cancelled")
-        if code != 0:
-            reason = next((l for l in reversed(lines) if l.startswith("decider: error:")), None)
-            raise ConvertError(reason.removeprefix("decider: error: ") if reason else f"the conversion failed (exit {code})")
-        entry = describe(out_dir)
-        tail = [l for l in lines if l.lstrip().startswith(("✓", "test decision", "next:")) or l.startswith("  ")]
-        return ModelJobOutcome(str(out_dir), entry.kind == "export", entry.kind, "\n".join(tail[-4:]) or f"converted into {out_dir}")
-
-    return Task(run, "convert")
-
-
-def doctor_task(path: str | Path | None, options=None) -> Task:
-    """app.doctor.run_doctor → list of app.doctor.Check (status ok/info/warn/fail, text, fix)."""
-
-    def run(task: Task):
-        from .doctor import run_doctor
-
-        report = run_doctor(path, options)
-        return list(report.checks)
-
-    return Task(run, "doctor")
