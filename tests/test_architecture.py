@@ -1,5 +1,6 @@
 """The import contracts in pyproject.toml ([tool.importlinter]) hold on this tree, and they do fail when
-a widget imports the application: the check is run on a copy with one such import added."""
+a widget imports the application: the check is run on a copy with one such import added. And at run
+time, importing the widgets and the GUI wiring loads no OpenVINO."""
 
 from __future__ import annotations
 
@@ -54,3 +55,27 @@ def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "engine.errors -> PySide6" in done.stdout
+
+
+def test_ui_never_imports_openvino():
+    code = (
+        "import sys; import ui.main_window, ui.overlay, ui.inspector, ui.settings_panel, ui.model_picker, ui.hotkey; "
+        "import app.settings_store, app.gui; "
+        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_new_ui_modules_never_import_openvino():
+    code = (
+        "import sys; import ui.calibration_tab, ui.history_tab, ui.reliability_chart, ui.model_tasks, ui.result_view, ui.settings_panel, ui.model_picker, "
+        "ui.main_window, app.engine_thread, app.task_runner, app.model_jobs, app.gui; "
+        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -33,7 +33,7 @@ def controller(qtbot):
     engine.close()
 
 
-def load(qtbot, controller) -> object:
+def load_fixture(qtbot, controller) -> object:
     with qtbot.waitSignal(controller.model_ready, timeout=60_000) as blocker:
         controller.load_model(FIXTURE, DeviceOptions(device="CPU"))
     return blocker.args[0]
@@ -73,7 +73,7 @@ def test_load_then_decide_runs_idle_running_idle(qtbot, controller):
 
 
 def test_cancel_goes_through_cancelling_to_idle(qtbot, controller):
-    load(qtbot, controller)
+    load_fixture(qtbot, controller)
     settings = GuiSettings(think=True, reasoning_budget=32768, seed=3)
     request = build_request("Think about it for a long time", ["Now", "Later"], settings)
     progress: list[int] = []
@@ -89,7 +89,7 @@ def test_cancel_goes_through_cancelling_to_idle(qtbot, controller):
 
 
 def test_a_bad_folder_fails_and_keeps_the_loaded_model(qtbot, controller, tmp_path):
-    info = load(qtbot, controller)
+    info = load_fixture(qtbot, controller)
     with qtbot.waitSignal(controller.model_failed, timeout=30_000) as blocker:
         controller.load_model(str(tmp_path / "missing"), DeviceOptions(device="CPU"))
     message, path = blocker.args

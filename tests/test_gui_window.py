@@ -1,4 +1,5 @@
-"""The desktop app against the real engine on the fixture model, offscreen (pytest-qt)."""
+"""The main window against the real engine on the fixture model, offscreen: deciding, models, cancel,
+responsiveness, engine errors, the options editor."""
 
 from __future__ import annotations
 
@@ -6,77 +7,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
-
-# Before any QApplication exists (pytest-qt creates it on first use): GUI tests never need a display.
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 
 pytest.importorskip("pytestqt")
 
+from support.gui import FIXTURE, ask, direct_service, dirs, gui_dirs, load, make_window  # noqa: E402,F401 (pytest fixtures)
+
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
-from app.settings_store import GuiSettings, load_settings, save_settings, settings_path  # noqa: E402
-from engine.decide import DecisionRequest  # noqa: E402
-
-from app.gui_ports import calibration, model_tools  # noqa: E402
-from conftest import model_dir  # noqa: E402
-
-FIXTURE = str(model_dir("qwen35-text"))
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def gui_dirs(tmp_path, monkeypatch):
-    """A fresh config dir per test (settings file), the session's data/cache dirs (compiled cache)."""
-    monkeypatch.setenv("DECIDER_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
-
-
-@pytest.fixture
-def make_window(qtbot, gui_dirs):
-    from app.gui import build_window, create_app
-
-    create_app()
-    made = []
-
-    def make(settings: GuiSettings | None = None, **kwargs):
-        settings = settings or GuiSettings(device="CPU")
-        engine, window = build_window(settings, **kwargs)
-        qtbot.addWidget(window)
-        made.append((engine, window))
-        return window
-
-    yield make
-    for engine, window in made:
-        window.close()
-        engine.close()
-
-
-def load(qtbot, window, path: str = FIXTURE):
-    with qtbot.waitSignal(window.model_ready, timeout=60_000) as blocker:
-        window.load_model(path)
-    return blocker.args[0]
-
-
-def ask(window, question: str, options: list[str]) -> None:
-    window.question.setPlainText(question)
-    window.options.set_options(options)
-
-
-@pytest.fixture(scope="module")
-def direct_service():
-    from app.service import EngineService
-    from engine.devices import DeviceOptions
-
-    return EngineService(FIXTURE, DeviceOptions(device="CPU"))
-
-
-# ---------------------------------------------------------------- deciding
+from app.settings_store import GuiSettings, load_settings  # noqa: E402
 
 
 def test_decide_click_shows_the_engines_probabilities(qtbot, make_window, direct_service):
@@ -143,25 +85,6 @@ def test_invalid_request_is_explained_not_sent(qtbot, make_window):
     assert "duplicate option" in window.result_view.error_box.text()
 
 
-# ---------------------------------------------------------------- settings
-
-
-def test_settings_round_trip_to_disk(gui_dirs):
-    settings = GuiSettings().with_changes(
-        temperature=0.3, top_k=5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, frequency_penalty=-0.5,
-        presence_penalty=0.25, seed=42, max_tokens=1000, reasoning_budget=300, think=True, permute=True,
-        system_prompt="Be brief.", device="cpu", overlay_opacity=0.5, overlay_position=(10, 20),
-        overlay_click_through=True, hotkey="Ctrl+Alt+F9", api_enabled=True, api_port=9000,
-    ).with_recent_model("/models/a").with_recent_model("/models/b")
-    path = save_settings(settings)
-    assert path == settings_path() and path.parent == gui_dirs / "config"
-    loaded, warnings = load_settings()
-    assert warnings == []
-    assert loaded == settings
-    assert loaded.device == "CPU" and loaded.recent_models == ("/models/b", "/models/a") and loaded.last_model == "/models/b"
-    assert loaded.sampling().seed == 42 and loaded.sampling().top_k == 5
-
-
 def test_the_window_reopens_where_it_was_closed(qtbot, make_window):
     window = make_window()
     window.show()
@@ -178,67 +101,6 @@ def test_the_window_reopens_where_it_was_closed(qtbot, make_window):
     assert (elsewhere.width(), elsewhere.height()) == (1240, 780)
     with pytest.raises(Exception, match="window_geometry must be"):
         saved.with_changes(window_geometry=(0, 0, 0, 640))
-
-
-def test_invalid_values_in_the_file_fall_back_with_a_warning(gui_dirs):
-    path = settings_path()
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({
-        "temperature": 9, "top_p": 0, "top_k": 2.5, "seed": -1, "device": "TPU", "think": "yes",
-        "overlay_opacity": 0.01, "reasoning_budget": 0, "presence_penalty": 0.5, "recent_models": "nope",
-        "future_setting": 1,
-    }))
-    settings, warnings = load_settings()
-    defaults = GuiSettings()
-    for name in ("temperature", "top_p", "top_k", "seed", "device", "think", "overlay_opacity", "reasoning_budget", "recent_models"):
-        assert getattr(settings, name) == getattr(defaults, name), name
-    assert settings.presence_penalty == 0.5  # the valid value is kept
-    assert len(warnings) == 9
-    assert any("temperature must be a number in [0.0, 2.0]" in w for w in warnings)
-    assert any("device must be one of" in w for w in warnings)
-    save_settings(settings)
-    assert json.loads(path.read_text())["future_setting"] == 1  # unknown keys survive a save
-    path.write_text("{ not json")
-    settings, warnings = load_settings()
-    assert settings == GuiSettings() and "not valid JSON" in warnings[0]
-
-
-def test_settings_panel_refuses_invalid_values_and_persists_valid_ones(qtbot, make_window):
-    window = make_window()
-    panel = window.settings_panel
-    before = window.settings
-    assert panel.set_value("top_p", 0.0) is False
-    assert "top_p must be a number in (0.0, 1.0]" in panel.errors["top_p"].text()
-    assert not panel.errors["top_p"].isHidden()
-    assert window.settings == before
-    panel.seed.setText("abc")
-    panel.seed.editingFinished.emit()
-    assert "seed must be an integer" in panel.errors["seed"].text()
-    assert window.settings.seed is None
-    # the widgets carry the ranges: a spin box cannot hold more than the rule allows
-    assert panel.fields["temperature"].maximum() == 2.0
-    assert panel.fields["reasoning_budget"].minimum() == 1
-    # a valid edit through the widget is taken and saved
-    panel.fields["temperature"].setValue(1.25)
-    panel.seed.setText("7")
-    panel.seed.editingFinished.emit()
-    assert panel.errors["seed"].isHidden()
-    window.save_now()
-    saved, _ = load_settings()
-    assert saved.temperature == 1.25 and saved.seed == 7
-
-
-def test_model_defaults_button_restores_the_models_sampling(qtbot, make_window):
-    window = make_window(GuiSettings(device="CPU", temperature=1.9, top_k=3, presence_penalty=-1.0))
-    assert not window.settings_panel.defaults_button.isEnabled()
-    info = load(qtbot, window)
-    assert window.settings_panel.defaults_button.isEnabled()
-    qtbot.mouseClick(window.settings_panel.defaults_button, Qt.LeftButton)
-    assert window.settings.sampling() == info.defaults
-    assert window.settings_panel.fields["temperature"].value() == pytest.approx(info.defaults.temperature)
-
-
-# ---------------------------------------------------------------- models
 
 
 def test_bad_model_folder_shows_the_error_and_the_app_keeps_working(qtbot, make_window, tmp_path):
@@ -267,18 +129,6 @@ def test_bad_model_folder_shows_the_error_and_the_app_keeps_working(qtbot, make_
     assert window.model_info.name == "qwen35-text"
     assert "unknown model_type" in window.result_view.error_box.text()
     assert window.decide_button.isEnabled()
-
-
-def test_model_picker_checks_folders_in_plain_words(qtbot, gui_dirs, tmp_path):
-    from ui.model_picker import ModelPickerDialog
-
-    dialog = ModelPickerDialog(model_tools(), [FIXTURE, str(tmp_path / "gone")])
-    qtbot.addWidget(dialog)
-    assert dialog.load_button.isEnabled()  # the first recent model is selected and valid
-    assert "qwen3_5_text" in dialog.details.text()
-    dialog.list.setCurrentRow(1)
-    assert not dialog.load_button.isEnabled()
-    assert dialog.details.text().startswith("This folder cannot be used:") and "not a folder" in dialog.details.text()
 
 
 def test_first_run_model_choice(gui_dirs, tmp_path, monkeypatch):
@@ -310,9 +160,6 @@ def test_empty_state_then_demo_label(qtbot, make_window):
         window.load_model(str(DEMO_MODEL_DIR))
     assert blocker.args[0].name == "demo model" and blocker.args[0].is_demo
     assert window.settings.recent_models == ()
-
-
-# ---------------------------------------------------------------- cancel and responsiveness
 
 
 def test_cancel_stops_a_long_think_generation(qtbot, make_window):
@@ -392,74 +239,6 @@ def test_event_loop_heartbeat_during_a_decision(qtbot, make_window):
     assert min(measured) < 50, f"the event loop stalled {measured} ms"
 
 
-# ---------------------------------------------------------------- overlay, clipboard, API
-
-
-def test_overlay_flags_transparency_click_through_and_position(qtbot, make_window):
-    window = make_window(GuiSettings(overlay_opacity=0.6))
-    overlay = window.overlay
-    flags = overlay.windowFlags()
-    for flag in (Qt.Tool, Qt.FramelessWindowHint, Qt.WindowStaysOnTopHint):
-        assert flags & flag == flag
-    assert overlay.testAttribute(Qt.WA_TranslucentBackground)
-    assert overlay.opacity == pytest.approx(0.6)
-    assert not overlay.testAttribute(Qt.WA_TransparentForMouseEvents)
-
-    window.overlay_button.setChecked(True)
-    assert overlay.isVisible() and window.settings.overlay_enabled
-    window.settings_panel.fields["overlay_click_through"].setChecked(True)
-    assert overlay.testAttribute(Qt.WA_TransparentForMouseEvents)
-    assert overlay.windowFlags() & Qt.WindowTransparentForInput
-    assert overlay.isVisible()  # re-shown after the flag change
-    window.settings_panel.fields["overlay_click_through"].setChecked(False)
-    assert not overlay.testAttribute(Qt.WA_TransparentForMouseEvents)
-    assert not overlay.windowFlags() & Qt.WindowTransparentForInput
-
-    window.settings_panel.fields["overlay_opacity"].setValue(90)
-    assert overlay.opacity == pytest.approx(0.9)
-    # dragging: press, move, release → the new position is remembered
-    start = overlay.pos()
-    qtbot.mousePress(overlay, Qt.LeftButton, pos=overlay.rect().center())
-    overlay.move(start.x() - 40, start.y() + 30)
-    qtbot.mouseRelease(overlay, Qt.LeftButton, pos=overlay.rect().center())
-    window.save_now()
-    saved, _ = load_settings()
-    assert saved.overlay_position == (overlay.x(), overlay.y())
-    assert saved.overlay_opacity == pytest.approx(0.9) and saved.overlay_enabled
-
-
-def test_clipboard_trigger_decides_on_the_parsed_options(qtbot, make_window):
-    window = make_window()
-    load(qtbot, window)
-    # offscreen: no global hotkey, said so, in-app shortcut kept
-    assert not window.global_hotkey.available
-    assert "offscreen" in window.global_hotkey.message
-    assert "in app only" in window.status_hotkey.text()
-    assert window.app_shortcut.key().toString() == "Ctrl+Shift+D"
-
-    QGuiApplication.clipboard().setText(
-        "The orc chief offers a truce.\nThe party is low on arrows.\n\nA. Accept the truce\nB) Attack at dawn\n- Retreat to the hills\n"
-    )
-    with qtbot.waitSignal(window.decision_shown, timeout=30_000) as blocker:
-        window.hotkey_triggered.emit()
-    result = blocker.args[0]
-    assert [o.text for o in result.options] == ["Accept the truce", "Attack at dawn", "Retreat to the hills"]
-    assert window.last_request.question == "The orc chief offers a truce.\nThe party is low on arrows."
-    assert window.overlay.isVisible()
-    assert window.overlay.bars.values() == pytest.approx([o.probability for o in result.options])
-    assert window.overlay.source.text() == "· from clipboard"
-
-    QGuiApplication.clipboard().setText("just one line")
-    window.hotkey_triggered.emit()
-    assert "found 0 options" in window.overlay.hint.text()
-    assert not window.deciding
-
-    # the hotkey is configurable: the in-app shortcut follows the setting
-    assert window.settings_panel.set_value("hotkey", "Ctrl+Alt+K")
-    assert window.app_shortcut.key().toString() == "Ctrl+Alt+K"
-    assert "Ctrl+Alt+K" in window.status_hotkey.text()
-
-
 def test_device_change_reloads_and_device_errors_are_plain(qtbot, make_window):
     window = make_window(GuiSettings(device="AUTO"))
     info = load(qtbot, window)
@@ -471,48 +250,6 @@ def test_device_change_reloads_and_device_errors_are_plain(qtbot, make_window):
     with qtbot.waitSignal(window.model_ready, timeout=60_000) as blocker:
         window.settings_panel.fields["device"].setCurrentText("CPU")
     assert blocker.args[0].device == "CPU" and window.status_device.text() == "CPU"
-
-
-def test_api_decisions_reach_the_overlay_from_another_thread(qtbot, make_window, direct_service):
-    window = make_window()
-    from app.api.state import ApiDecision
-
-    request = DecisionRequest("From the game", ("Jump", "Duck"))
-    result = direct_service.decide(request)
-    thread = threading.Thread(target=window.worker._on_api_decision, args=(ApiDecision(request, result),))
-    thread.start()
-    thread.join()
-    qtbot.waitUntil(lambda: window.overlay.isVisible() and window.overlay.source.text() == "· via local API", timeout=5000)
-    assert window.overlay.bars.values() == pytest.approx([o.probability for o in result.options])
-
-
-def test_local_api_toggle_serves_the_loaded_model(qtbot, make_window):
-    pytest.importorskip("app.api.server")
-    import socket
-    import urllib.request
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    window = make_window(GuiSettings(device="CPU", api_port=port))
-    load(qtbot, window)
-    states: list[tuple[bool, str]] = []
-    window.worker.api_state.connect(lambda running, message: states.append((running, message)))
-    window.settings_panel.fields["api_enabled"].setChecked(True)
-    qtbot.waitUntil(lambda: bool(states), timeout=10_000)
-    running, message = states[-1]
-    assert running, message
-    qtbot.waitUntil(lambda: "serving qwen35-text on http://127.0.0.1" in window.settings_panel.api_status.text(), timeout=5000)
-    server = window.worker._api_server
-    body = json.dumps({"question": "Which?", "options": ["One", "Two"]}).encode()
-    request = urllib.request.Request(server.url + "/decide", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        answer = json.loads(response.read())
-    qtbot.waitUntil(lambda: window.overlay.source.text() == "· via local API", timeout=10_000)
-    assert window.overlay.bars.values() == pytest.approx([o["probability"] for o in answer["options"]])
-    window.settings_panel.fields["api_enabled"].setChecked(False)
-    qtbot.waitUntil(lambda: len(states) == 2, timeout=10_000)
-    assert states[-1][0] is False and window.worker._api_server is None
 
 
 def test_engine_exception_becomes_a_message(qtbot, make_window):
@@ -550,13 +287,15 @@ def test_options_editor_paste_reorder_remove(qtbot, gui_dirs):
     assert len(editor.options()) == 10 and not editor.add_button.isEnabled()
 
 
-def test_ui_never_imports_openvino():
-    code = (
-        "import sys; import ui.main_window, ui.overlay, ui.inspector, ui.settings_panel, ui.model_picker, ui.hotkey; "
-        "import app.settings_store, app.gui; "
-        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
-        "print(bad); sys.exit(1 if bad else 0)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_no_display_is_a_plain_error_not_a_qt_abort():
+    from app.gui import display_problem
+
+    problem = display_problem({}, "linux")
+    assert problem and "no display" in problem and "xvfb-run decider" in problem and "decider ask" in problem
+    assert display_problem({"DISPLAY": ":0"}, "linux") is None
+    assert display_problem({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
+    assert display_problem({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None  # tests, screenshots
+    assert display_problem({}, "win32") is None and display_problem({}, "darwin") is None
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    done = subprocess.run([sys.executable, "-m", "app.cli", "gui"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no display" in done.stderr
