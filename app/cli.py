@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--api-key", help="required for a non-loopback --host")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable, '*' for any")
 
     p = sub.add_parser("gui", help="the desktop window (the default command)")
     _add_model_args(p)
@@ -312,7 +314,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .api.server import serve
 
     api_key = args.api_key or os.environ.get("DECIDER_API_KEY") or None
-    return serve(lambda: _service(args, history=True), args.host, args.port, api_key)
+    return serve(lambda: _service(args, history=True), args.host, args.port, api_key, tuple(args.allow_origin))
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

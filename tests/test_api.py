@@ -68,9 +68,12 @@ def client(api):
 
 
 def call(port: int, method: str, path: str, body=None, headers=None, timeout: float = 60):
-    """One raw request; returns (status, headers, decoded JSON or raw bytes)."""
+    """One raw request; returns (status, headers, decoded JSON or raw bytes). A body is sent as JSON
+    (Content-Type: application/json) unless the headers say otherwise."""
     if isinstance(body, (dict, list)):
         body = json.dumps(body).encode()
+    if body is not None:
+        headers = {"Content-Type": "application/json", **(headers or {})}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -468,7 +471,7 @@ def test_body_too_large(keyed):
     # refused before the body is sent when the client asks first
     sock = socket.create_connection(("127.0.0.1", keyed.port), timeout=10)
     sock.sendall(
-        f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Length: 999999\r\n"
+        f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Length: 999999\r\n"
         "Expect: 100-continue\r\n\r\n".encode()
     )
     assert sock.recv(4096).startswith(b"HTTP/1.1 413")
@@ -480,7 +483,7 @@ def open_stream(port: int, body: dict) -> socket.socket:
     data = json.dumps(body).encode()
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     sock.sendall(
-        f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+        f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(data)}\r\n\r\n".encode() + data
     )
     received = b""
@@ -533,7 +536,7 @@ def test_a_queued_client_that_leaves_is_dropped(keyed):
     data = json.dumps(chat(max_tokens=2)).encode()
     queued = socket.create_connection(("127.0.0.1", keyed.port), timeout=10)
     queued.sendall(
-        f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
+        f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
     )
     wait_for(lambda: keyed.queue.waiting == 1)
     queued.close()

@@ -40,12 +40,14 @@ ERROR_TABLE: dict[str, ErrorKind] = {
     "forbidden": ErrorKind(403, "invalid_request_error", "forbidden"),
     "not_found": ErrorKind(404, "invalid_request_error", "not_found"),
     "method_not_allowed": ErrorKind(405, "invalid_request_error", "method_not_allowed"),
+    "request_timeout": ErrorKind(408, "invalid_request_error", "request_timeout"),
     "length_required": ErrorKind(411, "invalid_request_error", "length_required"),
     "request_too_large": ErrorKind(413, "invalid_request_error", "request_too_large"),
     "unsupported_media_type": ErrorKind(415, "invalid_request_error", "unsupported_media_type"),
     "queue_full": ErrorKind(429, "rate_limit_error", "queue_full"),
     # server
     "internal_error": ErrorKind(500, "server_error", "internal_error"),
+    "server_busy": ErrorKind(503, "server_error", "server_busy"),
     "shutting_down": ErrorKind(503, "server_error", "shutting_down"),
 }
 

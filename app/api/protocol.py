@@ -221,6 +221,9 @@ class ChatCompletionRequest(_Generation):
     def thinking(self) -> bool:
         return next(iter(self._think_switches().values()), False)
 
+    def texts(self) -> list[str]:
+        return [m.content for m in self.messages]
+
     @property
     def limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens

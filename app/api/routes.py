@@ -16,7 +16,7 @@ from contextlib import AsyncExitStack
 
 from anyio import to_thread
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
@@ -34,6 +34,7 @@ from engine.openai_format import (
 )
 
 from .errors import ApiError, from_engine, from_validation
+from .limits import refuse_if_surely_too_long, refuse_if_too_many_tokens
 from .protocol import MODEL_ALIAS, ChatCompletionRequest, CompletionRequest, DecideRequest
 from .state import ApiDecision, ApiState
 from .transport import Client, EventStream, early_response, error_response, json_response, original_path, read_json
@@ -73,10 +74,11 @@ class Routes:
             return exc
         if isinstance(exc, (SettingsError, ContextLimitError)):
             return from_engine(exc)
-        if isinstance(exc, Cancelled):
+        if isinstance(exc, (Cancelled, ClientDisconnect)):
             self.state.count("cancelled")
             if self.state.stopping:
                 return ApiError("shutting_down", "the server is shutting down")
+            log.debug("the client left: its request was dropped (%s)", exc or type(exc).__name__)
             return None
         if isinstance(exc, Exception):  # an engine failure: answer 500 and keep serving
             log.exception("internal error")
@@ -92,7 +94,7 @@ class Routes:
     # ----- shared steps -----
 
     async def _parse(self, request: Request, kind: type[BaseModel]):
-        body = await read_json(request, self.state.max_body)
+        body = await read_json(request, self.state.max_body, self.state.body_timeout)
         request.state.body_read = True
         try:
             parsed = kind.model_validate(body)
@@ -100,6 +102,10 @@ class Routes:
             raise from_validation(exc) from None
         self._check_model(parsed.model)
         return parsed
+
+    def _refuse_surely_too_long(self, texts) -> None:
+        runner = self.state.service.runner
+        refuse_if_surely_too_long(texts, runner.context_length, self.state.token_chars)
 
     def _check_model(self, model: str | None) -> None:
         name = self.state.service.model_name
@@ -175,6 +181,7 @@ class Routes:
     async def chat(self, request: Request) -> Response:
         state, service = self.state, self.state.service
         parsed: ChatCompletionRequest = await self._parse(request, ChatCompletionRequest)
+        self._refuse_surely_too_long(parsed.texts())
         generation = await to_thread.run_sync(parsed.to_request, service)
         messages = [m.to_message() for m in parsed.messages]
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -206,6 +213,7 @@ class Routes:
     async def completions(self, request: Request) -> Response:
         service = self.state.service
         parsed: CompletionRequest = await self._parse(request, CompletionRequest)
+        self._refuse_surely_too_long([parsed.prompt])
         generation = await to_thread.run_sync(parsed.to_request, service)
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
         model, prompt_chars, logprobs = service.model_name, len(parsed.prompt), parsed.logprobs is not None
@@ -233,6 +241,11 @@ class Routes:
         state, service = self.state, self.state.service
         parsed: DecideRequest = await self._parse(request, DecideRequest)
         decision = parsed.to_request(service.defaults)
+        texts = [t for t in (decision.question, decision.system, decision.context, *decision.options) if t]
+        self._refuse_surely_too_long(texts)
+        # the engine tokenizes a decision under its lock: a long one is counted here first, outside it
+        runner = service.runner
+        await to_thread.run_sync(refuse_if_too_many_tokens, texts, runner.tokenizer, runner.context_length)
         client = Client(request.receive, state)
         result = await self._run(client, service.decide, decision, client.should_stop, "api")
         self._notify(state.on_decision, ApiDecision(decision, result))

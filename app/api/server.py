@@ -19,9 +19,14 @@ import uvicorn
 
 from engine.errors import DeciderError, SettingsError
 
+from .connection import Limits, protocol_class, quiet_uvicorn
+from .policy import Policy
 from .routes import build_app
 from .state import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_QUEUE,
     DEFAULT_TIMEOUT,
     ApiState,
@@ -81,6 +86,10 @@ class ApiServer:
         max_queue: int = DEFAULT_MAX_QUEUE,
         max_body: int = DEFAULT_MAX_BODY,
         timeout: float = DEFAULT_TIMEOUT,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        allow_origins: tuple[str, ...] = (),
         on_decision: DecisionHook | None = None,
         on_chat_completion: ChatHook | None = None,
     ):
@@ -90,12 +99,16 @@ class ApiServer:
             raise SettingsError(f"port must be in 0..65535 (got {port!r})")
         if not isinstance(max_body, int) or isinstance(max_body, bool) or max_body < 1:
             raise SettingsError(f"max_body must be a positive integer (got {max_body!r})")
+        if not isinstance(max_connections, int) or isinstance(max_connections, bool) or max_connections < 1:
+            raise SettingsError(f"max_connections must be a positive integer (got {max_connections!r})")
         self.host = host
         self.requested_port = port
         self.timeout = timeout
+        self.limits = Limits(max_connections=max_connections, header_timeout=header_timeout)
+        self.policy = Policy(host, api_key or None, tuple(allow_origins))
         self.state = ApiState(
             service=service, api_key=api_key or None, max_body=max_body, queue=EngineQueue(max_queue),
-            on_decision=on_decision, on_chat_completion=on_chat_completion,
+            body_timeout=body_timeout, on_decision=on_decision, on_chat_completion=on_chat_completion,
         )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -129,9 +142,11 @@ class ApiServer:
         sock = self._bind()
         self.state.stopping = False
         self.state.queue = EngineQueue(self.state.queue.max_waiting)  # a stopped queue stays closed
+        self.state.token_chars  # noqa: B018 - the vocabulary scan, once, before the first request waits for it
+        quiet_uvicorn()
         config = uvicorn.Config(
-            Guard(build_app(self.state), self.state),
-            http="h11", loop="asyncio", ws="none", lifespan="off", interface="asgi3",
+            Guard(build_app(self.state), self.policy),
+            http=protocol_class(self.limits), loop="asyncio", ws="none", lifespan="off", interface="asgi3",
             log_config=None, access_log=False, server_header=False, proxy_headers=False,
             timeout_keep_alive=int(self.timeout), timeout_graceful_shutdown=STOP_TIMEOUT,
         )
@@ -191,12 +206,13 @@ class ApiServer:
             return
 
 
-def serve(make_service: Callable[[], object], host: str, port: int, api_key: str | None) -> int:
+def serve(make_service: Callable[[], object], host: str, port: int, api_key: str | None,
+          allow_origins: tuple[str, ...] = ()) -> int:
     """`decider serve`: check the address, load the model, serve until Ctrl+C."""
     check_bind(host, api_key)  # before the (slow) model load
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    server = ApiServer(make_service(), host=host, port=port, api_key=api_key)
+    server = ApiServer(make_service(), host=host, port=port, api_key=api_key, allow_origins=allow_origins)
     try:
         server.start()
     except OSError as exc:

@@ -18,7 +18,10 @@ from .errors import QueueFull
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # a whole 262k-token context as text is ~1 MB; JSON escaping adds some
 DEFAULT_MAX_QUEUE = 64  # requests waiting for the engine, besides the one it is running
-DEFAULT_TIMEOUT = 30.0  # seconds an idle or stalled connection is kept
+DEFAULT_TIMEOUT = 30.0  # seconds an idle keep-alive connection is kept
+DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request line and its headers to arrive
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds for a body (up to the 8 MiB limit) to arrive
+DEFAULT_MAX_CONNECTIONS = 128  # open connections at once (streams, queued requests, idle keep-alives)
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,23 @@ class ApiState:
     api_key: str | None
     max_body: int
     queue: EngineQueue
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     on_decision: DecisionHook | None = None
     on_chat_completion: ChatHook | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     stopping: bool = False
     stats: dict[str, int] = field(default_factory=lambda: {"cancelled": 0, "errors": 0, "rejected": 0})
 
+    _token_chars: int | None = None
+
     def count(self, name: str) -> None:
         self.stats[name] += 1
+
+    @property
+    def token_chars(self) -> int:
+        """The most characters one token of the model's vocabulary covers (computed once)."""
+        if self._token_chars is None:
+            from .limits import longest_token_chars
+
+            self._token_chars = longest_token_chars(self.service.runner.tokenizer)
+        return self._token_chars

@@ -4,7 +4,6 @@ responses, and noticing a client that went away."""
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,6 +14,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import ApiError, dumps
+from .limits import refuse_surrogates
+from .policy import Policy, check_content_type, header
 from .state import ApiState
 
 log = logging.getLogger("decider.api")
@@ -41,6 +42,8 @@ async def early_response(error: ApiError, request: Request, body_read: bool) -> 
     """The answer to a request refused before its body was read. The body is read and dropped first
     (briefly): closing a socket with unread data resets it, and the client would see the reset, not
     the answer. A client that waits for '100 Continue' never sends it; an oversized one may not stop."""
+    if error.status == 408:  # the body stalled: nothing more to wait for
+        return error_response(error, close=True)
     close = error.status == 413
     if not body_read and _has_body(request.scope):
         drained = False
@@ -68,11 +71,12 @@ def original_path(request: Request) -> str:
 
 
 class Guard:
-    """Runs before routing: the API key, and the path without its optional /v1 prefix or trailing slash."""
+    """Runs before routing: the access policy (Host, Origin and CORS preflight, API key, JSON bodies)
+    and the path without its optional /v1 prefix or trailing slash."""
 
-    def __init__(self, app: ASGIApp, state: ApiState):
+    def __init__(self, app: ASGIApp, policy: Policy):
         self.app = app
-        self.state = state
+        self.policy = policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,40 +84,42 @@ class Guard:
         path = scope["path"].rstrip("/") or "/"
         route = path[3:] if path == "/v1" or path.startswith("/v1/") else path
         scope = {**scope, "path": route or "/", "state": {**scope.get("state", {}), "path": path}}
+        origin = None
         try:
-            self._check_auth(scope)
+            self.policy.check_host(scope)
+            origin = self.policy.check_origin(scope)
+            if origin is not None:
+                send = _with_headers(send, self.policy.cors_headers(origin))
+            if self.policy.is_preflight(scope):
+                response = Response(status_code=204, headers=self.policy.preflight_headers(origin))
+                return await response(scope, receive, send)
+            self.policy.check_auth(scope)
         except ApiError as error:
             response = await early_response(error, Request(scope, receive), body_read=False)
             return await response(scope, receive, send)
         await self.app(scope, receive, send)
 
-    def _check_auth(self, scope: Scope) -> None:
-        key = self.state.api_key
-        if not key:
-            return
-        header = _header(scope, b"authorization")
-        if header is None:
-            raise ApiError("invalid_api_key", "missing API key: send the header 'Authorization: Bearer KEY'")
-        scheme, _, given = header.partition(b" ")
-        # compare_digest: the time taken does not tell how much of a guessed key was right
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), key.encode()):
-            raise ApiError("invalid_api_key", "incorrect API key provided")
 
+def _with_headers(send: Send, headers: dict[str, str]) -> Send:
+    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            present = {name for name, _ in message.get("headers", [])}
+            message = {**message, "headers": [*message.get("headers", []), *(h for h in extra if h[0] not in present)]}
+        await send(message)
+
+    return sending
 
 
 def _has_body(scope: Scope) -> bool:
-    length = _header(scope, b"content-length")
-    return _header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() != b"0")
+    length = header(scope, b"content-length")
+    return header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() != b"0")
 
 
-async def read_json(request: Request, max_body: int) -> dict:
-    """The body as a JSON object; its size is checked against the limit before it is read."""
+async def read_json(request: Request, max_body: int, timeout: float) -> dict:
+    """The body as a JSON object; its size is checked against the limit before it is read, and it
+    must arrive within `timeout` seconds."""
     if request.headers.get("transfer-encoding"):
         raise ApiError("length_required", "send the body with a Content-Length (chunked request bodies are not accepted)")
     raw = request.headers.get("content-length")
@@ -122,13 +128,19 @@ async def read_json(request: Request, max_body: int) -> dict:
     length = int(raw)  # the HTTP parser has checked it is digits
     if length > max_body:
         raise ApiError("request_too_large", f"request body of {length} bytes is over the limit of {max_body} bytes")
-    data = await request.body()
+    check_content_type(request.scope)  # before anything is read or done: no "simple" cross-site POST
+    try:
+        with anyio.fail_after(timeout):
+            data = await request.body()
+    except TimeoutError:
+        raise ApiError("request_timeout", f"the body did not arrive within {timeout:g} s") from None
     try:
         body = json.loads(data)
     except (ValueError, RecursionError) as exc:  # includes bad UTF-8
         raise ApiError("invalid_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(body, dict):
         raise ApiError("invalid_json", "the body must be a JSON object")
+    refuse_surrogates(body)
     return body
 
 
