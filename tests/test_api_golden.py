@@ -1,8 +1,10 @@
 """The API answers what it answered before its transport was replaced: the golden replies in
 tests/api/golden were recorded from the stdlib server (tools/api_goldens.py, ids and times normalised).
 
-Floats are compared to 1e-9 relative: the same engine on the same CPU gives the same bits, but the
-goldens must also hold on another CPU generation, where OpenVINO may pick other kernels.
+Floats (logprobs, probabilities) are compared to 1e-5 relative: these goldens pin the transport and
+the JSON (every key, string, token and count exactly), while the engine's f32 arithmetic may move in
+the last bits when its kernels or its prefill chunking change (the engine's own reference tests pin
+its numbers against float64).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def ports():
 
 def same(got, want, where: str = "") -> None:
     if isinstance(want, float) and isinstance(got, float):
-        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), f"{where}: {got} != {want}"
+        assert math.isclose(got, want, rel_tol=1e-5, abs_tol=1e-7), f"{where}: {got} != {want}"
     elif isinstance(want, dict):
         assert isinstance(got, dict) and sorted(got) == sorted(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
         for key in want:
