@@ -1,7 +1,7 @@
 """`decider gui`: wire the settings, the engine thread and the main window together.
 
 Model choice at start: --model, else the last model used, else the bundled demo model
-(resources/demo-model, issue #7) labelled "demo model", else the "choose a model folder" state.
+(resources/demo-model) labelled "demo model", else the "choose a model folder" state.
 
 With --screenshot PATH it loads the model, runs the --question/--option decision, saves a PNG of the
 window (and of the overlay with --overlay-screenshot) and exits: how the README's pictures are made.

@@ -49,7 +49,7 @@ def test_model_picker_offers_the_model_tools_and_downloaded_models(qtbot, dirs, 
 
 def test_doctor_on_a_broken_folder_shows_the_problem_lines(qtbot, dirs, tmp_path):
     from app.gui import create_app
-    from ui.model_tasks import DoctorDialog
+    from ui.doctor_dialog import DoctorDialog
 
     create_app()
     broken = tmp_path / "broken"
@@ -77,7 +77,7 @@ def test_convert_dialog_shows_the_install_command_without_optimum(qtbot, dirs, t
     from app.convert import INSTALL_HINT
     from app.gui import create_app
     from app.model_jobs import convert_task
-    from ui.model_tasks import ConvertDialog
+    from ui.convert_dialog import ConvertDialog
 
     create_app()
     dialog = ConvertDialog(model_tools(), hf_dir=str(tmp_path / "ckpt"), optimum=False)
@@ -98,7 +98,7 @@ def test_convert_dialog_shows_the_install_command_without_optimum(qtbot, dirs, t
 def test_convert_runs_in_a_child_process_and_cancel_ends_its_whole_tree(qtbot, dirs, tmp_path, monkeypatch):
     import app.convert as convert_module
     from app.gui import create_app
-    from ui.model_tasks import ConvertDialog
+    from ui.convert_dialog import ConvertDialog
 
     create_app()
     monkeypatch.setattr(convert_module, "optimum_available", lambda: True)
@@ -150,7 +150,7 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
     from test_models_cli import EXPORT, REPO, FixtureHub
 
     from app.gui import create_app
-    from ui.model_tasks import DownloadDialog
+    from ui.download_dialog import DownloadDialog
 
     create_app()
     hub = FixtureHub()

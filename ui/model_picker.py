@@ -1,5 +1,5 @@
 """The model picker: recent and downloaded models, a folder browser, and the folder check in plain words;
-Download…, Convert… and Doctor (ui/model_tasks.py) for getting a model in the first place.
+Download…, Convert… and Doctor (ui/download_dialog.py, convert_dialog.py, doctor_dialog.py) for getting a model in the first place.
 
 Checking a folder only reads its JSON files and IR headers (engine.model_folder, no OpenVINO), so it
 runs here; loading and compiling run in the engine thread after the dialog closes.
@@ -197,19 +197,19 @@ class ModelPickerDialog(QDialog):
         return False
 
     def download(self) -> bool:
-        from .model_tasks import DownloadDialog
+        from .download_dialog import DownloadDialog
 
         return self._run_dialog(DownloadDialog(self.tools, self))
 
     def convert(self) -> bool:
-        from .model_tasks import ConvertDialog
+        from .convert_dialog import ConvertDialog
 
         selected = self.selected_path()
         checkpoint = selected if selected and self.tools.is_checkpoint(selected) else None
         return self._run_dialog(ConvertDialog(self.tools, self, hf_dir=checkpoint))
 
     def doctor(self) -> bool:
-        from .model_tasks import DoctorDialog
+        from .doctor_dialog import DoctorDialog
 
         return self._run_dialog(DoctorDialog(self.tools, self.selected_path(), self, self._doctor_options))
 
