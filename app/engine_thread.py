@@ -15,13 +15,14 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 
 from engine.errors import Cancelled, DeciderError, SettingsError
+from engine.info import EngineInfo
 
 if TYPE_CHECKING:  # the API stack loads only when the API is switched on
     from .api.state import ApiDecision
@@ -39,12 +40,12 @@ class ModelInfo:
     defaults: object  # engine.settings.SamplingSettings from the model's generation_config
     is_demo: bool
     load_seconds: float
-    engine: dict = field(default_factory=dict)  # service.describe(): kind local/remote, logprobs exactness, …
+    engine: EngineInfo | None = None  # service.info: kind local/remote, logprobs exactness, …
     model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
 
     @property
     def remote(self) -> bool:
-        return self.engine.get("kind") == "remote"
+        return self.engine is not None and self.engine.remote
 
 
 class EngineWorker(QObject):
@@ -69,7 +70,6 @@ class EngineWorker(QObject):
     def __init__(self, history_factory=None) -> None:
         super().__init__()
         self.service = None  # app.service.EngineService or RemoteService once a model is loaded
-        self._remote = False  # the service decides on a remote server (the local API serves local models only)
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
         self._api_server = None
@@ -129,7 +129,7 @@ class EngineWorker(QObject):
             was_serving = self._api_server is not None
             if was_serving:
                 self._stop_api()
-            self.service, self._remote = service, False
+            self.service = service
             info = ModelInfo(
                 path=str(Path(path)),
                 name="demo model" if is_demo else service.model_name,
@@ -137,7 +137,7 @@ class EngineWorker(QObject):
                 defaults=service.defaults,
                 is_demo=is_demo,
                 load_seconds=time.perf_counter() - started,
-                engine=service.describe(),
+                engine=service.info,
                 model_key=service.model_name,
             )
             self.model_loaded.emit(info)
@@ -171,10 +171,10 @@ class EngineWorker(QObject):
             if self._api_server is not None:
                 self._stop_api()
                 self.api_state.emit(False, "the local API serves local models only")
-            self.service, self._remote = service, True
+            self.service = service
             info = ModelInfo(
                 path=config.base_url, name=name, device="remote", defaults=service.defaults, is_demo=False, load_seconds=time.perf_counter() - started,
-                engine=service.describe(), model_key=name,
+                engine=service.info, model_key=name,
             )
             self.model_loaded.emit(info)
         except DeciderError as exc:
@@ -245,7 +245,7 @@ class EngineWorker(QObject):
         if self.service is None:
             self.api_state.emit(False, "local API waits for a model")
             return
-        if self._remote:
+        if self.service.info.remote:
             self.api_state.emit(False, "the local API serves local models only (the engine is a remote server)")
             return
         try:

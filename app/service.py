@@ -1,6 +1,9 @@
-"""The engine service: owns one loaded model and serialises every request to it.
+"""The decision services: one loaded model (EngineService) or a server (RemoteService), each serialising
+its requests.
 
-Front ends (CLI, GUI worker, API server) call this; nothing here knows who asked.
+Front ends (CLI, GUI worker, API server) hold a `DecisionService` and ask it for decisions and for its
+`EngineInfo`; only a local service also generates text (chat/completions), which `info.kind` tells.
+Nothing here knows who asked.
 """
 
 from __future__ import annotations
@@ -8,11 +11,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from engine.chat_template import Message, build_chat_prompt
 from engine.decide import DecisionRequest, DecisionResult, decide
 from engine.devices import DeviceOptions, npuw_devices_override
 from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
+from engine.info import LOCAL_CONSTRAINT, EngineInfo
 from engine.runner_choice import open_runner
 from engine.remote import RemoteConfig, RemoteEngine
 from engine.settings import SamplingSettings
@@ -20,7 +25,35 @@ from engine.settings import SamplingSettings
 from .history import HistoryStore
 
 
+class DecisionService(Protocol):
+    """What every front end may ask of a decision engine, local or remote."""
+
+    history: HistoryStore | None  # every decision is recorded here when set
+    last_history_id: int | None
+
+    @property
+    def model_name(self) -> str:
+        """The name history and calibration are filed under."""
+        ...
+
+    @property
+    def defaults(self) -> SamplingSettings:
+        """The sampling settings a request starts from."""
+        ...
+
+    @property
+    def info(self) -> EngineInfo:
+        """Which engine this is and how exact its logprobs are."""
+        ...
+
+    def decide(
+        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
+    ) -> DecisionResult: ...
+
+
 class EngineService:
+    """A local model: decisions, and text generation for the API and the CLI."""
+
     def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None, history: HistoryStore | None = None):
         # AUTO falls back NPU → GPU → CPU on a compile failure; runner.notices says what happened.
         self.runner = open_runner(model_dir, options)
@@ -32,17 +65,16 @@ class EngineService:
     def model_name(self) -> str:
         return self.runner.folder.name
 
-    def describe(self) -> dict:
+    @property
+    def info(self) -> EngineInfo:
         # An NPU computes in f16 whatever the options say (except under the NPUW-on-CPU testing aid).
         f16_device = self.runner.device.split(".")[0] == "NPU" and npuw_devices_override() != "CPU"
         exact = self.runner.options.exact and not f16_device
-        return {
-            "kind": "local", "model": self.model_name, "device": self.runner.device,
-            "execution_path": self.runner.execution_path,
-            "logprobs": "exact full-vocabulary" if exact
-            else f"full-vocabulary, reduced precision ({'f16 on the NPU' if f16_device else 'fast mode'})",
-            "constraint": "letter mask",
-        }
+        return EngineInfo(
+            kind="local", model=self.model_name, logprobs="exact" if exact else "reduced",
+            reduced_by=None if exact else "f16 on the NPU" if f16_device else "fast mode",
+            constraint=LOCAL_CONSTRAINT, device=self.runner.device, execution_path=self.runner.execution_path,
+        )
 
     @property
     def defaults(self) -> SamplingSettings:
@@ -84,7 +116,7 @@ class EngineService:
     ) -> DecisionResult:
         with self.lock:
             result = decide(self.runner, request, should_stop=should_stop)
-        result.engine = self.describe()
+        result.engine = self.info
         if self.history is not None:
             result.history_id = self.history.add(request, result, model=self.model_name, device=self.runner.device, source=source)
             self.last_history_id = result.history_id
@@ -108,8 +140,9 @@ class RemoteService:
     def defaults(self) -> SamplingSettings:
         return SamplingSettings()
 
-    def describe(self) -> dict:
-        return self.engine.describe()
+    @property
+    def info(self) -> EngineInfo:
+        return self.engine.info()
 
     def decide(
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"

@@ -20,6 +20,7 @@ from .chat_template import close_think
 from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, letter_ids
 from .errors import Cancelled, SettingsError
 from .generate import generate_step, make_rng
+from .info import EngineInfo
 from .logprobs import Distribution
 from .settings import SamplingSettings, check_number
 
@@ -102,7 +103,7 @@ class DecisionResult:
     timings: dict[str, float]
     usage: dict[str, int]
     history_id: int | None = None  # set by the app when the decision is recorded
-    engine: dict = field(default_factory=dict)  # which engine computed it and how exact its logprobs are
+    engine: EngineInfo | None = None  # which engine computed it and how exact its logprobs are (set by the service)
 
     @property
     def choice(self) -> OptionResult:
@@ -119,7 +120,7 @@ class DecisionResult:
             "timings": self.timings,
             "usage": self.usage,
             "history_id": self.history_id,
-            "engine": self.engine,
+            "engine": self.engine.to_dict() if self.engine is not None else {},
         }
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from .decide import LABELS, Alternative, DecisionRequest, DecisionResult, OptionResult, _Clock
 from .decision_prompt import load_templates, user_segments
 from .errors import DeciderError, SettingsError
+from .info import EngineInfo
 
 TOP_LOGPROBS = 20
 CONSTRAINTS = ("none", "vllm", "llama.cpp")
@@ -123,13 +124,11 @@ class RemoteEngine:
         return ConnectionReport(names, has, detail)
 
     # ----- decisions -----
-    def describe(self) -> dict:
-        return {
-            "kind": "remote", "url": self.config.base_url, "model": self._model,
-            "logprobs": f"server top-{TOP_LOGPROBS} (not full-vocabulary exact)",
-            "constraint": self.config.constraint,
-            "bars": "renormalised by the server's constraint" if self.config.constraint != "none" else "from the top-20 list",
-        }
+    def info(self) -> EngineInfo:
+        return EngineInfo(
+            kind="remote", model=self._model, logprobs="top_n", constraint=self.config.constraint,
+            url=self.config.base_url, top_logprobs=TOP_LOGPROBS,
+        )
 
     def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
         if request.score_options:
@@ -197,7 +196,7 @@ class RemoteEngine:
                 "prompt_tokens": int(usage.get("prompt_tokens", 0)), "prefill_tokens": int(usage.get("prompt_tokens", 0)),
                 "reused_tokens": 0, "completion_tokens": int(usage.get("completion_tokens", 0)),
             },
-            engine=self.describe(),
+            engine=self.info(),
         )
 
 

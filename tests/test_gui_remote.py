@@ -111,7 +111,7 @@ def test_remote_engine_bars_upper_bound_errors_and_recovery(qtbot, make_window, 
     with qtbot.waitSignal(window.decision_shown, timeout=10_000) as blocker:
         window.decide()
     result = blocker.args[0]
-    assert result.engine["kind"] == "remote"
+    assert result.engine.kind == "remote"
     view = window.result_view
     bars = view.bars.bars
     assert [b.bound for b in bars] == [None, None, "upper"]

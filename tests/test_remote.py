@@ -84,7 +84,7 @@ def test_option_below_the_top_20_is_an_upper_bound_not_zero(serve):
     assert c.logprob == min(alternatives.values()) and c.probability > 0
     assert result.choice_index == 0
     assert result.coverage == pytest.approx(sum(__import__("math").exp(v) for v in (-0.5, -1.5)))
-    assert result.engine["kind"] == "remote" and "top-20" in result.engine["logprobs"]
+    assert result.engine.kind == "remote" and "top-20" in result.engine.logprobs_text
     _, body = server.requests[-1]
     assert body["max_tokens"] == 1 and body["logprobs"] is True and body["top_logprobs"] == 20
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
@@ -96,7 +96,7 @@ def test_constraint_modes_are_sent_and_recorded(serve):
     result = RemoteEngine(RemoteConfig(server.url, constraint="vllm")).decide(REQUEST)
     assert "guided_choice" not in server.requests[-2][1]  # first the unconstrained read (coverage)
     assert server.requests[-1][1]["guided_choice"] == ["A", "B", "C"]
-    assert result.engine["constraint"] == "vllm" and result.choice.label == "B"
+    assert result.engine.constraint == "vllm" and result.choice.label == "B"
     RemoteEngine(RemoteConfig(server.url, constraint="llama.cpp")).decide(REQUEST)
     assert server.requests[-1][1]["grammar"] == 'root ::= "A" | "B" | "C"'
 
@@ -182,12 +182,12 @@ def test_remote_decisions_equal_local_ones(own_server, request_):
                 assert abs(r.logprob - l.logprob) < 1e-6
             else:  # not listed: an upper bound, and a true one
                 assert l.logprob <= r.logprob
-        assert remote.engine["kind"] == "remote"
+        assert remote.engine.kind == "remote"
     # the constrained read lists every label: bars and choice equal the local ones
     assert constrained.choice_index == local.choice_index
     for r, l in zip(constrained.options, local.options):
         assert abs(r.probability - l.probability) < 1e-6
-    assert local.engine["kind"] == "local" and local.engine["logprobs"] == "exact full-vocabulary"
+    assert local.engine.kind == "local" and local.engine.logprobs_text == "exact full-vocabulary"
 
 
 def test_remote_connection_test_against_our_server(own_server):

@@ -198,7 +198,7 @@ class TokenInspector(QScrollArea):
         hidden = len(result.alternatives) - len(alts)
         self.alts_note.setText(
             (f"The {len(result.alternatives)} most likely next tokens the server listed (its top-20)"
-             if (getattr(result, "engine", None) or {}).get("kind") == "remote"
+             if getattr(getattr(result, "engine", None), "remote", False)
              else f"The {len(result.alternatives)} most likely next tokens over the whole vocabulary")
             + (f", minus {hidden} option letter{'s' if hidden != 1 else ''}" if hidden else "")
             + ". High mass here means the model wanted to say something other than a letter."

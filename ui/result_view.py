@@ -7,6 +7,7 @@ result, error.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -27,30 +28,30 @@ from PySide6.QtWidgets import (
 from .bars import BarsView, bound_text, percent_text, shown_probability
 from .theme import set_role
 
+if TYPE_CHECKING:
+    from engine.info import EngineInfo
 
-def engine_summary(engine: dict | None) -> tuple[str, str]:
+
+def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:
     """(short text for the status bar, sentence for the result footer) about which engine computed a
-    result and how exact its logprobs are (result.engine / service.describe())."""
-    engine = engine or {}
-    if engine.get("kind") == "remote":
-        where = engine.get("url") or "a server"
-        model = engine.get("model")
-        constraint = engine.get("constraint") or "none"
-        short = "server top-20 logprobs"
-        bars = engine.get("bars")
+    result and how exact its logprobs are (result.engine / service.info)."""
+    if engine is None:
+        return "", ""
+    if engine.remote:
+        where = engine.url or "a server"
+        model = engine.model
+        constraint = engine.constraint or "none"
+        listed = f"server top-{engine.top_logprobs} logprobs"
+        bars = engine.bars_text
         long = (
-            f"Computed by the remote server {where}{f' ({model})' if model else ''} · server top-20 logprobs, "
+            f"Computed by the remote server {where}{f' ({model})' if model else ''} · {listed}, "
             f"not exact full-vocabulary values · answer constraint: {constraint}" + (f" · bars {bars}" if bars else "")
         )
-        return short, long
-    if engine.get("kind") == "local":
-        logprobs = str(engine.get("logprobs") or "")
-        exact = logprobs.startswith("exact")
-        short = "exact full-vocabulary logprobs" if exact else "full-vocabulary logprobs, reduced precision"
-        device = engine.get("device")
-        long = f"Computed locally{f' on {device}' if device else ''} · {short}"
-        return short, long
-    return "", ""
+        return listed, long
+    short = "exact full-vocabulary logprobs" if engine.exact else "full-vocabulary logprobs, reduced precision"
+    device = engine.device
+    long = f"Computed locally{f' on {device}' if device else ''} · {short}"
+    return short, long
 
 
 def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:

@@ -1,0 +1,76 @@
+"""What computed a result: the engine's kind, model, device, execution path and how exact its logprobs are.
+
+One frozen value replaces the free dict front ends used to read with `.get(...)` and `startswith`: the
+UI asks `info.exact` or `info.remote`, and `to_dict()` gives the JSON object the API and `--json` have
+always printed (same keys, same wording), so clients see no change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+EngineKind = Literal["local", "remote"]
+# exact: full-vocabulary float64 logprobs from f32 logits; reduced: full vocabulary, lower-precision
+# compile (fast mode); top_n: only the server's top-N list, so unlisted options get an upper bound.
+LogprobExactness = Literal["exact", "reduced", "top_n"]
+
+LOCAL_CONSTRAINT = "letter mask"  # the local engine constrains the answer draw to the option letters
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    kind: EngineKind
+    model: str | None
+    logprobs: LogprobExactness
+    constraint: str  # how the answer is held to an option label: LOCAL_CONSTRAINT or a remote constraint name
+    device: str | None = None  # the device a local model runs on (e.g. "CPU"); None for a server
+    execution_path: str | None = None  # how the device runs the model (the runner's, e.g. "dynamic"); None for a server
+    reduced_by: str | None = None  # why reduced logprobs are reduced (e.g. "fast mode", "f16 on the NPU")
+    url: str | None = None  # the server's base URL (remote only)
+    top_logprobs: int | None = None  # the length of the server's list (remote only)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("local", "remote"):
+            raise ValueError(f"engine kind must be local or remote (got {self.kind!r})")
+        if self.logprobs not in ("exact", "reduced", "top_n"):
+            raise ValueError(f"logprob exactness must be exact, reduced or top_n (got {self.logprobs!r})")
+        if self.logprobs == "top_n" and not self.top_logprobs:
+            raise ValueError("top_n logprobs need the list's length (top_logprobs)")
+
+    @property
+    def remote(self) -> bool:
+        return self.kind == "remote"
+
+    @property
+    def exact(self) -> bool:
+        return self.logprobs == "exact"
+
+    @property
+    def logprobs_text(self) -> str:
+        if self.logprobs == "exact":
+            return "exact full-vocabulary"
+        if self.logprobs == "reduced":
+            return f"full-vocabulary, reduced precision ({self.reduced_by or 'fast mode'})"
+        return f"server top-{self.top_logprobs} (not full-vocabulary exact)"
+
+    @property
+    def bars_text(self) -> str | None:
+        """Where a server's bars come from (None for a local engine: always the full distribution)."""
+        if not self.remote:
+            return None
+        if self.constraint != "none":
+            return "renormalised by the server's constraint"
+        return f"from the top-{self.top_logprobs} list"
+
+    def to_dict(self) -> dict:
+        """The JSON object a decision carries as "engine" (the shape clients already parse)."""
+        if self.remote:
+            return {
+                "kind": self.kind, "url": self.url, "model": self.model, "logprobs": self.logprobs_text,
+                "constraint": self.constraint, "bars": self.bars_text,
+            }
+        return {
+            "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,
+            "logprobs": self.logprobs_text, "constraint": self.constraint,
+        }
