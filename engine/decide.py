@@ -9,7 +9,6 @@ bars are the same whether the draw was greedy or sampled.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from .errors import Cancelled, SettingsError
 from .generate import generate_step, make_rng
 from .info import EngineInfo
 from .logprobs import Distribution
+from .processors import Penalties, make_processors
 from .settings import SamplingSettings, check_number
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
@@ -162,25 +162,26 @@ def _read_letters(
 ) -> _LetterRead:
     tokenizer = runner.tokenizer
     sampling = request.sampling
-    window: deque[int] = deque(maxlen=sampling.penalty_window)
+    # One penalty window across both phases: the reasoning's kept tokens count for the answer.
+    penalties = Penalties.for_sampling(sampling)
     reasoning = None
     generated: list[int] = []
     if request.think:
-        stops = tokenizer.stop_ids | {tokenizer.think_close}
+        close = frozenset({tokenizer.think_close})
         for step in generate_step(
-            runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=stops,
-            checkpoints=prompt.checkpoints[:-1], window=window, should_stop=should_stop,
+            runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
+            end_ids=close, checkpoints=prompt.checkpoints[:-1], processors=[penalties], should_stop=should_stop,
         ):
             generated.append(step.token_id)
         clock.lap("reasoning_s")
         ended = generated[-1] if generated else None
-        body = generated[:-1] if ended in stops else generated
+        body = generated[:-1] if ended in tokenizer.stop_ids | close else generated
         reasoning = tokenizer.decode(body).strip("\n")
-        # Closed by the model: the answer follows its blank line. Otherwise (budget spent, or the
-        # turn ended inside the block) close it ourselves; forced tokens never enter the window.
+        # Closed by the model: the answer follows its blank line (the model's own </think> was kept text,
+        # so the loop accepted it). Otherwise (budget spent, or the turn ended inside the block) close it
+        # ourselves; forced tokens are never accepted.
         if ended == tokenizer.think_close:
             kept, forced = generated, tokenizer.encode_text("\n\n")
-            window.append(ended)  # the model's own </think> is generated text
         else:
             kept, forced = body, close_think(tokenizer)
         ids, checkpoints = prompt.ids + kept + forced, ()
@@ -189,7 +190,8 @@ def _read_letters(
         ids, checkpoints = prompt.ids, prompt.checkpoints
         completion_tokens = 1
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
-    answer = generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, allowed=np.array(letters), window=window)
+    processors = make_processors(sampling, allowed=letters, penalties=penalties)
+    answer = generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, processors=processors)
     step = next(answer)
     answer.close()
     clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")

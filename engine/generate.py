@@ -4,8 +4,9 @@
 max_tokens=N costs exactly N draws and N-1 decode forwards (max_tokens=1: the prefill and nothing
 else). Each decode forward starts before its step is handed out, so the step's logprobs and whatever
 the consumer does with it overlap the device's work; a consumer that stops early waits for that one
-forward (its state stays consistent with the history). A token enters the penalty window only when
-it is kept as generated text: a stop token, a forced token or a draw that is thrown away never counts.
+forward (its state stays consistent with the history). Each step runs the request's logits processors
+(engine/processors.py) and tells them about a token only when it is kept as generated text: a stop
+token, a forced token or a draw that is thrown away never enters the penalty window.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 
 from .errors import Cancelled, ContextLimitError, SettingsError
 from .logprobs import Distribution, TokenLogprob
-from .sampling import apply_penalties, constrain, sample
+from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
+from .sampling import sample
 from .settings import SamplingSettings
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
@@ -33,7 +35,7 @@ MAX_TOP_LOGPROBS = 20
 class Step:
     token_id: int
     entry: TokenLogprob | None  # logprob of the draw and its alternatives, when asked for
-    penalized: np.ndarray  # the logits the draw saw, after penalties and before any constraint
+    penalized: np.ndarray  # the logits the draw saw after the adjusting processors (penalties), before any mask
 
 
 def make_rng(seed: int | None) -> np.random.Generator:
@@ -52,31 +54,37 @@ def generate_step(
     top_logprobs: int | None = None,
     allowed: np.ndarray | None = None,
     window: deque[int] | None = None,
+    processors: Sequence[LogitsProcessor] | None = None,
+    end_ids: frozenset[int] = frozenset(),
     should_stop: Callable[[], bool] | None = None,
 ) -> Iterator[Step]:
     """Prefill, then draw up to max_tokens tokens, feeding each kept token back.
 
-    top_logprobs None: no capture; N ≥ 0: the draw's logprob plus N alternatives. allowed: a constraint
-    for every draw (the ids a caller accepts). window: the penalty window to continue (a caller that
-    generates in phases passes it on so earlier sampled tokens still count).
+    top_logprobs None: no capture; N ≥ 0: the draw's logprob plus N alternatives. processors: the
+    request's logits processors (make_processors builds them); a caller that generates in phases passes
+    the same ones on so earlier kept tokens still count. Without them, the chain is built here from
+    `sampling`, `allowed` (a constraint for every draw: the ids a caller accepts) and `window` (a
+    penalty window to continue). stop_ids end the turn and are not kept; end_ids end this phase but are
+    kept (accepted) text, e.g. the model's own </think> before the answer.
     """
-    if window is None:
-        window = deque(maxlen=sampling.penalty_window)
+    if processors is None:
+        penalties = Penalties.for_sampling(sampling, window)
+        processors = make_processors(sampling, allowed=allowed, penalties=penalties)
+    elif allowed is not None or window is not None:
+        raise ValueError("pass either processors or allowed/window, not both")
+    check_order(processors)
     logits = runner.prefill(prompt_ids, checkpoints)
     drawn = 0
     while drawn < max_tokens:
         if should_stop is not None and should_stop():
             raise Cancelled("generation cancelled")
-        penalized = apply_penalties(
-            logits, window, sampling.repetition_penalty, sampling.frequency_penalty, sampling.presence_penalty
-        )
-        processed = constrain(penalized, allowed)
+        penalized, processed = run_processors(processors, logits)
         token = sample(processed, sampling, rng)
         drawn += 1
         stop = token in stop_ids  # a stop token ends the turn: never fed, never text, never in the window
-        feeding = not stop and drawn < max_tokens
+        feeding = not stop and token not in end_ids and drawn < max_tokens
         if not stop:
-            window.append(token)
+            accept(processors, token)
         if feeding:
             try:
                 # The device computes the next logits while this step's logprobs are taken and the step
@@ -279,7 +287,7 @@ def stream_generation(
         stop_ids=runner.tokenizer.stop_ids,
         checkpoints=request.checkpoints,
         top_logprobs=request.top_logprobs,
-        allowed=None if request.allowed is None else np.array(request.allowed),
+        processors=make_processors(request.sampling, allowed=request.allowed),
         should_stop=should_stop,
     )
     try:

@@ -1,11 +1,11 @@
 """Sampler stages: small pure numpy functions, applied in this order:
 
-    penalties → constraint → top-k → top-p → min-p → temperature → draw
+    (logits processors: penalties → constraint) → top-k → top-p → min-p → temperature → draw
 
-Penalties and the constraint map the whole logits vector to a new one (a removed token becomes -inf).
-From top-k on, the stages pass `Candidates`: the ids still in the running with their logits, so a
-decode step never sorts, masks or exponentiates the 248k vocabulary again once top-k has picked its
-few (engine/ranking.py finds them without a full sort). Every stage breaks ties towards the lower
+The logits processors (engine/processors.py) map the whole logits vector to a new one (a removed
+token becomes -inf) before the sampler sees it. From top-k on, the stages pass `Candidates`: the ids
+still in the running with their logits, so a decode step never sorts, masks or exponentiates the 248k
+vocabulary again once top-k has picked its few (engine/ranking.py finds them without a full sort). Every stage breaks ties towards the lower
 token id and the draw walks the survivors in id order, so the same logits give the same token on the
 greedy and on the sampled path, and a seed gives the same tokens whatever the stages' internals.
 Log-probabilities are taken after the constraint and before top-k (see logprobs.py), i.e. after
@@ -14,7 +14,6 @@ penalties and before temperature.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -23,33 +22,6 @@ import numpy as np
 from .logprobs import logsumexp
 from .ranking import top_ids
 from .settings import SamplingSettings
-
-
-def apply_penalties(
-    logits: np.ndarray, window: Iterable[int], repetition: float, frequency: float, presence: float
-) -> np.ndarray:
-    """Repetition (CTRL: positive logits divided, the rest multiplied), then OpenAI frequency/presence."""
-    tokens = np.fromiter(window, dtype=np.int64)
-    if tokens.size == 0 or (repetition == 1.0 and frequency == 0.0 and presence == 0.0):
-        return logits
-    ids, counts = np.unique(tokens, return_counts=True)
-    keep = ids < logits.shape[0]
-    ids, counts = ids[keep], counts[keep]
-    out = logits.copy()
-    seen = out[ids]
-    if repetition != 1.0:
-        seen = np.where(seen > 0, seen / repetition, seen * repetition)
-    out[ids] = seen - counts * frequency - presence
-    return out
-
-
-def constrain(logits: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
-    """Keep only the allowed ids (e.g. the option letters); None means no constraint."""
-    if allowed is None:
-        return logits
-    out = np.full_like(logits, -np.inf)
-    out[allowed] = logits[allowed]
-    return out
 
 
 @dataclass(frozen=True)

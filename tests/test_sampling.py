@@ -5,26 +5,6 @@ from engine import sampling
 from engine.settings import SamplingSettings
 
 
-def test_repetition_penalty_is_ctrl_style():
-    logits = np.array([2.0, -2.0, 1.0, 0.5])
-    out = sampling.apply_penalties(logits, [0, 1], repetition=2.0, frequency=0.0, presence=0.0)
-    assert out.tolist() == [1.0, -4.0, 1.0, 0.5]
-    assert logits.tolist() == [2.0, -2.0, 1.0, 0.5], "stages must not modify their input"
-
-
-def test_frequency_and_presence_follow_openai():
-    logits = np.zeros(5)
-    out = sampling.apply_penalties(logits, [3, 3, 3, 1], repetition=1.0, frequency=0.5, presence=1.5)
-    assert out[3] == pytest.approx(-(3 * 0.5 + 1.5))
-    assert out[1] == pytest.approx(-(0.5 + 1.5))
-    assert out[0] == out[2] == out[4] == 0.0
-
-
-def test_penalties_apply_repetition_before_frequency():
-    out = sampling.apply_penalties(np.array([3.0]), [0], repetition=1.5, frequency=1.0, presence=0.0)
-    assert out[0] == pytest.approx(3.0 / 1.5 - 1.0)
-
-
 def kept(candidates) -> list[int]:
     return sorted(candidates.ids.tolist())
 
@@ -71,11 +51,6 @@ def test_top_p_without_top_k_finds_the_nucleus_in_a_large_vocabulary():
 def test_min_p_is_relative_to_the_top_token():
     probs = np.array([0.5, 0.3, 0.04, 0.16])
     assert kept(sampling.min_p(every(np.log(probs)), 0.1)) == [0, 1, 3]
-
-
-def test_constraint_masks_everything_else():
-    out = sampling.constrain(np.arange(6.0), np.array([1, 4]))
-    assert np.isfinite(out).tolist() == [False, True, False, False, True, False]
 
 
 def test_greedy_ties_to_lowest_id_on_both_paths():

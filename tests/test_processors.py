@@ -1,0 +1,105 @@
+"""Logits processors: penalties told which tokens were kept, the allowed-token mask, the chain's order."""
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from engine import processors
+from engine.chat_template import Message, build_chat_prompt
+from engine.generate import generate_step, make_rng
+from engine.processors import AllowedTokens, Penalties, check_order, make_processors, run_processors
+from engine.settings import SamplingSettings
+
+PENALISED_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)
+
+
+def test_repetition_penalty_is_ctrl_style():
+    logits = np.array([2.0, -2.0, 1.0, 0.5])
+    out = processors.apply_penalties(logits, [0, 1], repetition=2.0, frequency=0.0, presence=0.0)
+    assert out.tolist() == [1.0, -4.0, 1.0, 0.5]
+    assert logits.tolist() == [2.0, -2.0, 1.0, 0.5], "stages must not modify their input"
+
+
+def test_frequency_and_presence_follow_openai():
+    logits = np.zeros(5)
+    out = processors.apply_penalties(logits, [3, 3, 3, 1], repetition=1.0, frequency=0.5, presence=1.5)
+    assert out[3] == pytest.approx(-(3 * 0.5 + 1.5))
+    assert out[1] == pytest.approx(-(0.5 + 1.5))
+    assert out[0] == out[2] == out[4] == 0.0
+
+
+def test_penalties_apply_repetition_before_frequency():
+    out = processors.apply_penalties(np.array([3.0]), [0], repetition=1.5, frequency=1.0, presence=0.0)
+    assert out[0] == pytest.approx(3.0 / 1.5 - 1.0)
+
+
+def test_constraint_masks_everything_else():
+    out = processors.constrain(np.arange(6.0), np.array([1, 4]))
+    assert np.isfinite(out).tolist() == [False, True, False, False, True, False]
+
+
+def test_penalties_count_only_accepted_tokens_within_their_window():
+    penalties = Penalties(repetition=1.0, frequency=1.0, presence=0.5, window=deque(maxlen=2))
+    logits = np.zeros(4)
+    assert penalties.apply(logits) is logits  # nothing kept yet: no copy
+    for token in (0, 1, 1):
+        penalties.accept(token)
+    out = penalties.apply(logits)
+    assert list(penalties.window) == [1, 1]  # token 0 left the window
+    assert out.tolist() == [0.0, -2.5, 0.0, 0.0]
+
+
+def test_penalties_for_sampling_continue_a_given_window():
+    window = deque([3], maxlen=8)
+    penalties = Penalties.for_sampling(PENALISED_GREEDY, window)
+    penalties.accept(2)
+    assert penalties.window is window and list(window) == [3, 2]
+    assert Penalties.for_sampling(PENALISED_GREEDY).window.maxlen == PENALISED_GREEDY.penalty_window
+
+
+def test_the_chain_hands_out_logits_before_and_after_the_masks():
+    chain = make_processors(PENALISED_GREEDY, allowed=[1, 2])
+    assert [type(p) for p in chain] == [Penalties, AllowedTokens]
+    chain[0].accept(1)
+    adjusted, processed = run_processors(chain, np.array([1.0, 2.0, 3.0, 4.0]))
+    assert adjusted.tolist() == [1.0, 2.0 - 2.5, 3.0, 4.0]
+    assert processed.tolist() == [-np.inf, 2.0 - 2.5, 3.0, -np.inf]
+
+
+def test_an_adjusting_processor_after_a_mask_is_refused():
+    with pytest.raises(ValueError, match="adjusting processors come first"):
+        check_order([AllowedTokens([1]), Penalties.for_sampling(PENALISED_GREEDY)])
+    with pytest.raises(ValueError, match="not both"):
+        next(generate_step(None, [1], PENALISED_GREEDY, make_rng(0), max_tokens=1, allowed=np.array([1]),
+                           processors=make_processors(PENALISED_GREEDY)))
+
+
+def _prompt(runner, text):
+    return build_chat_prompt(runner.tokenizer, [Message("user", text)], False).ids
+
+
+def test_explicit_processors_give_the_same_steps_as_window_and_allowed(text_runner):
+    prompt = _prompt(text_runner, "Hello there")
+    allowed = np.array([10, 11, 12, 40, 41])
+    window: deque[int] = deque(maxlen=64)
+    implicit = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4, top_logprobs=2,
+                                  allowed=allowed, window=window))
+    chain = make_processors(PENALISED_GREEDY, allowed=allowed)
+    explicit = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4, top_logprobs=2,
+                                  processors=chain))
+    assert [s.token_id for s in explicit] == [s.token_id for s in implicit]
+    assert [s.entry for s in explicit] == [s.entry for s in implicit]
+    assert list(chain[0].window) == list(window) == [s.token_id for s in implicit]
+
+
+def test_an_end_token_is_kept_text_but_ends_the_phase(text_runner):
+    prompt = _prompt(text_runner, "Hello there")
+    free = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4))
+    end = free[1].token_id
+    penalties = Penalties.for_sampling(PENALISED_GREEDY)
+    ended = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4,
+                               processors=[penalties], end_ids=frozenset({end})))
+    assert [s.token_id for s in ended] == [free[0].token_id, end]
+    assert list(penalties.window) == [free[0].token_id, end]  # accepted, unlike a stop token
+    assert text_runner.history == list(prompt) + [free[0].token_id]  # but never fed
