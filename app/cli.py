@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.errors import DeciderError, SettingsError
+from engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .requests import sampling_from
 
@@ -28,16 +29,23 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_sampling_args(parser: argparse.ArgumentParser) -> None:
+    """One flag per sampling setting users set (engine.settings declares them), plus --max-tokens."""
     group = parser.add_argument_group("sampling (defaults: the model's generation_config, else Qwen3.5's)")
-    group.add_argument("--temperature", type=float)
-    group.add_argument("--top-k", type=int)
-    group.add_argument("--top-p", type=float)
-    group.add_argument("--min-p", type=float)
-    group.add_argument("--repetition-penalty", type=float)
-    group.add_argument("--frequency-penalty", type=float)
-    group.add_argument("--presence-penalty", type=float)
-    group.add_argument("--seed", type=int)
-    group.add_argument("--max-tokens", type=int, default=256)
+    for name in SAMPLING_NAMES:
+        setting = SETTINGS[name]
+        # No default here: an absent flag leaves the model's own default in place.
+        group.add_argument(setting.flag, type=setting.kind, help=f"{setting.help} ({setting.range_text()})")
+    _add_setting(group, "max_tokens")
+
+
+def _add_setting(parser, name: str, help: str | None = None) -> None:
+    """A decision setting's flag with its declared type, default and help (--x/--no-x for a bool)."""
+    setting = SETTINGS[name]
+    text = help or setting.help
+    if setting.kind is bool:
+        parser.add_argument(setting.flag, action=argparse.BooleanOptionalAction, default=setting.default, help=text)
+    else:
+        parser.add_argument(setting.flag, type=setting.kind, default=setting.default, help=f"{text} ({setting.range_text()})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--message", required=True)
     p.add_argument("--system")
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=False)
+    _add_setting(p, "think")
     p.add_argument("--logprobs", action="store_true")
     p.add_argument("--top-logprobs", type=int, default=0, help="0-20 alternatives per token (with --logprobs)")
     _add_sampling_args(p)
@@ -65,10 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
     p.add_argument("--context", help="file with shared context (rules, a document); reused across decisions")
     p.add_argument("--system", help="system prompt")
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=False, help="let the model reason first")
-    p.add_argument("--reasoning-budget", type=int, default=512, help="max reasoning tokens with --think")
-    p.add_argument("--permute", action="store_true", help="average over cyclic option orders (letter-prior debiasing)")
-    p.add_argument("--score-options", action="store_true", help="score each option's whole text instead of its letter")
+    _add_setting(p, "think")
+    _add_setting(p, "reasoning_budget", "max reasoning tokens with --think")
+    _add_setting(p, "permute")
+    _add_setting(p, "score_options")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_sampling_args(p)
 

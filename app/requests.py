@@ -5,19 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from engine.errors import SettingsError
-from engine.settings import SamplingSettings
+from engine.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
 
 # setting name → type accepted from outside (JSON numbers: ints are accepted for floats)
-SAMPLING_FIELDS: dict[str, type] = {
-    "temperature": float,
-    "top_k": int,
-    "top_p": float,
-    "min_p": float,
-    "repetition_penalty": float,
-    "frequency_penalty": float,
-    "presence_penalty": float,
-    "seed": int,
-}
+SAMPLING_FIELDS: dict[str, type] = {name: SETTINGS[name].kind for name in SAMPLING_NAMES}
 
 
 def sampling_from(values: Mapping[str, object], base: SamplingSettings) -> SamplingSettings:

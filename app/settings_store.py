@@ -17,7 +17,8 @@ from pathlib import Path
 
 from engine.devices import DEVICES, DeviceOptions
 from engine.errors import SettingsError
-from engine.settings import RANGES, SamplingSettings
+from engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
+from engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
 
 from .config import compiled_cache_dir, config_dir
 
@@ -27,21 +28,17 @@ SETTINGS_FILE = "gui-settings.json"
 MAX_RECENT_MODELS = 8
 DEFAULT_HOTKEY = "Ctrl+Shift+D"
 
-SAMPLING_NAMES = (
-    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
-)
+# The decision settings the app keeps (their ranges, defaults and help are engine.settings').
+DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute")
 
 # Ranges for the app's own numbers: name -> (min, max, integer?)
 APP_RANGES: dict[str, tuple[float, float, bool]] = {
-    "max_tokens": (1, 32768, True),
-    "reasoning_budget": (1, 32768, True),
     "overlay_opacity": (0.2, 1.0, False),
     "api_port": (1, 65535, True),
     "remote_timeout": (0.5, 3600, False),
 }
 
-ENGINES = ("local", "remote")  # the in-process OpenVINO engine, or an OpenAI-compatible server (#10)
-REMOTE_CONSTRAINTS = ("none", "vllm", "llama.cpp")  # engine.remote.CONSTRAINTS (kept here: no engine import)
+ENGINES = ("local", "remote")  # the in-process OpenVINO engine, or an OpenAI-compatible server
 
 _DEFAULT_SAMPLING = SamplingSettings()
 
@@ -55,16 +52,9 @@ def setting_range(name: str) -> tuple[float, float, bool]:
 
 def range_text(name: str) -> str:
     """The range as shown next to a field, e.g. "0 – 2" or "(0 – 1]"."""
-    low, high, integer = setting_range(name)
-
-    def fmt(value: float) -> str:
-        if integer or float(value).is_integer():
-            return f"{int(value):,}".replace(",", " ")
-        return f"{value:g}"
-
-    if name == "top_p":
-        return f"(0 – {fmt(high)}]"
-    return f"{fmt(low)} – {fmt(high)}"
+    if name in SETTINGS:
+        return SETTINGS[name].range_text()
+    return format_range(*APP_RANGES[name])
 
 
 # Screen positions and sizes kept between runs, with the parts each holds.
@@ -82,11 +72,11 @@ class GuiSettings:
     frequency_penalty: float = _DEFAULT_SAMPLING.frequency_penalty
     presence_penalty: float = _DEFAULT_SAMPLING.presence_penalty
     seed: int | None = None  # None: a fresh seed per decision
-    # generation
-    max_tokens: int = 256  # cap for free generation (chat / API); decisions use reasoning_budget
-    reasoning_budget: int = 512
-    think: bool = False
-    permute: bool = False
+    # generation and decisions (DECISION_NAMES)
+    max_tokens: int = SETTINGS["max_tokens"].default  # cap for free generation (chat / API); decisions use reasoning_budget
+    reasoning_budget: int = SETTINGS["reasoning_budget"].default
+    think: bool = SETTINGS["think"].default
+    permute: bool = SETTINGS["permute"].default
     system_prompt: str = ""
     # model and device
     device: str = "AUTO"
@@ -99,11 +89,11 @@ class GuiSettings:
     overlay_position: tuple[int, int] | None = None
     overlay_click_through: bool = False
     hotkey: str = DEFAULT_HOTKEY
-    # local API (#5)
+    # local API
     api_enabled: bool = False
     api_host: str = "127.0.0.1"
     api_port: int = 8765
-    # engine (#10): local model folder or a remote OpenAI-compatible server
+    # engine: local model folder or a remote OpenAI-compatible server
     engine: str = "local"
     remote_url: str = ""
     remote_api_key: str = ""  # stored in this settings file in plain text
@@ -124,8 +114,8 @@ class GuiSettings:
         for name in PIXEL_FIELDS:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
-        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "overlay_opacity",
-                     "remote_timeout"):
+        floats = [n for n in SAMPLING_NAMES if SETTINGS[n].kind is float] + ["overlay_opacity", "remote_timeout"]
+        for name in floats:
             object.__setattr__(self, name, float(getattr(self, name)))
 
     # ----- views the engine understands -----
@@ -219,10 +209,8 @@ def _coerce(name: str, value: object) -> object:
 
 def _check_field(name: str, value: object) -> None:
     """Raise SettingsError when one field's value is not allowed."""
-    if name in SAMPLING_NAMES:
-        if name == "seed" and value is None:
-            return
-        _DEFAULT_SAMPLING.with_changes(**{name: value})  # the engine's own rule and message
+    if name in SAMPLING_NAMES or name in DECISION_NAMES:
+        SETTINGS[name].check(value)  # the engine's declared rule and message
         return
     if name in APP_RANGES:
         low, high, integer = APP_RANGES[name]
@@ -231,8 +219,7 @@ def _check_field(name: str, value: object) -> None:
         if isinstance(value, bool) or not ok or (not integer and not math.isfinite(value)) or not low <= value <= high:
             raise SettingsError(f"{name} must be {kind} in [{low}, {high}] (got {value!r})")
         return
-    if name in ("think", "permute", "exact", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings",
-                "window_maximized"):
+    if name in ("exact", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings", "window_maximized"):
         if not isinstance(value, bool):
             raise SettingsError(f"{name} must be true or false (got {value!r})")
         return

@@ -22,7 +22,7 @@ from .generate import generate_step, make_rng
 from .info import EngineInfo
 from .logprobs import Distribution
 from .processors import Penalties, make_processors
-from .settings import SamplingSettings, check_number
+from .settings import SETTINGS, SamplingSettings
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
     from .runner import ModelRunner
@@ -36,12 +36,12 @@ class DecisionRequest:
     options: tuple[str, ...]
     system: str | None = None
     context: str | None = None
-    think: bool = False
-    reasoning_budget: int = 512
-    permute: bool = False
-    score_options: bool = False
+    think: bool = SETTINGS["think"].default
+    reasoning_budget: int = SETTINGS["reasoning_budget"].default
+    permute: bool = SETTINGS["permute"].default
+    score_options: bool = SETTINGS["score_options"].default
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
-    alternatives: int = 10
+    alternatives: int = SETTINGS["alternatives"].default
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -67,8 +67,8 @@ class DecisionRequest:
             if value is not None and not isinstance(value, str):
                 raise SettingsError(f"{name} must be text")
             object.__setattr__(self, name, value.strip() or None if isinstance(value, str) else None)
-        check_number("reasoning_budget", self.reasoning_budget, 1, 32768, True)
-        check_number("alternatives", self.alternatives, 0, 20, True)
+        SETTINGS["reasoning_budget"].check(self.reasoning_budget)
+        SETTINGS["alternatives"].check(self.alternatives)
         if self.think and self.score_options:
             raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
 

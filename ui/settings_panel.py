@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from engine.devices import DEVICES
 from engine.errors import SettingsError
+from engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .ports import Settings, SettingsRules
 from .theme import set_role
@@ -40,17 +41,17 @@ CLIPBOARD_FORMAT = (
     "the trailing marked lines are the options, else every line after the first."
 )
 
-# name -> (label, decimals, step, tooltip)
+# How a number field edits (decimals, step); its label, help and range are engine.settings' declaration.
 _NUMBERS = {
-    "temperature": ("Temperature", 2, 0.05, "0 draws the most likely option (greedy); the bars do not depend on it"),
-    "top_k": ("Top K", 0, 1, "keep the K most likely tokens before drawing; 0 = no limit"),
-    "top_p": ("Top P", 2, 0.05, "nucleus sampling: keep the smallest set holding this much probability; 1 = off"),
-    "min_p": ("Min P", 3, 0.01, "drop tokens below this fraction of the best token's probability; 0 = off"),
-    "repetition_penalty": ("Repetition penalty", 2, 0.05, "CTRL-style penalty on tokens seen in the window; 1 = off"),
-    "frequency_penalty": ("Frequency penalty", 2, 0.1, "OpenAI-style, subtracted per earlier occurrence"),
-    "presence_penalty": ("Presence penalty", 2, 0.1, "OpenAI-style, subtracted once for any earlier occurrence"),
-    "reasoning_budget": ("Reasoning budget", 0, 64, "most tokens the model may think for before it must answer"),
-    "max_tokens": ("Max tokens", 0, 64, "cap for free-form generation (chat, local API); decisions use the reasoning budget"),
+    "temperature": (2, 0.05),
+    "top_k": (0, 1),
+    "top_p": (2, 0.05),
+    "min_p": (3, 0.01),
+    "repetition_penalty": (2, 0.05),
+    "frequency_penalty": (2, 0.1),
+    "presence_penalty": (2, 0.1),
+    "reasoning_budget": (0, 64),
+    "max_tokens": (0, 64),
 }
 
 
@@ -92,14 +93,16 @@ class SettingsPanel(QScrollArea):
         self._layout.addLayout(head)
 
         grid = self._section("SAMPLING")
-        for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty"):
-            self._number(grid, name)
-        self._seed(grid)
+        for name in SAMPLING_NAMES:  # every sampling setting users set, in the declared order
+            if SETTINGS[name].optional:
+                self._seed(grid)  # a text field: empty is a value
+            else:
+                self._number(grid, name)
 
         grid = self._section("DECISION")
-        self.think = self._check(grid, "think", "Think before answering", "the model reasons first (slower); the reasoning is shown under the result")
+        self.think = self._check(grid, "think", SETTINGS["think"].label, "the model reasons first (slower); the reasoning is shown under the result")
         self._number(grid, "reasoning_budget")
-        self.permute = self._check(grid, "permute", "Debias option order", "ask once per cyclic order of the options and average (n forwards): removes the letter prior")
+        self.permute = self._check(grid, "permute", SETTINGS["permute"].label, "ask once per cyclic order of the options and average (n forwards): removes the letter prior")
         self._number(grid, "max_tokens")
         label = QLabel("System prompt")
         label.setObjectName("Caption")
@@ -309,8 +312,9 @@ class SettingsPanel(QScrollArea):
         self.errors[name] = error
 
     def _number(self, grid: QGridLayout, name: str) -> None:
-        text, decimals, step, tip = _NUMBERS[name]
-        low, high, integer = self.rules.setting_range(name)
+        decimals, step = _NUMBERS[name]
+        setting = SETTINGS[name]
+        low, high, integer = setting.range
         if integer:
             widget = QSpinBox()
             widget.setRange(int(low), int(min(high, 2**31 - 1)))
@@ -324,8 +328,8 @@ class SettingsPanel(QScrollArea):
         widget.setSingleStep(step)
         widget.setKeyboardTracking(False)
         widget.setAlignment(Qt.AlignRight)
-        widget.setToolTip(f"{tip}\nrange {self.rules.range_text(name)}")
-        self._row(grid, name, text, widget, self.rules.range_text(name))
+        widget.setToolTip(f"{setting.help}\nrange {setting.range_text()}")
+        self._row(grid, name, setting.label, widget, setting.range_text())
 
     def _seed(self, grid: QGridLayout) -> None:
         self.seed = QLineEdit()
@@ -333,7 +337,7 @@ class SettingsPanel(QScrollArea):
         self.seed.setAlignment(Qt.AlignRight)
         self.seed.setToolTip("a fixed seed makes sampled draws repeatable; empty = a fresh seed per decision")
         self.seed.editingFinished.connect(self._seed_edited)
-        self._row(grid, "seed", "Seed", self.seed, "empty = random")
+        self._row(grid, "seed", SETTINGS["seed"].label, self.seed, "empty = random")
 
     def _check(self, grid: QGridLayout, name: str, text: str, tip: str) -> QCheckBox:
         box = QCheckBox(text)
@@ -425,7 +429,7 @@ class SettingsPanel(QScrollArea):
         try:
             value = int(text)
         except ValueError:
-            low, high, _ = self.rules.setting_range("seed")
+            low, high, _ = SETTINGS["seed"].range
             self._show_error("seed", f"seed must be an integer in [{low}, {high}] or empty (got {text!r})")
             return
         self._edit("seed", value)

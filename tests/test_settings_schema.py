@@ -1,0 +1,114 @@
+"""The one settings schema (engine.settings): every front end's list of settings is generated from it
+or checked against it here, so a setting added in one place and forgotten in another fails a test."""
+
+from dataclasses import fields
+
+import pytest
+
+from engine.errors import SettingsError
+from engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, SETTINGS, SamplingSettings
+
+DECIDE_NAMES = ("think", "reasoning_budget", "permute", "score_options", "alternatives")
+
+
+def test_the_engine_dataclasses_take_their_fields_and_defaults_from_the_schema():
+    from engine.decide import DecisionRequest
+
+    assert [f.name for f in fields(SamplingSettings)] == [s.name for s in SAMPLING_SETTINGS]
+    assert SamplingSettings().to_dict() == {s.name: s.default for s in SAMPLING_SETTINGS}
+    request = DecisionRequest("Q?", ("a", "b"))
+    for name in DECIDE_NAMES:
+        assert getattr(request, name) == SETTINGS[name].default
+
+
+@pytest.mark.parametrize("setting", SAMPLING_SETTINGS + DECISION_SETTINGS, ids=lambda s: s.name)
+def test_every_setting_checks_its_own_range(setting):
+    setting.check(setting.default)
+    if setting.kind is bool:
+        with pytest.raises(SettingsError, match=f"{setting.name} must be true or false"):
+            setting.check(1)
+        return
+    with pytest.raises(SettingsError, match=f"{setting.name} must be"):
+        setting.check(setting.high + 1)
+    with pytest.raises(SettingsError, match=f"{setting.name} must be"):
+        setting.check("1")
+    assert setting.range_text()
+
+
+def test_cli_flags_are_generated_from_the_schema():
+    from app.cli import build_parser
+
+    parser = build_parser()
+    for command in ("complete", "chat", "ask"):
+        actions = {a.dest: a for a in parser._subparsers._group_actions[0].choices[command]._actions}
+        for name in SAMPLING_NAMES:
+            action = actions[name]
+            assert action.option_strings == [SETTINGS[name].flag] and action.type is SETTINGS[name].kind
+            assert action.default is None  # absent: the model's default stays
+        assert actions["max_tokens"].default == SETTINGS["max_tokens"].default
+    args = parser.parse_args(["ask", "Q?", "--option", "a", "--option", "b"])
+    for name in ("think", "reasoning_budget", "permute", "score_options"):
+        assert getattr(args, name) == SETTINGS[name].default
+    args = parser.parse_args(["ask", "Q?", "--think", "--reasoning-budget", "9", "--top-p", "0.5", "--seed", "3"])
+    assert (args.think, args.reasoning_budget, args.top_p, args.seed) == (True, 9, 0.5, 3)
+
+
+def test_the_settings_store_keeps_the_declared_settings_with_their_defaults_and_ranges():
+    from app.settings_store import DECISION_NAMES, GuiSettings, setting_range
+
+    stored = {f.name: f.default for f in fields(GuiSettings)}
+    for name in SAMPLING_NAMES + DECISION_NAMES:
+        assert stored[name] == SETTINGS[name].default, name
+        if SETTINGS[name].kind is not bool:
+            assert setting_range(name) == SETTINGS[name].range
+    with pytest.raises(SettingsError, match=r"reasoning_budget must be an integer in \[1, 32768\]"):
+        GuiSettings(reasoning_budget=0)
+    assert GuiSettings().sampling() == SamplingSettings()
+
+
+def test_the_api_takes_exactly_the_declared_sampling_fields():
+    from app.requests import SAMPLING_FIELDS, sampling_from
+
+    assert SAMPLING_FIELDS == {name: SETTINGS[name].kind for name in SAMPLING_NAMES}
+    assert "penalty_window" not in SAMPLING_FIELDS  # engine-internal: never a request field
+    changed = sampling_from({"top_k": 3, "seed": 1}, SamplingSettings())
+    assert (changed.top_k, changed.seed) == (3, 1)
+
+
+def test_the_remote_request_carries_every_declared_sampling_setting():
+    from test_remote import FakeServer, chat_answer
+
+    from engine.decide import DecisionRequest
+    from engine.remote import RemoteConfig, RemoteEngine
+
+    server = FakeServer(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.5})))
+    try:
+        sampling = SamplingSettings(temperature=0.3, top_k=7, top_p=0.9, min_p=0.05, repetition_penalty=1.1,
+                                    frequency_penalty=0.2, presence_penalty=0.4, seed=11)
+        RemoteEngine(RemoteConfig(server.url, model="m")).decide(DecisionRequest("Q?", ("a", "b"), sampling=sampling))
+    finally:
+        server.close()
+    _, body = server.requests[-1]
+    sent = {name: body[name] for name in SAMPLING_NAMES if name in body}
+    assert sent == {name: getattr(sampling, name) for name in SAMPLING_NAMES}
+
+
+def test_the_settings_form_is_generated_from_the_schema(qtbot):
+    pytest.importorskip("PySide6")
+    from PySide6.QtWidgets import QLabel
+
+    from app.gui_ports import settings_rules
+    from app.settings_store import DECISION_NAMES, GuiSettings
+    from ui.settings_panel import SettingsPanel
+
+    panel = SettingsPanel(GuiSettings(), settings_rules())
+    qtbot.addWidget(panel)
+    for name in SAMPLING_NAMES + DECISION_NAMES:
+        assert name in panel.fields, name
+    labels = {label.text() for label in panel.findChildren(QLabel)}
+    for name in SAMPLING_NAMES + ("max_tokens", "reasoning_budget"):
+        assert SETTINGS[name].label in labels
+        assert SETTINGS[name].help in panel.fields[name].toolTip() or SETTINGS[name].optional
+    for name in ("top_k", "reasoning_budget", "max_tokens"):
+        low, high, _ = SETTINGS[name].range
+        assert (panel.fields[name].minimum(), panel.fields[name].maximum()) == (low, high)
