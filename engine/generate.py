@@ -78,8 +78,8 @@ def generate_step(
     while drawn < max_tokens:
         if should_stop is not None and should_stop():
             raise Cancelled("generation cancelled")
-        penalized, processed = run_processors(processors, logits)
-        token = sample(processed, sampling, rng)
+        penalized, scored, drawn_from = run_processors(processors, logits)
+        token = sample(drawn_from, sampling, rng)
         drawn += 1
         stop = token in stop_ids  # a stop token ends the turn: never fed, never text, never in the window
         feeding = not stop and token not in end_ids and drawn < max_tokens
@@ -92,7 +92,7 @@ def generate_step(
                 runner.start_step(token)
             except ContextLimitError:
                 feeding = False
-        entry = Distribution(processed).entry(token, top_logprobs) if top_logprobs is not None else None
+        entry = Distribution(scored).entry(token, top_logprobs) if top_logprobs is not None else None
         try:
             yield Step(token, entry, penalized)
         except GeneratorExit:

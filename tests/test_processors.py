@@ -62,14 +62,36 @@ def test_the_chain_hands_out_logits_before_and_after_the_masks():
     chain = make_processors(PENALISED_GREEDY, allowed=[1, 2])
     assert [type(p) for p in chain] == [Penalties, AllowedTokens]
     chain[0].accept(1)
-    adjusted, processed = run_processors(chain, np.array([1.0, 2.0, 3.0, 4.0]))
+    adjusted, scored, drawn = run_processors(chain, np.array([1.0, 2.0, 3.0, 4.0]))
     assert adjusted.tolist() == [1.0, 2.0 - 2.5, 3.0, 4.0]
-    assert processed.tolist() == [-np.inf, 2.0 - 2.5, 3.0, -np.inf]
+    assert scored.tolist() == drawn.tolist() == [-np.inf, 2.0 - 2.5, 3.0, -np.inf]
+
+
+class _DrawOnly(AllowedTokens):
+    draw_only = True
+
+
+def test_a_draw_only_mask_restricts_the_draw_but_not_the_logprobs(text_runner):
+    logits = np.array([1.0, 2.0, 3.0, 4.0])
+    adjusted, scored, drawn = run_processors([AllowedTokens([0, 1, 2]), _DrawOnly([0])], logits)
+    assert adjusted is logits
+    assert scored.tolist() == [1.0, 2.0, 3.0, -np.inf] and drawn.tolist() == [1.0, -np.inf, -np.inf, -np.inf]
+    prompt = _prompt(text_runner, "Pick one")
+    free = next(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=1, top_logprobs=3))
+    other = next(i for i in range(100, 200) if i != free.token_id)
+    chain = make_processors(PENALISED_GREEDY) + [_DrawOnly([other])]
+    forced = next(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=1, top_logprobs=3,
+                                processors=chain))
+    assert forced.token_id == other
+    assert forced.entry.top == free.entry.top  # the model's own distribution, not the mask's
+    assert forced.entry.logprob < free.entry.logprob
 
 
 def test_an_adjusting_processor_after_a_mask_is_refused():
-    with pytest.raises(ValueError, match="adjusting processors come first"):
+    with pytest.raises(ValueError, match="out of order"):
         check_order([AllowedTokens([1]), Penalties.for_sampling(PENALISED_GREEDY)])
+    with pytest.raises(ValueError, match="out of order"):
+        check_order([_DrawOnly([1]), AllowedTokens([1])])
     with pytest.raises(ValueError, match="not both"):
         next(generate_step(None, [1], PENALISED_GREEDY, make_rng(0), max_tokens=1, allowed=np.array([1]),
                            processors=make_processors(PENALISED_GREEDY)))
@@ -103,3 +125,22 @@ def test_an_end_token_is_kept_text_but_ends_the_phase(text_runner):
     assert [s.token_id for s in ended] == [free[0].token_id, end]
     assert list(penalties.window) == [free[0].token_id, end]  # accepted, unlike a stop token
     assert text_runner.history == list(prompt) + [free[0].token_id]  # but never fed
+
+
+def test_a_grammar_mask_plugs_into_the_chain_as_a_draw_only_processor(text_runner):
+    import json
+
+    pytest.importorskip("llguidance")
+    from engine.structured import GrammarMask, GrammarTokenizer, ResponseFormat
+
+    tok = text_runner.tokenizer
+    schema = {"type": "json_schema", "json_schema": {"schema": {
+        "type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"], "additionalProperties": False}}}
+    grammar = GrammarMask(ResponseFormat.from_openai(schema), GrammarTokenizer.for_file(text_runner.folder.tokenizer_json, (tok.im_end,)), tok.size)
+    chain = make_processors(PENALISED_GREEDY) + [grammar]
+    prompt = _prompt(text_runner, "Go?")
+    steps = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=20, top_logprobs=1,
+                               processors=chain, stop_ids=tok.stop_ids))
+    kept = [s.token_id for s in steps if s.token_id not in tok.stop_ids]
+    assert json.loads(tok.decode(kept)) in ({"go": True}, {"go": False})
+    assert list(chain[0].window) == kept  # the penalties saw the same kept tokens as the grammar
