@@ -11,25 +11,40 @@ from dataclasses import dataclass
 
 from .errors import SettingsError
 from .tokenizer import ChatTokenizer
+from .vision_tokens import ImageToken, Item, image_block
 
 ROLES = ("system", "user", "assistant")
+
+
+# A message's content: text, or parts in order, each text or one image's tokens (from the runner).
+Part = str | tuple[ImageToken, ...]
 
 
 @dataclass(frozen=True)
 class Message:
     role: str
-    content: str
+    content: str | tuple[Part, ...]
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise SettingsError(f"message role must be one of {', '.join(ROLES)} (got {self.role!r})")
-        if not isinstance(self.content, str):
-            raise SettingsError("message content must be a string")
+        if isinstance(self.content, str):
+            return
+        if not isinstance(self.content, tuple) or not all(_is_part(p) for p in self.content):
+            raise SettingsError("message content must be a string or a sequence of text and image parts")
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        return (self.content,) if isinstance(self.content, str) else self.content
+
+
+def _is_part(part) -> bool:
+    return isinstance(part, str) or (isinstance(part, tuple) and bool(part) and all(isinstance(t, ImageToken) for t in part))
 
 
 @dataclass(frozen=True)
 class ChatPrompt:
-    ids: list[int]
+    ids: list[Item]
     # Prefix length just before the generation prompt's think block: the state here is what the next
     # turn of a conversation (or the same request again) shares, so the runner keeps a snapshot here.
     checkpoint: int
@@ -46,10 +61,10 @@ def validate_messages(messages: list[Message]) -> None:
 
 def build_chat_prompt(tokenizer: ChatTokenizer, messages: list[Message], think: bool) -> ChatPrompt:
     validate_messages(messages)
-    ids: list[int] = []
+    ids: list[Item] = []
     for message in messages:
         ids.append(tokenizer.im_start)
-        ids += tokenizer.encode_text(f"{message.role}\n{message.content}")
+        ids += encode_parts(tokenizer, f"{message.role}\n", message.parts)
         ids.append(tokenizer.im_end)
         ids += tokenizer.encode_text("\n")
     ids.append(tokenizer.im_start)
@@ -57,6 +72,24 @@ def build_chat_prompt(tokenizer: ChatTokenizer, messages: list[Message], think: 
     checkpoint = len(ids)
     ids += think_block(tokenizer, think)
     return ChatPrompt(ids=ids, checkpoint=checkpoint)
+
+
+def encode_parts(tokenizer: ChatTokenizer, lead: str, parts: tuple[Part, ...]) -> list[Item]:
+    """Text parts encoded between the image blocks, as a tokenizer splits a rendered template at special
+    tokens: the text run up to an image is one segment (so `lead` joins the first text part)."""
+    ids: list[Item] = []
+    text = lead
+    for part in parts:
+        if isinstance(part, str):
+            text += part
+            continue
+        if text:
+            ids += tokenizer.encode_text(text)
+        ids += image_block(tokenizer, part)
+        text = ""
+    if text:
+        ids += tokenizer.encode_text(text)
+    return ids
 
 
 def think_block(tokenizer: ChatTokenizer, think: bool) -> list[int]:

@@ -23,11 +23,13 @@ from .info import EngineInfo
 from .logprobs import Distribution
 from .processors import Penalties, make_processors
 from .settings import SETTINGS, SamplingSettings
+from .vision_preprocess import check_pixels
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
     from .runner import ModelRunner
 
 MAX_OPTIONS = len(LABELS)
+MAX_IMAGES = 8
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class DecisionRequest:
     score_options: bool = SETTINGS["score_options"].default
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     alternatives: int = SETTINGS["alternatives"].default
+    # Pixel arrays ([H, W, 3] uint8 RGB) shown before the context; not compared (arrays have no ==).
+    images: tuple[np.ndarray, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -69,6 +73,9 @@ class DecisionRequest:
             object.__setattr__(self, name, value.strip() or None if isinstance(value, str) else None)
         SETTINGS["reasoning_budget"].check(self.reasoning_budget)
         SETTINGS["alternatives"].check(self.alternatives)
+        if not isinstance(self.images, (tuple, list)) or len(self.images) > MAX_IMAGES:
+            raise SettingsError(f"images: give at most {MAX_IMAGES}")
+        object.__setattr__(self, "images", tuple(check_pixels(image) for image in self.images))
         if self.think and self.score_options:
             raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
 
@@ -221,8 +228,12 @@ def decide(
     tokenizer = runner.tokenizer
     options = list(request.options)
     letters = letter_ids(tokenizer, len(options))
-    prompt = build_decision_prompt(tokenizer, request.question, options, system=request.system, context=request.context, think=request.think)
+    images = _image_tokens(runner, request)
+    prompt = build_decision_prompt(
+        tokenizer, request.question, options, system=request.system, context=request.context, think=request.think, images=images
+    )
     clock.lap("tokenize_s")
+    encodes = runner.vision.stats.encodes if images else 0
     read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
     prefill_tokens, reused = runner.stats.last_prefill_tokens, runner.stats.last_prefill_reused
     option_logprobs = read.distribution.logprobs(letters)
@@ -240,6 +251,15 @@ def decide(
         for i, text in enumerate(options)
     ]
     alternatives = _alternatives(tokenizer, read.distribution, request.alternatives)
+    usage = {
+        "prompt_tokens": len(prompt.ids),
+        "prefill_tokens": prefill_tokens,
+        "reused_tokens": reused,
+        "completion_tokens": read.completion_tokens,
+    }
+    if images:
+        usage["image_tokens"] = sum(len(tokens) for tokens in images)
+        usage["images_encoded"] = runner.vision.stats.encodes - encodes  # 0 when the screen was seen before
     return DecisionResult(
         choice_index=choice,
         options=results,
@@ -248,13 +268,12 @@ def decide(
         reasoning=read.reasoning,
         alternatives=alternatives,
         timings=clock.total(),
-        usage={
-            "prompt_tokens": len(prompt.ids),
-            "prefill_tokens": prefill_tokens,
-            "reused_tokens": reused,
-            "completion_tokens": read.completion_tokens,
-        },
+        usage=usage,
     )
+
+
+def _image_tokens(runner: ModelRunner, request: DecisionRequest) -> list[tuple]:
+    return [tuple(runner.image_tokens(pixels)) for pixels in request.images]
 
 
 def _rotation_average(
@@ -267,7 +286,7 @@ def _rotation_average(
         order = [(i + shift) % count for i in range(count)]  # position j shows option order[j]
         prompt = build_decision_prompt(
             runner.tokenizer, request.question, [request.options[i] for i in order],
-            system=request.system, context=request.context, think=request.think,
+            system=request.system, context=request.context, think=request.think, images=_image_tokens(runner, request),
         )
         if should_stop is not None and should_stop():
             raise Cancelled("decision cancelled")
@@ -284,7 +303,10 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> Decisio
     clock = _Clock()
     tokenizer = runner.tokenizer
     options = list(request.options)
-    prompt = build_decision_prompt(tokenizer, request.question, options, system=request.system, context=request.context, words=True)
+    prompt = build_decision_prompt(
+        tokenizer, request.question, options, system=request.system, context=request.context, words=True,
+        images=_image_tokens(runner, request),
+    )
     clock.lap("tokenize_s")
     sequences = [tokenizer.encode_text(text) + [tokenizer.im_end] for text in options]
     sums, first, computed, reused = [], None, 0, 0

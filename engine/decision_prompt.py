@@ -7,6 +7,7 @@ follows, and the state after it can be snapshotted and reused by the next decisi
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -15,6 +16,7 @@ from pathlib import Path
 from .chat_template import think_block
 from .errors import SettingsError
 from .tokenizer import ChatTokenizer
+from .vision_tokens import ImageToken, Item, image_block
 
 LABELS = "ABCDEFGHIJ"
 _SECTION = re.compile(r"^\[(\w+)\]\s*$")
@@ -42,7 +44,7 @@ def load_templates(path: str | None = None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class DecisionPrompt:
-    ids: list[int]
+    ids: list[Item]
     checkpoints: tuple[int, ...]  # after the system message + context, and the prompt's end
     context_end: int  # tokens that a decision with the same system prompt and context shares
 
@@ -71,12 +73,17 @@ def build_decision_prompt(
     think: bool = False,
     words: bool = False,
     templates: dict[str, str] | None = None,
+    images: Sequence[Sequence[ImageToken]] = (),
 ) -> DecisionPrompt:
+    """images: each image's tokens (runner.image_tokens), shown first in the user turn, then the context:
+    both are what the next decision about the same screen shares."""
     templates = templates or load_templates()
-    ids: list[int] = []
+    ids: list[Item] = []
     if system:
         ids += [tokenizer.im_start, *tokenizer.encode_text(f"system\n{system}"), tokenizer.im_end, *tokenizer.encode_text("\n")]
     ids += [tokenizer.im_start, *tokenizer.encode_text("user\n")]
+    for tokens in images:
+        ids += image_block(tokenizer, tokens)
     *shared, question_text = user_segments(question, options, context, words, templates)
     for segment in shared:
         ids += tokenizer.encode_text(segment)
@@ -84,8 +91,8 @@ def build_decision_prompt(
     ids += tokenizer.encode_text(question_text)
     ids += [tokenizer.im_end, *tokenizer.encode_text("\n"), tokenizer.im_start, *tokenizer.encode_text("assistant\n")]
     ids += think_block(tokenizer, think)
-    # A snapshot after a shared system prompt/context pays off; after "<|im_start|>user\n" it would not.
-    checkpoints = (context_end, len(ids)) if system or context else (len(ids),)
+    # A snapshot after a shared system prompt/context/screenshot pays off; after "<|im_start|>user\n" it would not.
+    checkpoints = (context_end, len(ids)) if system or context or images else (len(ids),)
     return DecisionPrompt(ids=ids, checkpoints=checkpoints, context_end=context_end)
 
 

@@ -21,6 +21,11 @@ VL_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")
 TEXT_IR = "openvino_model.xml"
 VL_LANGUAGE_IR = "openvino_language_model.xml"
 VL_EMBEDDINGS_IR = "openvino_text_embeddings_model.xml"
+VL_VISION_IRS = (
+    "openvino_vision_embeddings_model.xml",
+    "openvino_vision_embeddings_pos_model.xml",
+    "openvino_vision_embeddings_merger_model.xml",
+)
 
 _CONST_EXTENT = re.compile(rb'offset="(\d+)"\s+size="(\d+)"')
 
@@ -35,6 +40,11 @@ class ModelFolder:
     embeddings_ir: Path | None
     tokenizer_json: Path
     generation_config: dict = field(default_factory=dict)
+    vision_config: dict = field(default_factory=dict)  # empty: no vision encoder to use
+
+    @property
+    def has_vision(self) -> bool:
+        return bool(self.vision_config)
 
     @property
     def name(self) -> str:
@@ -115,6 +125,7 @@ def inspect_folder(path: str | Path) -> ModelFolder:
     if not tokenizer_json.is_file():
         raise ModelError(f"{tokenizer_json}: missing file (Decider needs the Hugging Face tokenizer.json)")
     generation_config = _read_json(folder / "generation_config.json", required=False)
+    vision_config = _vision_config(folder, config) if layout == "vl" else {}
     return ModelFolder(
         path=folder,
         layout=layout,
@@ -124,4 +135,18 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         embeddings_ir=embeddings_ir,
         tokenizer_json=tokenizer_json,
         generation_config=generation_config,
+        vision_config=vision_config,
     )
+
+
+def _vision_config(folder: Path, config: dict) -> dict:
+    """The vision tower's config when the export carries its IRs (text-only use needs none of them)."""
+    present = [name for name in VL_VISION_IRS if (folder / name).exists()]
+    if not present:
+        return {}
+    for name in VL_VISION_IRS:
+        check_ir_pair(folder / name)
+    vision = config.get("vision_config")
+    if not isinstance(vision, dict):
+        raise ModelError(f"{folder / 'config.json'}: the export has vision IRs but no vision_config object")
+    return vision

@@ -135,6 +135,8 @@ class RemoteEngine:
             raise SettingsError("word-option scoring needs the local engine (it reads every token's logprob)")
         if request.permute:
             raise SettingsError("permute is not available on a remote engine yet")
+        if request.images:
+            raise SettingsError("images need the local engine (a remote decision sends text only)")
         clock = _Clock()
         options = list(request.options)
         user = "".join(user_segments(request.question, options, request.context, False, load_templates()))

@@ -8,6 +8,7 @@ conversation logic (history, prefix reuse, snapshots, run-ahead steps) is in run
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import openvino as ov
@@ -17,6 +18,8 @@ from .errors import DeviceError
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, RunnerStats, first_line
+from .vision_encoder import VisionEncoder
+from .vision_tokens import IMAGE_PAD, ImageToken, Item, has_images, rope_positions, token_ids
 
 __all__ = ["ModelRunner", "RunnerStats"]
 
@@ -28,7 +31,7 @@ class _TextLayout:
         self.request = compiled.create_infer_request()
         self.names = {p.get_any_name() for p in compiled.inputs}
 
-    def inputs(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+    def inputs(self, ids: np.ndarray, past: int, history=()) -> dict[str, np.ndarray]:
         length = ids.shape[0]
         feed = {
             "input_ids": ids[None, :],
@@ -40,26 +43,44 @@ class _TextLayout:
 
 
 class _VisionLanguageLayout:
-    """openvino_language_model.xml fed by openvino_text_embeddings_model.xml (text-only use).
+    """openvino_language_model.xml fed by openvino_text_embeddings_model.xml and, for image tokens,
+    the vision encoder's features.
 
-    position_ids are [4, B, S]: text positions then mrope T/H/W, all equal to the token index for text.
+    position_ids are [4, B, S]: text positions then mrope T/H/W (all equal to the token index for
+    text-only prompts; 3-D for image tokens and shifted after an image, see vision_tokens).
     """
 
-    def __init__(self, compiled: ov.CompiledModel, embeddings: ov.CompiledModel):
+    def __init__(
+        self, compiled: ov.CompiledModel, embeddings: ov.CompiledModel, vision: VisionEncoder | None = None, image_pad: int | None = None
+    ):
         self.request = compiled.create_infer_request()
         self.names = {p.get_any_name() for p in compiled.inputs}
         self._embed = embeddings.create_infer_request()
         self._embed_input = embeddings.inputs[0].get_any_name()
+        self._vision = vision
+        self._image_pad = image_pad
 
-    def inputs(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
-        length = ids.shape[0]
+    def inputs(self, chunk: Sequence[Item], past: int, history: Sequence[Item] = ()) -> dict[str, np.ndarray]:
+        """history: the items before the chunk, needed only when they may hold images (else past is enough)."""
+        chunk = chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
+        length = len(chunk)
+        images = self._vision is not None and has_images(chunk)
+        ids = token_ids(chunk, self._image_pad) if images else np.asarray(chunk, dtype=np.int64)
         self._embed.infer({self._embed_input: ids[None, :]})
         embeds = self._embed.get_output_tensor(0).data.copy()
-        positions = np.arange(past, past + length, dtype=np.int64)
+        if images:
+            features: dict[str, np.ndarray] = {}
+            for i, item in enumerate(chunk):
+                if isinstance(item, ImageToken):
+                    if item.digest not in features:
+                        features[item.digest] = self._vision.features(item.digest)
+                    embeds[0, i] = features[item.digest][item.index]
+        text = np.arange(past, past + length, dtype=np.int64)  # row 0: the plain index (unused by the IR's RoPE)
+        rope = rope_positions(history, chunk) if images or has_images(history) else np.broadcast_to(text, (3, length))
         feed = {
             "inputs_embeds": embeds,
             "attention_mask": np.ones((1, past + length), dtype=np.int64),
-            "position_ids": np.broadcast_to(positions, (4, 1, length)).copy(),
+            "position_ids": np.concatenate([text[None], rope])[:, None, :],
             "beam_idx": np.zeros(1, dtype=np.int32),
         }
         return {k: v for k, v in feed.items() if k in self.names}
@@ -88,6 +109,10 @@ def chunk_sizes(length: int, largest: int = PREFILL_CHUNK) -> list[int]:
     return sizes
 
 
+def _as_list(items) -> list[Item]:
+    return items.tolist() if isinstance(items, np.ndarray) else list(items)
+
+
 class ModelRunner(RunnerBase):
     def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None):
         self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
@@ -111,7 +136,14 @@ class ModelRunner(RunnerBase):
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
-        self._layout = _TextLayout(compiled) if self.folder.layout == "text" else _VisionLanguageLayout(compiled, embeddings)
+        # The vision encoder runs on the CPU with the exact-mode properties (its cost is one image, not every token).
+        if self.folder.has_vision:
+            self.vision = VisionEncoder(core, self.folder.path, self.folder.vision_config, "CPU", compile_properties("CPU", self.options))
+        if self.folder.layout == "text":
+            self._layout = _TextLayout(compiled)
+        else:
+            image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
+            self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._request = self._layout.request
 
     # ----- hooks -----
@@ -126,18 +158,20 @@ class ModelRunner(RunnerBase):
             # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
             state.state = ov.Tensor(states[state.name].copy())
 
-    def _run(self, ids: np.ndarray, past: int) -> np.ndarray:
+    def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         # NPUW_LLM takes a prompt whole (it pads to its static length itself); dynamic shapes are chunked.
         sizes = [len(ids)] if self.execution_path == "npuw_llm" else chunk_sizes(len(ids))
         position = 0
         for size in sizes:
-            self._request.infer(self._layout.inputs(ids[position : position + size], past + position))
+            # The items before the chunk: image positions depend on the images earlier in the prompt.
+            before = self.history[:past] + _as_list(ids[:position]) if self.vision is not None else ()
+            self._request.infer(self._layout.inputs(ids[position : position + size], past + position, before))
             self.stats.infers += 1
             position += size
         return self._logits()
 
     def _start(self, token: int, past: int) -> None:
-        self._request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past))
+        self._request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history))
 
     def _wait(self) -> np.ndarray:
         self._request.wait()

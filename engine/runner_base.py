@@ -25,6 +25,7 @@ from .devices import DeviceCaps, DeviceOptions
 from .errors import ContextLimitError, ModelError, SettingsError
 from .model_folder import ModelFolder
 from .tokenizer import ChatTokenizer
+from .vision_tokens import ImageToken, Item, has_images
 
 MAX_SNAPSHOTS = 4
 
@@ -62,10 +63,12 @@ class RunnerBase:
     tokenizer: ChatTokenizer
     vocab_size: int
     logits_width: int
+    vision = None  # a VisionEncoder where this runner can feed images (engine/vision_encoder.py)
 
     def _init_conversation(self) -> None:
-        self.history: list[int] = []
-        self._snapshots: OrderedDict[tuple[int, ...], _Snapshot] = OrderedDict()
+        # Items: text ids, and image tokens naming their picture by digest (so prefix keys include the image).
+        self.history: list[Item] = []
+        self._snapshots: OrderedDict[tuple[Item, ...], _Snapshot] = OrderedDict()
         self._pending = False  # a start_step() not yet finished
         self.stats = RunnerStats()
         self.notices: list[str] = []  # things the user should see (e.g. a device fallback)
@@ -135,7 +138,24 @@ class RunnerBase:
             limit = min(limit, self.caps.max_total_len)
         return limit
 
-    def check_prompt(self, ids: Sequence[int]) -> None:
+    def image_tokens(self, pixels: np.ndarray) -> list[ImageToken]:
+        """An image's placeholder tokens for a prompt ([H, W, 3] uint8 RGB pixels)."""
+        if self.vision is None:
+            raise SettingsError(self._no_vision())
+        return self.vision.tokens(pixels)
+
+    def _no_vision(self) -> str:
+        if not self.folder.has_vision:
+            return f"{self.folder.name} cannot see images: the export has no vision encoder"
+        return f"{self.folder.name} cannot see images on the {self.execution_path} execution path (use CPU or GPU)"
+
+    def _items(self, ids: Sequence[Item]) -> list[Item]:
+        items = [item if type(item) is ImageToken else int(item) for item in ids]
+        if self.vision is None and has_images(items):
+            raise SettingsError(self._no_vision())
+        return items
+
+    def check_prompt(self, ids: Sequence[Item]) -> None:
         if len(ids) == 0:
             raise SettingsError("the prompt is empty")
         if self.caps.max_prompt_len is not None and len(ids) > self.caps.max_prompt_len:
@@ -154,7 +174,7 @@ class RunnerBase:
         self._clear_state()
         self.history = []
 
-    def _restore(self, prefix: tuple[int, ...]) -> np.ndarray:
+    def _restore(self, prefix: tuple[Item, ...]) -> np.ndarray:
         snapshot = self._snapshots[prefix]
         self._snapshots.move_to_end(prefix)
         self._restore_state(snapshot.states)
@@ -162,7 +182,7 @@ class RunnerBase:
         self.stats.snapshots_restored += 1
         return snapshot.logits
 
-    def _keep_snapshot(self, prefix: tuple[int, ...], logits: np.ndarray) -> None:
+    def _keep_snapshot(self, prefix: tuple[Item, ...], logits: np.ndarray) -> None:
         self._snapshots[prefix] = _Snapshot(self._capture_state(), logits.copy())
         self._snapshots.move_to_end(prefix)
         while len(self._snapshots) > MAX_SNAPSHOTS:
@@ -171,7 +191,7 @@ class RunnerBase:
     def clear_snapshots(self) -> None:
         self._snapshots.clear()
 
-    def _resume(self, ids: list[int]) -> int:
+    def _resume(self, ids: list[Item]) -> int:
         """Bring the state to the longest usable prefix of ids (strictly shorter); return its length."""
         if self.caps.prefix_reuse:
             history = self.history
@@ -190,7 +210,7 @@ class RunnerBase:
         return 0
 
     # ----- forward -----
-    def prefill(self, ids: Sequence[int], checkpoints: Sequence[int] = ()) -> np.ndarray:
+    def prefill(self, ids: Sequence[Item], checkpoints: Sequence[int] = ()) -> np.ndarray:
         """Make the state hold `ids` and return the next-token logits (float64, real vocabulary).
 
         The prompt is computed in chunks split at the checkpoints, and a snapshot (state + logits) is
@@ -202,11 +222,11 @@ class RunnerBase:
         self.settle()
         started = time.perf_counter()
         try:
-            return self._prefill([int(i) for i in ids], checkpoints)
+            return self._prefill(self._items(ids), checkpoints)
         finally:
             self.stats.last_prefill_s = time.perf_counter() - started
 
-    def _prefill(self, ids: list[int], checkpoints: Sequence[int]) -> np.ndarray:
+    def _prefill(self, ids: list[Item], checkpoints: Sequence[int]) -> np.ndarray:
         self.check_prompt(ids)
         key = tuple(ids)
         if self.caps.snapshots and key in self._snapshots:
@@ -218,7 +238,8 @@ class RunnerBase:
         cuts = sorted({c for c in checkpoints if start < c < len(ids)}) + [len(ids)]
         position = start
         for cut in cuts:
-            logits = self._run(np.asarray(ids[position:cut], dtype=np.int64), position)
+            chunk = ids[position:cut]
+            logits = self._run(chunk if has_images(chunk) else np.asarray(chunk, dtype=np.int64), position)
             self.stats.forwards += 1
             position = cut
             self.history = ids[:cut]

@@ -565,6 +565,37 @@ VISION_CONFIG = dict(
     initializer_range=INITIALIZER_RANGE,
 )
 
+# The VL fixture's preprocessor_config.json: the shape of a real Qwen3.5 export's file (Qwen2-VL image processor,
+# patch 16, temporal patch 2, merge 2, mean/std 0.5), with a pixel budget scaled to the tiny model: 64×64 to 256×256
+# pixels (4 to 64 image tokens) instead of the real 256×256 to 4096×4096, so test images stay small and a 16:9
+# screenshot still takes the downscaling path.
+PREPROCESSOR_CONFIG = {
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "do_convert_rgb": True,
+    "do_resize": True,
+    "size": {"shortest_edge": 64 * 64, "longest_edge": 256 * 256},
+    "resample": 3,
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "patch_size": VISION_CONFIG["patch_size"],
+    "temporal_patch_size": VISION_CONFIG["temporal_patch_size"],
+    "merge_size": VISION_CONFIG["spatial_merge_size"],
+}
+
+
+def write_preprocessor_config(name: str) -> None:
+    """VL fixtures only: the image processor settings, in the checkpoint and in the export (real exports carry it)."""
+    if MODEL_SPECS[name]["layout"] != "vl":
+        return
+    text = json.dumps(PREPROCESSOR_CONFIG, indent=2) + "\n"
+    for folder in (CHECKPOINTS / name, MODELS / name):
+        if folder.exists():
+            (folder / "preprocessor_config.json").write_text(text)
+
+
 MOE_KWARGS = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32)
 
 
@@ -1121,6 +1152,7 @@ def main(argv=None) -> int:
                 continue
             if spec["optional"] and MOE_EXPORT_NOTE.exists():
                 MOE_EXPORT_NOTE.unlink()
+        write_preprocessor_config(name)
         ref = write_reference(name)
         if not args.no_check:
             try:

@@ -1,0 +1,183 @@
+"""Qwen3.5's vision encoder from an optimum-intel export: patches in, one feature row per image token out.
+
+The export splits the vision tower in three IRs, and the host does what sits between them
+(what transformers' `Qwen3_5VisionModel.forward` does inside one module):
+
+1. `openvino_vision_embeddings_model.xml`: the patch embedding (a Conv3d over temporal × patch × patch).
+2. `openvino_vision_embeddings_pos_model.xml`: rows of the learned num_grid × num_grid position table,
+   looked up at the four grid neighbours of each patch; the host weights and sums them (bilinear
+   interpolation of the table to the image's own grid) and adds them to the patch embeddings.
+3. `openvino_vision_embeddings_merger_model.xml`: the transformer blocks with 2-D rotary positions
+   (row and column of each patch, given as angles) under an attention mask, then the 2×2 merger.
+
+Features are cached by image digest: the same screenshot asked about twice is encoded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+
+from .errors import ModelError, SettingsError
+from .model_folder import VL_VISION_IRS
+from .vision_preprocess import Patches, ProcessorConfig, preprocess
+from .vision_tokens import ImageToken, image_tokens
+
+VISION_IRS = dict(zip(("patches", "positions", "merger"), VL_VISION_IRS))
+PREPROCESSOR_CONFIG = "preprocessor_config.json"
+MAX_CACHED_IMAGES = 8
+_ROPE_THETA = 10000.0  # the vision tower's rotary base (fixed in the architecture, not in config.json)
+
+
+@dataclass
+class VisionStats:
+    encodes: int = 0  # images run through the encoder since load
+    cache_hits: int = 0
+    last_encode_s: float = 0.0
+    last_preprocess_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class VisionGeometry:
+    hidden_size: int
+    num_heads: int
+    merge_size: int
+    grid_side: int  # the learned position table is grid_side × grid_side
+
+    @classmethod
+    def from_config(cls, vision_config: dict, where: str) -> "VisionGeometry":
+        try:
+            hidden, heads = int(vision_config["hidden_size"]), int(vision_config["num_heads"])
+            merge = int(vision_config.get("spatial_merge_size", 2))
+            table = int(vision_config["num_position_embeddings"])
+        except (KeyError, TypeError, ValueError):
+            raise ModelError(f"{where}: vision_config needs hidden_size, num_heads and num_position_embeddings") from None
+        side = int(round(table**0.5))
+        if side * side != table or hidden % heads or (hidden // heads) % 4:
+            raise ModelError(f"{where}: vision_config geometry is inconsistent")
+        return cls(hidden, heads, merge, side)
+
+
+@dataclass
+class _Pending:
+    patches: Patches
+    features: np.ndarray | None = None
+
+
+class VisionEncoder:
+    def __init__(self, core: ov.Core, folder: Path, vision_config: dict, device: str = "CPU", properties: dict | None = None):
+        self.geometry = VisionGeometry.from_config(vision_config, str(folder / "config.json"))
+        config_path = folder / PREPROCESSOR_CONFIG
+        if config_path.is_file():
+            self.processor = ProcessorConfig.from_file(config_path, vision_config)
+        else:
+            # Real exports ship the file; without it the architecture's own sizes and the processor's defaults apply.
+            self.processor = ProcessorConfig.from_dict({}, vision_config)
+        if self.processor.merge_size != self.geometry.merge_size:
+            raise ModelError(f"{config_path}: merge_size {self.processor.merge_size} ≠ the model's {self.geometry.merge_size}")
+        self.device = device
+        requests = {}
+        for role, name in VISION_IRS.items():
+            try:
+                requests[role] = core.compile_model(core.read_model(folder / name), device, properties or {}).create_infer_request()
+            except RuntimeError as exc:
+                raise ModelError(f"{folder / name}: cannot compile on {device} ({str(exc).strip().splitlines()[0]})") from None
+        self._patches, self._positions, self._merger = requests["patches"], requests["positions"], requests["merger"]
+        head_dim = self.geometry.hidden_size // self.geometry.num_heads
+        rotary = head_dim // 2  # half the head rotates with the row, half with the column
+        self._inv_freq = (1.0 / _ROPE_THETA ** (np.arange(0, rotary, 2, dtype=np.float32) / rotary)).astype(np.float32)
+        self._images: OrderedDict[str, _Pending] = OrderedDict()
+        self.stats = VisionStats()
+
+    # ----- the prompt side: tokens now, features when the language model needs them -----
+    def tokens(self, pixels: np.ndarray) -> list[ImageToken]:
+        """Preprocess an image and return its placeholder tokens; encoding waits until they are fed."""
+        started = time.perf_counter()
+        digest = self.digest(pixels)
+        pending = self._images.get(digest)
+        if pending is None:
+            pending = _Pending(preprocess(pixels, self.processor))
+            self._remember(digest, pending)
+        else:
+            self._images.move_to_end(digest)
+        self.stats.last_preprocess_s = time.perf_counter() - started
+        rows, cols = (side // self.geometry.merge_size for side in pending.patches.token_grid)
+        return image_tokens(digest, rows, cols)
+
+    def digest(self, pixels: np.ndarray) -> str:
+        if not isinstance(pixels, np.ndarray):
+            raise SettingsError("an image must be a pixel array")
+        h = hashlib.blake2b(digest_size=16)
+        h.update(repr((pixels.shape, pixels.dtype.str, self.processor)).encode())
+        h.update(np.ascontiguousarray(pixels).data)
+        return h.hexdigest()
+
+    def features(self, digest: str) -> np.ndarray:
+        """[rows·cols, text hidden] float32 features of a prepared image (encoded once, then cached)."""
+        pending = self._images.get(digest)
+        if pending is None:
+            raise SettingsError("an image token refers to an image this model has not prepared (or has forgotten)")
+        self._images.move_to_end(digest)
+        if pending.features is None:
+            started = time.perf_counter()
+            pending.features = self.encode(pending.patches)
+            self.stats.encodes += 1
+            self.stats.last_encode_s = time.perf_counter() - started
+        else:
+            self.stats.cache_hits += 1
+        return pending.features
+
+    def clear(self) -> None:
+        """Forget every prepared image and its features."""
+        self._images.clear()
+
+    def _remember(self, digest: str, pending: _Pending) -> None:
+        self._images[digest] = pending
+        while len(self._images) > MAX_CACHED_IMAGES:
+            self._images.popitem(last=False)
+
+    # ----- the encoder itself -----
+    def encode(self, patches: Patches) -> np.ndarray:
+        self._patches.infer({0: patches.values})
+        hidden = self._patches.get_output_tensor(0).data.copy()
+        hidden += self._position_embeddings(patches.grid)
+        count = hidden.shape[0]
+        # One image attends to itself only: no masking within it.
+        mask = np.zeros((1, count, count), dtype=np.float32)
+        self._merger.infer({"hidden_states": hidden, "attention_mask": mask, "rotary_pos_emb": self._rotary(patches.grid)})
+        return self._merger.get_output_tensor(0).data.copy()
+
+    def _position_embeddings(self, grid: tuple[int, int, int]) -> np.ndarray:
+        """Bilinear interpolation of the learned side × side table to grid_h × grid_w, in merge-block order."""
+        t, h, w = grid
+        side, merge = self.geometry.grid_side, self.geometry.merge_size
+        # float32 like the reference's torch.linspace, so the floor/weight split falls the same way.
+        ys = np.linspace(0, side - 1, h, dtype=np.float32)
+        xs = np.linspace(0, side - 1, w, dtype=np.float32)
+        y0, x0 = ys.astype(np.int64), xs.astype(np.int64)
+        y1, x1 = np.minimum(y0 + 1, side - 1), np.minimum(x0 + 1, side - 1)
+        dy, dx = (ys - y0)[:, None], (xs - x0)[None, :]
+        corners = [(y0, x0), (y0, x1), (y1, x0), (y1, x1)]
+        index = np.stack([(ry[:, None] * side + cx[None, :]).ravel() for ry, cx in corners])
+        weight = np.stack([((1 - dy) * (1 - dx)).ravel(), ((1 - dy) * dx).ravel(), (dy * (1 - dx)).ravel(), (dy * dx).ravel()])
+        self._positions.infer({0: index})
+        rows = self._positions.get_output_tensor(0).data  # [4, h·w, hidden]
+        table = (rows * weight[:, :, None].astype(np.float32)).sum(axis=0)
+        blocks = table.reshape(h // merge, merge, w // merge, merge, -1).transpose(0, 2, 1, 3, 4)
+        return np.tile(blocks.reshape(h * w, -1), (t, 1))
+
+    def _rotary(self, grid: tuple[int, int, int]) -> np.ndarray:
+        """Per patch: row angles then column angles ([count, head_dim / 2]), in merge-block order."""
+        t, h, w = grid
+        merge = self.geometry.merge_size
+        rows = np.arange(h).reshape(h // merge, 1, merge, 1)
+        cols = np.arange(w).reshape(1, w // merge, 1, merge)
+        rows, cols = (np.broadcast_to(a, (h // merge, w // merge, merge, merge)).ravel() for a in (rows, cols))
+        angles = np.concatenate([np.outer(rows, self._inv_freq), np.outer(cols, self._inv_freq)], axis=1)
+        return np.tile(angles.astype(np.float32), (t, 1))
