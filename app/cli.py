@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
     p.add_argument("--context", help="file with shared context (rules, a document); reused across decisions")
+    p.add_argument("--image", action="append", default=[], metavar="PATH",
+                   help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
     p.add_argument("--system", help="system prompt")
     _add_setting(p, "think")
     _add_setting(p, "reasoning_budget", "max reasoning tokens with --think")
@@ -81,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_args(p)
 
     p.add_argument("--no-history", action="store_true", help="do not record this decision in the history")
+    p.add_argument("--no-image-hash", action="store_true",
+                   help="the history keeps only each image's size, not the sha256 of its pixels (never the image itself)")
     remote = p.add_argument_group("remote engine (an OpenAI-compatible server with logprobs instead of --model)")
     remote.add_argument("--engine", metavar="URL", help="base URL, e.g. http://gpu-box:8000/v1 (vLLM, OVMS, llama.cpp)")
     remote.add_argument("--engine-key", help="API key for --engine")
@@ -212,9 +216,12 @@ def decision_request(args: argparse.Namespace, defaults):
             raise SettingsError(f"--context {args.context}: {exc.strerror}") from None
         except UnicodeDecodeError as exc:
             raise SettingsError(f"--context {args.context}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    from .images import load_image_file
+
     return DecisionRequest(
         question=args.question,
         options=tuple(args.option),
+        images=tuple(load_image_file(path) for path in args.image),
         system=args.system,
         context=context,
         think=args.think,
@@ -242,6 +249,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         service = RemoteService(config, None if args.no_history else default_store())
     else:
         service = _service(args, history=not args.no_history)
+    if service.history is not None:
+        service.history.image_hashes = not args.no_image_hash
     result = service.decide(decision_request(args, service.defaults), source="cli")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))

@@ -93,8 +93,11 @@ def _now() -> str:
 
 
 class HistoryStore:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, image_hashes: bool = True):
         self.path = Path(path)
+        # What a decision about a screenshot keeps of it: its size and the sha256 of its pixels (never the
+        # pixels, never a thumbnail); image_hashes=False keeps only the size.
+        self.image_hashes = image_hashes
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._migrate_lock = threading.Lock()
         self.migrate()
@@ -136,6 +139,8 @@ class HistoryStore:
             "think": request.think, "reasoning_budget": request.reasoning_budget, "permute": request.permute,
             "score_options": request.score_options, "system": request.system, "context": request.context,
         }
+        if request.images:
+            settings["images"] = [self._image_record(pixels) for pixels in request.images]
         with self._connect() as conn:
             cursor = conn.execute(
                 "INSERT INTO decisions (created_at, model, device, question, options_json, settings_json, result_json,"
@@ -144,6 +149,14 @@ class HistoryStore:
                  json.dumps(result.to_dict()), result.choice_index, result.coverage, int(request.think), source),
             )
             return int(cursor.lastrowid)
+
+    def _image_record(self, pixels) -> dict:
+        from .images import image_digest
+
+        record = {"width": int(pixels.shape[1]), "height": int(pixels.shape[0])}
+        if self.image_hashes:
+            record["sha256"] = image_digest(pixels)
+        return record
 
     def get(self, decision_id: int) -> HistoryRow:
         with self._connect() as conn:

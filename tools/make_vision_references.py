@@ -63,6 +63,9 @@ CASES = [
     {"name": "small", "images": ["small_40x24"], "text": QUESTION},
     {"name": "two_images", "images": ["wide_96x64", "tall_64x128"], "text": "Which picture shows the castle?"},
 ]
+# A decision as `decider ask --image` builds it (the engine's decision prompt: image, context, question, options).
+DECISION = {"name": "decision_screen", "images": ["screen_640x360"], "question": "The dragon sleeps. What now?",
+            "options": ["Sneak past", "Fight", "Go back"], "context": "Rules: the hero has one potion."}
 
 
 def make_image(name: str, width: int, height: int) -> np.ndarray:
@@ -199,6 +202,20 @@ def main() -> int:
             resize[case["name"]] = {"max_abs_logprob": float(np.abs(other - first).max()),
                                     "max_abs_pixel_value": float(np.abs(pv_t - pv).max())}
             print(f"  Pillow vs torch antialiased bicubic resize: {resize[case['name']]}", flush=True)
+    # The decision prompt comes from the engine's own builder (the prompt is the input here, not what is tested).
+    sys.path.insert(0, str(ROOT))
+    from engine.decision_prompt import build_decision_prompt
+    from engine.tokenizer import ChatTokenizer
+    from engine.vision_tokens import image_tokens, token_ids
+
+    pv, grids = pixel_inputs(DECISION["images"])
+    blocks = [image_tokens(n, int(g[1]) // merge, int(g[2]) // merge) for n, g in zip(DECISION["images"], grids)]
+    prompt = build_decision_prompt(ChatTokenizer(MODEL / "tokenizer.json"), DECISION["question"], DECISION["options"],
+                                   context=DECISION["context"], images=blocks)
+    ids = token_ids(prompt.ids, config.image_token_id).tolist()
+    first, steps = run(ids, pv, grids, 1)
+    cases.append({**DECISION, "prompt_ids": ids, "logprobs": [float(v) for v in first], "steps": steps})
+    print(f"{DECISION['name']}: {len(ids)} tokens", flush=True)
     import importlib.metadata as md
 
     doc = {
