@@ -30,11 +30,12 @@ class DecisionState(str, Enum):
     CANCELLING = "cancelling"
 
 
-def build_request(question: str, options: list[str] | tuple[str, ...], settings: Settings) -> DecisionRequest:
-    """The request the form's text and the settings make; SettingsError names what is wrong."""
+def build_request(question: str, options: list[str] | tuple[str, ...], settings: Settings, images: tuple = ()) -> DecisionRequest:
+    """The request the form's text, its picture (pixel arrays) and the settings make; SettingsError names what is wrong."""
     return DecisionRequest(
         question=question,
         options=tuple(options),
+        images=images,
         system=settings.system_prompt or None,
         think=settings.think,
         reasoning_budget=settings.reasoning_budget,

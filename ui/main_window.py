@@ -24,10 +24,12 @@ from .calibration_tab import CalibrationView
 from .history_tab import HistoryView
 from .decision_controller import DecisionController, build_request
 from .hotkey import GlobalHotkey
+from .image_input import ImageSlot
 from .inspector import TokenInspector
 from .overlay import CompanionOverlay
 from .ports import AppPorts, Settings
 from .result_view import ResultView, engine_summary
+from .screen_decisions import ScreenDecisions
 from .settings_panel import SettingsPanel
 from .window_companion import SOURCE_TEXT, CompanionActions
 from .window_models import ModelActions
@@ -65,6 +67,9 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.overlay.moved.connect(lambda x, y: self._update_settings(overlay_position=(x, y)))
         self.overlay.close_requested.connect(lambda: self.set_overlay_visible(False))
         self._place_overlay()
+        self.screen_decisions = ScreenDecisions(self, self.image_slot, self.overlay, self.decide, register_global_hotkey)
+        self.screen_decisions.latency_measured.connect(
+            lambda seconds: self.status_latency.setText(f"capture → bars {seconds * 1000:,.0f} ms"))
 
         self._save_timer = QTimer(self, singleShot=True, interval=300)
         self._save_timer.timeout.connect(self.save_now)
@@ -122,6 +127,8 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.think_box, self.permute_box = panel.think_box, panel.permute_box
         self.decide_button, self.cancel_button = panel.decide_button, panel.cancel_button
         self.shortcut_hint = panel.shortcut_hint
+        self.image_slot = ImageSlot()
+        panel.layout().insertWidget(2, self.image_slot)
         self.options.submit.connect(self.decide)
         self.options.changed.connect(self._update_buttons)
         self.question.textChanged.connect(self._update_buttons)
@@ -203,7 +210,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
 
     # ------------------------------------------------------------ deciding
     def build_request(self) -> DecisionRequest:
-        return build_request(self.question.toPlainText(), self.options.options(), self.settings)
+        return build_request(self.question.toPlainText(), self.options.options(), self.settings, self.image_slot.pixels())
 
     def decide(self, source: str = "window") -> bool:
         """Submit the editor's decision; False (with the reason shown) when it cannot run now."""
@@ -284,6 +291,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             if source != "window":
                 self.set_overlay_visible(True)
         self._update_buttons()
+        self.screen_decisions.decision_shown()
         self.decision_shown.emit(result)
 
     def _on_failed(self, message: str, source: str) -> None:
@@ -292,6 +300,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         if self.overlay.isVisible():
             self.overlay.show_error(message, SOURCE_TEXT.get(source, ""))
         self.show_message(f"Decision failed: {message}", 10_000)
+        self.screen_decisions.decision_ended()
         self._update_buttons()
         self.decision_failed.emit(message)
 
@@ -303,6 +312,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             else:
                 self.overlay.show_idle("Cancelled.")
         self.show_message("Decision cancelled", 4000)
+        self.screen_decisions.decision_ended()
         self._update_buttons()
 
     # ------------------------------------------------------------ settings

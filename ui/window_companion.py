@@ -13,7 +13,7 @@ from engine.errors import SettingsError
 
 from .clipboard import parse_situation
 
-SOURCE_TEXT = {"hotkey": "· from clipboard", "api": "· via local API"}
+SOURCE_TEXT = {"hotkey": "· from clipboard", "api": "· via local API", "capture": "· from a screenshot"}
 
 
 class CompanionActions:
