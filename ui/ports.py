@@ -4,8 +4,9 @@
 passes each widget the part it uses. The types are structural (Protocols): the application objects
 satisfy them without knowing this module, and a test can hand a widget a stand-in.
 
-Values that cross the boundary are engine types (DecisionRequest, DecisionResult, SamplingSettings,
-DeviceOptions, RemoteConfig, CalibrationReport) or plain data; `ui/` may import `engine/`.
+Values that cross the boundary are engine types (DecisionRequest, DecisionResult, EngineInfo,
+SamplingSettings, DeviceOptions, RemoteConfig, CalibrationReport) or plain data; `ui/` may import
+`engine/` (never the runner: no OpenVINO in the widgets).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from PySide6.QtCore import SignalInstance
+
+from engine.info import EngineInfo
 
 
 class Settings(Protocol):
@@ -80,7 +83,7 @@ class EngineClient(Protocol):
 
 
 class ModelInfo(Protocol):
-    """What the window shows about the loaded model (app.engine_worker.ModelInfo)."""
+    """What the window shows about the loaded model (app.engine_thread.ModelInfo)."""
 
     path: str
     name: str
@@ -88,7 +91,7 @@ class ModelInfo(Protocol):
     defaults: Any  # engine.settings.SamplingSettings
     is_demo: bool
     load_seconds: float
-    engine: Any  # engine description, rendered by ui.result_view.engine_summary
+    engine: EngineInfo | None  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
     model_key: str
 
     @property
@@ -97,7 +100,7 @@ class ModelInfo(Protocol):
 
 @runtime_checkable
 class TaskHandle(Protocol):
-    """A side job on a thread of its own (app.tasks.Task): signals in, start and cancel out."""
+    """A side job on a thread of its own (app.task_runner.Task): signals in, start and cancel out."""
 
     progress: SignalInstance  # (done, total)
     line: SignalInstance  # (text)
