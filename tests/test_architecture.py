@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -79,3 +80,37 @@ def test_new_ui_modules_never_import_openvino():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
+    """The widgets know the application only by the Protocols in ui/ports.py: what app/gui.py hands them
+    must have every member those declare (a renamed method or signal fails here, not in a click)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from app.engine_thread import EngineWorker, ModelInfo
+    from app.gui_ports import calibration, model_tools, settings_rules
+    from app.history import HistoryStore
+    from app.settings_store import GuiSettings
+    from app.task_runner import Task
+    from engine.decide import DecisionRequest
+    from engine.settings import SamplingSettings
+    from test_gui_calibration import synthetic_result
+    from ui import ports
+
+    assert isinstance(EngineWorker(), ports.EngineClient)
+    assert isinstance(GuiSettings(), ports.Settings)
+    assert isinstance(Task(lambda task: None), ports.TaskHandle)
+    info = ModelInfo(path="/m", name="m", device="CPU", defaults=SamplingSettings(), is_demo=False, load_seconds=0.1)
+    assert isinstance(info, ports.ModelInfo)
+    store = HistoryStore(tmp_path / "history.sqlite3")
+    assert isinstance(store, ports.History)
+    store.add(DecisionRequest("Q?", ("a", "b")), synthetic_result([-0.1, -2.0]), model="m", device="CPU", source="test")
+    assert isinstance(store.rows()[0], ports.HistoryRecord)
+    assert isinstance(calibration(), ports.Calibration) and isinstance(model_tools(), ports.ModelTools)
+    assert settings_rules().setting_range("temperature")[1] >= 1.0
+    # and the check has teeth: the worker's members minus one no longer fit
+    worker = EngineWorker()
+    members = [*ports.EngineClient.__annotations__, *(n for n, v in vars(ports.EngineClient).items()
+                                                       if callable(v) and not n.startswith("_"))]
+    assert "serve_api" in members and "progress" in members
+    assert isinstance(SimpleNamespace(**{n: getattr(worker, n) for n in members}), ports.EngineClient)
+    assert not isinstance(SimpleNamespace(**{n: getattr(worker, n) for n in members if n != "serve_api"}), ports.EngineClient)

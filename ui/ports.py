@@ -21,6 +21,7 @@ from PySide6.QtCore import SignalInstance
 from engine.info import EngineInfo
 
 
+@runtime_checkable
 class Settings(Protocol):
     """The desktop settings object (app.settings_store.GuiSettings): immutable, validated on change."""
 
@@ -61,6 +62,7 @@ class SettingsRules:
     remote_constraints: tuple[str, ...]
 
 
+@runtime_checkable
 class EngineClient(Protocol):
     """The engine thread's face toward the window. Requests return at once (the work is queued to the
     engine thread); results come back as signals, delivered queued on the UI thread."""
@@ -82,6 +84,7 @@ class EngineClient(Protocol):
     def cancel(self) -> None: ...
 
 
+@runtime_checkable
 class ModelInfo(Protocol):
     """What the window shows about the loaded model (app.engine_thread.ModelInfo)."""
 
@@ -132,6 +135,7 @@ class ModelTools:
     connection_task: Callable[[Any], TaskHandle]  # (RemoteConfig) -> report with models, logprobs
 
 
+@runtime_checkable
 class HistoryRecord(Protocol):
     """One recorded decision (app.history.HistoryRow)."""
 
@@ -148,6 +152,7 @@ class HistoryRecord(Protocol):
     source: str
 
 
+@runtime_checkable
 class History(Protocol):
     """The decision history the Calibration and History tabs read (app.history.HistoryStore)."""
 
