@@ -95,7 +95,7 @@ class EngineService:
         top_logprobs: int | None,
         stop: tuple[str, ...] = (),
     ) -> GenerationRequest:
-        prompt = build_chat_prompt(self.runner.tokenizer, messages, think)
+        prompt = build_chat_prompt(self.runner.tokenizer, messages, think, see=self.runner.image_tokens)
         return GenerationRequest(
             tuple(prompt.ids), sampling, max_tokens, think=think, top_logprobs=top_logprobs, stop=stop,
             checkpoints=(prompt.checkpoint,),

@@ -7,7 +7,10 @@ a rendered template, except that user text can never smuggle in a special token.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .errors import SettingsError
 from .tokenizer import ChatTokenizer
@@ -16,8 +19,9 @@ from .vision_tokens import ImageToken, Item, image_block
 ROLES = ("system", "user", "assistant")
 
 
-# A message's content: text, or parts in order, each text or one image's tokens (from the runner).
-Part = str | tuple[ImageToken, ...]
+# A message's content: text, or parts in order, each text, one image's tokens (from the runner) or one
+# image's pixels ([H, W, 3] uint8, made into tokens by build_chat_prompt's `see`).
+Part = str | tuple[ImageToken, ...] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class Message:
 
 
 def _is_part(part) -> bool:
-    return isinstance(part, str) or (isinstance(part, tuple) and bool(part) and all(isinstance(t, ImageToken) for t in part))
+    return isinstance(part, (str, np.ndarray)) or (isinstance(part, tuple) and bool(part) and all(isinstance(t, ImageToken) for t in part))
 
 
 @dataclass(frozen=True)
@@ -59,12 +63,15 @@ def validate_messages(messages: list[Message]) -> None:
         raise SettingsError("the last message must be from the user")
 
 
-def build_chat_prompt(tokenizer: ChatTokenizer, messages: list[Message], think: bool) -> ChatPrompt:
+def build_chat_prompt(
+    tokenizer: ChatTokenizer, messages: list[Message], think: bool, see: Callable[[np.ndarray], Sequence[ImageToken]] | None = None
+) -> ChatPrompt:
+    """see: an image's pixels → its tokens (runner.image_tokens); without it a message with pixels is refused."""
     validate_messages(messages)
     ids: list[Item] = []
     for message in messages:
         ids.append(tokenizer.im_start)
-        ids += encode_parts(tokenizer, f"{message.role}\n", message.parts)
+        ids += encode_parts(tokenizer, f"{message.role}\n", tuple(_seen(part, see) for part in message.parts))
         ids.append(tokenizer.im_end)
         ids += tokenizer.encode_text("\n")
     ids.append(tokenizer.im_start)
@@ -72,6 +79,14 @@ def build_chat_prompt(tokenizer: ChatTokenizer, messages: list[Message], think: 
     checkpoint = len(ids)
     ids += think_block(tokenizer, think)
     return ChatPrompt(ids=ids, checkpoint=checkpoint)
+
+
+def _seen(part: Part, see) -> Part:
+    if not isinstance(part, np.ndarray):
+        return part
+    if see is None:
+        raise SettingsError("this conversation has an image, and nothing here can see it")
+    return tuple(see(part))
 
 
 def encode_parts(tokenizer: ChatTokenizer, lead: str, parts: tuple[Part, ...]) -> list[Item]:

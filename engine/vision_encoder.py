@@ -16,6 +16,7 @@ Features are cached by image digest: the same screenshot asked about twice is en
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ class VisionEncoder:
         rotary = head_dim // 2  # half the head rotates with the row, half with the column
         self._inv_freq = (1.0 / _ROPE_THETA ** (np.arange(0, rotary, 2, dtype=np.float32) / rotary)).astype(np.float32)
         self._images: OrderedDict[str, _Pending] = OrderedDict()
+        # API handlers prepare images (tokens) on their threads while the engine thread encodes.
+        self._lock = threading.RLock()
         self.stats = VisionStats()
 
     # ----- the prompt side: tokens now, features when the language model needs them -----
@@ -100,12 +103,14 @@ class VisionEncoder:
         """Preprocess an image and return its placeholder tokens; encoding waits until they are fed."""
         started = time.perf_counter()
         digest = self.digest(pixels)
-        pending = self._images.get(digest)
+        with self._lock:
+            pending = self._images.get(digest)
+            if pending is not None:
+                self._images.move_to_end(digest)
         if pending is None:
             pending = _Pending(preprocess(pixels, self.processor))
-            self._remember(digest, pending)
-        else:
-            self._images.move_to_end(digest)
+            with self._lock:
+                self._remember(digest, pending)
         self.stats.last_preprocess_s = time.perf_counter() - started
         rows, cols = (side // self.geometry.merge_size for side in pending.patches.token_grid)
         return image_tokens(digest, rows, cols)
@@ -120,6 +125,10 @@ class VisionEncoder:
 
     def features(self, digest: str) -> np.ndarray:
         """[rows·cols, text hidden] float32 features of a prepared image (encoded once, then cached)."""
+        with self._lock:
+            return self._features(digest)
+
+    def _features(self, digest: str) -> np.ndarray:
         pending = self._images.get(digest)
         if pending is None:
             raise SettingsError("an image token refers to an image this model has not prepared (or has forgotten)")
@@ -135,7 +144,8 @@ class VisionEncoder:
 
     def clear(self) -> None:
         """Forget every prepared image and its features."""
-        self._images.clear()
+        with self._lock:
+            self._images.clear()
 
     def _remember(self, digest: str, pending: _Pending) -> None:
         self._images[digest] = pending

@@ -16,8 +16,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from engine.chat_template import Message
 from engine.decide import DecisionRequest
 from engine.generate import MAX_TOP_LOGPROBS, GenerationRequest
+from engine.errors import SettingsError
 from engine.settings import SamplingSettings
 
+from ..images import decode_data_url
 from ..requests import SAMPLING_FIELDS, sampling_from
 from .errors import ApiError, field_error, located_error
 from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Text, absent, empty, int_in, one, refused
@@ -26,6 +28,7 @@ MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is 
 MAX_COMPLETION_LOGPROBS = 5
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_GUIDED_CHOICES = 64
+MAX_IMAGES_PER_REQUEST = 8
 
 
 class _Strict(BaseModel):
@@ -106,22 +109,59 @@ def _role(value: object) -> str:
     return value
 
 
-def _content(value: object) -> str:
+def _content(value: object) -> str | tuple:
+    """A string, or OpenAI content parts: text parts and image_url parts (base64 data URLs), in order.
+    Text-only parts join into one string; with an image, the parts stay in order (text and pixels)."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        texts = []
-        for part in value:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise located_error("invalid_value", ': only text parts ({"type": "text", "text": ...}) are supported')
-            texts.append(part["text"])
-        return "".join(texts)
-    raise located_error("invalid_type", " must be a string or a list of text parts")
+        parts: list = []
+        for index, part in enumerate(value):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                if parts and isinstance(parts[-1], str):
+                    parts[-1] += part["text"]
+                else:
+                    parts.append(part["text"])
+            elif kind == "image_url":
+                parts.append(_image_part(part.get("image_url"), index))
+            else:
+                raise located_error("invalid_value", f'[{index}]: only text parts ({{"type": "text", "text": ...}}) and '
+                                    'image_url parts ({"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}) '
+                                    "are supported")
+        if sum(not isinstance(p, str) for p in parts) > MAX_IMAGES_PER_REQUEST:
+            raise located_error("invalid_value", f": at most {MAX_IMAGES_PER_REQUEST} images")
+        return "".join(parts) if all(isinstance(p, str) for p in parts) else tuple(parts)
+    raise located_error("invalid_type", " must be a string or a list of content parts")
+
+
+def _image_part(value: object, index: int):
+    url = value.get("url") if isinstance(value, dict) else value
+    if isinstance(value, dict) and set(value) - {"url", "detail"}:
+        raise located_error("invalid_value", f"[{index}].image_url: only url and detail are supported")
+    try:
+        return decode_data_url(url, "image_url")
+    except SettingsError as exc:
+        raise located_error("invalid_value", f"[{index}].{exc}") from None
+
+
+def _images(value: object) -> tuple:
+    """/v1/decide's images: base64 data URLs (remote URLs are refused, never fetched)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise field_error("invalid_type", "images must be a list of base64 data URLs (data:image/png;base64,...)")
+    if len(value) > MAX_IMAGES_PER_REQUEST:
+        raise field_error("invalid_value", f"images: at most {MAX_IMAGES_PER_REQUEST}")
+    try:
+        return tuple(decode_data_url(url, f"images[{i}]") for i, url in enumerate(value))
+    except SettingsError as exc:
+        raise field_error("invalid_value", str(exc)) from None
 
 
 class ChatMessage(_Strict):
     role: Annotated[str, BeforeValidator(_role)]
-    content: Annotated[str, BeforeValidator(_content), Field(default=None, validate_default=True)]
+    content: Annotated[Any, BeforeValidator(_content), Field(default=None, validate_default=True)]
     name: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
 
     @model_validator(mode="before")
@@ -318,6 +358,7 @@ class DecideRequest(SamplingFields):
     score_options: Boolean = None
     reasoning_budget: EngineInt = None
     alternatives: EngineInt = None
+    images: Annotated[tuple, BeforeValidator(_images), Field(default=())]
 
     def to_request(self, defaults: SamplingSettings) -> DecisionRequest:
         """Counts, duplicates and ranges are the DecisionRequest's own checks."""
@@ -328,5 +369,5 @@ class DecideRequest(SamplingFields):
         }
         return DecisionRequest(
             question=self.question, options=self.options, system=self.system, context=self.context,
-            sampling=_sampling(self, defaults), **given,
+            sampling=_sampling(self, defaults), images=self.images, **given,
         )
