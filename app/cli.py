@@ -143,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=("fp16", "int8", "int4-npu"), default="int4-npu",
                    help="weight format (default int4-npu: int4 symmetric channel-wise, the NPU's preferred)")
     p.add_argument("--no-validate", action="store_true", help="skip the test decision on CPU")
+    p.add_argument("--report", metavar="FILE", help="also write the outcome as JSON to FILE (for the app's convert dialog)")
 
     p = sub.add_parser("doctor", help="check OpenVINO, the devices and (optionally) a model folder")
     p.add_argument("model", metavar="MODEL", nargs="?", help="model folder to check")
@@ -383,10 +384,18 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from .convert import convert, summary
+    from .convert import ConvertReport, convert, report
 
-    result = convert(args.hf_dir, args.out_dir, args.weights, run_decision=not args.no_validate)
-    print(summary(result))
+    try:
+        result = convert(args.hf_dir, args.out_dir, args.weights, run_decision=not args.no_validate)
+    except DeciderError as exc:
+        if args.report:
+            ConvertReport(args.out_dir, "", "", error=str(exc)).write(args.report)
+        raise
+    outcome = report(result)
+    print(outcome.summary)
+    if args.report:
+        outcome.write(args.report)
     return 0
 
 

@@ -22,7 +22,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.errors import DeciderError, ModelError, SettingsError
@@ -65,6 +65,37 @@ class ConvertResult:
     entry: ModelEntry
     decision: str | None = None  # "chose A (61%) of 2 options" from the test decision
     validate_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ConvertReport:
+    """A conversion's outcome as data: `decider convert --report FILE` writes it, so a parent process
+    (the app's convert dialog) reads a typed result instead of parsing the printed summary."""
+
+    out_dir: str
+    kind: str  # the folder's ModelEntry kind afterwards: "export" when Decider can run it; "" after an error
+    summary: str  # the lines `decider convert` prints
+    error: str | None = None  # why it failed (then kind is whatever is left of the folder)
+
+    @property
+    def usable(self) -> bool:
+        return self.error is None and self.kind == "export"
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: str | Path) -> "ConvertReport | None":
+        """The report in `path`; None when the child wrote none (it died first, or it was not `decider convert`)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def report(result: ConvertResult) -> ConvertReport:
+    return ConvertReport(str(result.out_dir), result.entry.kind, summary(result))
 
 
 def optimum_available() -> bool:

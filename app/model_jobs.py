@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def convert_task(hf_dir: str | Path, out_dir: str | Path, weights: str = "int4-n
     hf_dir, out_dir = Path(hf_dir).expanduser(), Path(out_dir).expanduser()
 
     def run(task: Task) -> ModelJobOutcome:
-        from .convert import INSTALL_HINT, WEIGHTS, ConvertError, check_checkpoint, optimum_available
+        from .convert import INSTALL_HINT, WEIGHTS, ConvertError, ConvertReport, check_checkpoint, optimum_available
         from .models import describe
 
         if weights not in WEIGHTS:
@@ -89,34 +90,36 @@ def convert_task(hf_dir: str | Path, out_dir: str | Path, weights: str = "int4-n
         root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        argv = command or [sys.executable, "-m", "app.cli", "convert", str(hf_dir), str(out_dir), "--weights", weights]
+        report_file = Path(tempfile.mkdtemp(prefix="decider-convert-")) / "report.json"
+        argv = command or [sys.executable, "-m", "app.cli", "convert", str(hf_dir), str(out_dir), "--weights", weights,
+                           "--report", str(report_file)]
         extra = {"start_new_session": True} if os.name == "posix" else {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
         proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace", bufsize=1, **extra)
         task.on_cancel(lambda: _kill_tree(proc))
-        lines: list[str] = []
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
                 text = raw.rstrip("\n").split("\r")[-1].rstrip()
                 if text.strip():
-                    lines.append(text)
                     task.log(text)
             code = proc.wait()
         finally:
             if proc.poll() is None:
                 _kill_tree(proc)
                 proc.wait()
+            report = ConvertReport.read(report_file)
+            shutil.rmtree(report_file.parent, ignore_errors=True)
         if task.cancelled():
             if not existed:
                 shutil.rmtree(out_dir, ignore_errors=True)  # the unfinished export; nothing of the user's
             raise Cancelled("conversion cancelled")
         if code != 0:
-            reason = next((l for l in reversed(lines) if l.startswith("decider: error:")), None)
-            raise ConvertError(reason.removeprefix("decider: error: ") if reason else f"the conversion failed (exit {code})")
-        entry = describe(out_dir)
-        tail = [l for l in lines if l.lstrip().startswith(("✓", "test decision", "next:")) or l.startswith("  ")]
-        return ModelJobOutcome(str(out_dir), entry.kind == "export", entry.kind, "\n".join(tail[-4:]) or f"converted into {out_dir}")
+            raise ConvertError(report.error if report and report.error else f"the conversion failed (exit {code})")
+        if report is None:  # a child that wrote no report: say what the folder holds now
+            entry = describe(out_dir)
+            return ModelJobOutcome(str(out_dir), entry.kind == "export", entry.kind, f"converted into {out_dir}")
+        return ModelJobOutcome(report.out_dir, report.usable, report.kind, report.summary)
 
     return Task(run, "convert")
 
