@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 
 from engine.errors import DeciderError, SettingsError
+from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from engine.remote import CONSTRAINTS
 from engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .requests import sampling_from
@@ -55,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("complete", help="raw text completion; prints an OpenAI text_completion object")
     _add_model_args(p)
     p.add_argument("--prompt", required=True)
-    p.add_argument("--logprobs", type=int, default=None, help="0-5: the drawn token's logprob plus N alternatives")
+    p.add_argument("--logprobs", type=int, default=None,
+                   help=f"0-{MAX_COMPLETION_LOGPROBS}: the drawn token's logprob plus N alternatives")
     _add_sampling_args(p)
 
     p = sub.add_parser("chat", help="one chat turn; prints an OpenAI chat.completion object")
@@ -64,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system")
     _add_setting(p, "think")
     p.add_argument("--logprobs", action="store_true")
-    p.add_argument("--top-logprobs", type=int, default=0, help="0-20 alternatives per token (with --logprobs)")
+    p.add_argument("--top-logprobs", type=int, default=0, help=f"0-{MAX_TOP_LOGPROBS} alternatives per token (with --logprobs)")
     _add_sampling_args(p)
 
     p = sub.add_parser("ask", help="decide between options; prints bars (or --json)")
@@ -89,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_argument("--engine", metavar="URL", help="base URL, e.g. http://gpu-box:8000/v1 (vLLM, OVMS, llama.cpp)")
     remote.add_argument("--engine-key", help="API key for --engine")
     remote.add_argument("--engine-model", help="model name on the server (default: its first)")
-    remote.add_argument("--engine-constraint", choices=("none", "vllm", "llama.cpp"), default="none",
+    remote.add_argument("--engine-constraint", choices=CONSTRAINTS, default="none",
                         help="ask the server to answer with a label only")
     remote.add_argument("--engine-timeout", type=float, default=120.0)
 
@@ -181,8 +184,8 @@ def _sampling(args: argparse.Namespace, service) -> object:
 def cmd_complete(args: argparse.Namespace) -> int:
     from engine.openai_format import text_completion
 
-    if args.logprobs is not None and not 0 <= args.logprobs <= 5:
-        raise SettingsError(f"--logprobs must be in 0..5 (got {args.logprobs})")
+    if args.logprobs is not None and not 0 <= args.logprobs <= MAX_COMPLETION_LOGPROBS:
+        raise SettingsError(f"--logprobs must be in 0..{MAX_COMPLETION_LOGPROBS} (got {args.logprobs})")
     service = _service(args)
     request = service.completion_request(args.prompt, _sampling(args, service), args.max_tokens, args.logprobs)
     completion = service.run(request)
@@ -194,8 +197,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from engine.chat_template import Message
     from engine.openai_format import chat_completion
 
-    if not 0 <= args.top_logprobs <= 20:
-        raise SettingsError(f"--top-logprobs must be in 0..20 (got {args.top_logprobs})")
+    if not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
+        raise SettingsError(f"--top-logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {args.top_logprobs})")
     service = _service(args)
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.message)]
     top = args.top_logprobs if args.logprobs else None

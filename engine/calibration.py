@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .decision_prompt import LABELS
+
 
 def _as_rows(option_logprobs: list[list[float]]) -> np.ndarray:
     width = max(len(row) for row in option_logprobs)
@@ -111,7 +113,7 @@ def fit_temperature(option_logprobs: list[list[float]] | np.ndarray, right: list
     return float(np.exp((a + b) / 2))
 
 
-def letter_bias(chosen: list[int], right: list[int], labels: str = "ABCDEFGHIJ") -> list[dict]:
+def letter_bias(chosen: list[int], right: list[int], labels: str = LABELS) -> list[dict]:
     """How often each label is chosen vs how often it is right (option-order bias)."""
     chosen_arr, right_arr = np.asarray(chosen, dtype=int), np.asarray(right, dtype=int)
     total = max(len(chosen_arr), 1)

@@ -20,7 +20,7 @@ from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, lett
 from .errors import Cancelled, SettingsError
 from .generate import generate_step, make_rng
 from .info import EngineInfo
-from .logprobs import Distribution
+from .logprobs import Alternative, Distribution
 from .processors import Penalties, make_processors
 from .settings import SETTINGS, SamplingSettings
 from .vision_preprocess import check_pixels
@@ -92,13 +92,6 @@ class OptionResult:
     bound: str | None = None  # "upper": a remote server did not list it; logprob is the list's floor
 
 
-@dataclass(frozen=True)
-class Alternative:
-    token: str
-    token_id: int
-    logprob: float
-
-
 @dataclass
 class DecisionResult:
     choice_index: int
@@ -123,7 +116,7 @@ class DecisionResult:
             "coverage": self.coverage,
             "mode": self.mode,
             "reasoning": self.reasoning,
-            "alternatives": [asdict(a) for a in self.alternatives],
+            "alternatives": [a.to_dict() for a in self.alternatives],
             "timings": self.timings,
             "usage": self.usage,
             "history_id": self.history_id,

@@ -20,15 +20,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import Cancelled, ContextLimitError, SettingsError
-from .logprobs import Distribution, TokenLogprob
+from .logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
 from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
 from .sampling import sample
 from .settings import SamplingSettings
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
     from .runner import ModelRunner
-
-MAX_TOP_LOGPROBS = 20
 
 
 @dataclass(frozen=True)
@@ -104,14 +102,6 @@ def generate_step(
 
 
 # ----- assembling steps into a completion -----
-
-
-@dataclass(frozen=True)
-class Alternative:
-    token_id: int
-    token: str
-    bytes: bytes
-    logprob: float
 
 
 @dataclass(frozen=True)
@@ -192,7 +182,7 @@ class _Assembler:
     def _entry(self, step: Step, offset: int) -> ContentToken:
         tok = self.tokenizer
         alternatives = tuple(
-            Alternative(a.token_id, tok.token_text(a.token_id), tok.token_bytes(a.token_id), a.logprob)
+            Alternative(tok.token_text(a.token_id), a.token_id, a.logprob, tok.token_bytes(a.token_id))
             for a in step.entry.top
         )
         return ContentToken(

@@ -16,6 +16,10 @@ import numpy as np
 
 from .ranking import top_ids
 
+# OpenAI's limits on how many alternatives a token lists: chat's top_logprobs, completions' logprobs.
+MAX_TOP_LOGPROBS = 20
+MAX_COMPLETION_LOGPROBS = 5
+
 # float64 exponentials in blocks that stay in cache: a full-size temporary costs more in fresh pages
 # than the arithmetic (≈3 ms against ≈0.3 ms over Qwen3.5's vocabulary), with the same result. 8192
 # gives 31 blocks over Qwen3.5's vocabulary: more block maxima than the 20 alternatives ever asked for.
@@ -47,6 +51,20 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 class TopLogprob:
     token_id: int
     logprob: float
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A token with its text and exact logprob: a top_logprobs entry of a generated token or a decision."""
+
+    token: str
+    token_id: int  # -1 where only the text is known (a remote server's list)
+    logprob: float
+    bytes: bytes | None = None  # the token's exact bytes where known (OpenAI's `bytes`)
+
+    def to_dict(self) -> dict:
+        """A decision's JSON entry (the shape the API, --json and the history have always used)."""
+        return {"token": self.token, "token_id": self.token_id, "logprob": self.logprob}
 
 
 @dataclass(frozen=True)

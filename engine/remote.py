@@ -22,8 +22,9 @@ from .decide import LABELS, Alternative, DecisionRequest, DecisionResult, Option
 from .decision_prompt import load_templates, user_segments
 from .errors import DeciderError, SettingsError
 from .info import EngineInfo
+from .logprobs import MAX_TOP_LOGPROBS
 
-TOP_LOGPROBS = 20
+TOP_LOGPROBS = MAX_TOP_LOGPROBS  # as many alternatives as an OpenAI-compatible server may list
 CONSTRAINTS = ("none", "vllm", "llama.cpp")
 
 

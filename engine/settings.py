@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from .errors import SettingsError
+from .logprobs import MAX_TOP_LOGPROBS
 
 # Qwen3.5's recommended sampling, as the seed runtime ships it; a model's generation_config.json
 # overrides what it names (it never names the OpenAI penalties).
@@ -112,7 +113,7 @@ DECISION_SETTINGS: tuple[Setting, ...] = (
     Setting("score_options", bool, False, "Score whole options",
             "score each option's whole text instead of its letter"),
     Setting("alternatives", int, 10, "Alternatives",
-            "how many most likely next tokens a decision lists", 0, 20),
+            "how many most likely next tokens a decision lists", 0, MAX_TOP_LOGPROBS),
 )
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_SETTINGS}

@@ -10,10 +10,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QToolButton, QVBoxLayout, QWidget
 
+from engine.decision_prompt import LABELS
+
 from .clipboard import strip_marker
 
-LETTERS = "ABCDEFGHIJ"
-MAX_OPTIONS = 10
+
+MAX_OPTIONS = len(LABELS)  # one per answer letter
 
 
 class _OptionLine(QLineEdit):
@@ -194,10 +196,10 @@ class OptionsEditor(QWidget):
     def _refresh(self) -> None:
         count = len(self.rows)
         for index, row in enumerate(self.rows):
-            row.badge.setText(LETTERS[index])
+            row.badge.setText(LABELS[index])
             row.up.setEnabled(index > 0)
             row.down.setEnabled(index < count - 1)
-            row.line.setPlaceholderText(f"option {LETTERS[index]}")
+            row.line.setPlaceholderText(f"option {LABELS[index]}")
         self.add_button.setEnabled(count < MAX_OPTIONS)
         self.changed.emit()
 

@@ -182,7 +182,7 @@ class SettingsPanel(QScrollArea):
             "none: plain request · vllm: guided_choice · llama.cpp: a grammar"
         )
         self.remote_constraint.currentTextChanged.connect(lambda text: self._edit("remote_constraint", text))
-        self._row(grid, "remote_constraint", "Answer constraint", self.remote_constraint, "none · vllm · llama.cpp")
+        self._row(grid, "remote_constraint", "Answer constraint", self.remote_constraint, " · ".join(self.rules.remote_constraints))
         buttons = QHBoxLayout()
         self.test_button = QPushButton("Test connection")
         self.test_button.setToolTip("ask the server for its models and whether it returns logprobs")
