@@ -75,6 +75,20 @@ def test_the_api_takes_exactly_the_declared_sampling_fields():
     assert (changed.top_k, changed.seed) == (3, 1)
 
 
+def test_the_api_request_classes_carry_the_declared_fields():
+    from app.api.protocol import ChatCompletionRequest, CompletionRequest, DecideRequest
+
+    for request in (ChatCompletionRequest, CompletionRequest, DecideRequest):
+        assert set(SAMPLING_NAMES) <= set(request.model_fields), request.__name__
+        assert "penalty_window" not in request.model_fields
+    assert "max_tokens" in ChatCompletionRequest.model_fields and "max_tokens" in CompletionRequest.model_fields
+    assert set(DECIDE_NAMES) <= set(DecideRequest.model_fields)
+    decided = DecideRequest(question="Q?", options=["a", "b"], top_k=4, reasoning_budget=9).to_request(SamplingSettings())
+    assert (decided.sampling.top_k, decided.reasoning_budget) == (4, 9)
+    with pytest.raises(SettingsError, match="reasoning_budget must be an integer in"):
+        DecideRequest(question="Q?", options=["a", "b"], reasoning_budget=0).to_request(SamplingSettings())
+
+
 def test_the_remote_request_carries_every_declared_sampling_setting():
     from test_remote import FakeServer, chat_answer
 

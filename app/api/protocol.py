@@ -15,8 +15,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from engine.chat_template import Message
 from engine.decide import DecisionRequest
-from engine.generate import MAX_TOP_LOGPROBS, GenerationRequest
 from engine.errors import SettingsError
+from engine.generate import GenerationRequest
+from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 from engine.settings import SamplingSettings
 
 from ..images import decode_data_url
@@ -25,7 +26,6 @@ from .errors import ApiError, field_error, located_error
 from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Text, absent, empty, int_in, one, refused
 
 MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is loaded
-MAX_COMPLETION_LOGPROBS = 5
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_GUIDED_CHOICES = 64
 MAX_IMAGES_PER_REQUEST = 8
