@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from engine.errors import DeciderError, SettingsError
 from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
@@ -14,6 +15,9 @@ from engine.remote import CONSTRAINTS
 from engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .requests import sampling_from
+
+if TYPE_CHECKING:
+    from .service import DecisionService
 
 
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -250,7 +254,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         from .service import RemoteService
 
         config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint)
-        service = RemoteService(config, None if args.no_history else default_store())
+        service: DecisionService = RemoteService(config, None if args.no_history else default_store())
     else:
         service = _service(args, history=not args.no_history)
     if service.history is not None:

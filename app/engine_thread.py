@@ -26,6 +26,7 @@ from engine.info import EngineInfo
 
 if TYPE_CHECKING:  # the API stack loads only when the API is switched on
     from .api.state import ApiDecision
+    from .service import DecisionService
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class EngineWorker(QObject):
 
     def __init__(self, history_factory=None) -> None:
         super().__init__()
-        self.service = None  # app.service.EngineService or RemoteService once a model is loaded
+        self.service: DecisionService | None = None  # EngineService or RemoteService once a model is loaded
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
         self._api_server = None
