@@ -299,7 +299,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from . import calibrate
+    from . import calibration_history
     from .history import default_store
 
     if not 2 <= args.bins <= 50:
@@ -310,14 +310,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     out = []
     for model in models:
         for think in modes:
-            rows = calibrate.labelled(store, model, think)
+            rows = calibration_history.labelled(store, model, think)
             if not rows:
                 continue
-            entry = {"model": model, "think": think, "report": calibrate.report(rows, args.bins), "bias": calibrate.bias(rows)}
+            entry = {"model": model, "think": think, "report": calibration_history.report(rows, args.bins), "bias": calibration_history.bias(rows)}
             if args.fit:
-                entry["fit"] = calibrate.fit(rows, args.bins)
+                entry["fit"] = calibration_history.fit(rows, args.bins)
                 if args.apply:
-                    calibrate.save_temperature(model, think, entry["fit"].temperature)
+                    calibration_history.save_temperature(model, think, entry["fit"].temperature)
             out.append(entry)
     if not out:
         raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")

@@ -21,7 +21,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from .config import demo_model_dir
-from .settings_store import GuiSettings, load_settings, save_settings
+from .preferences import GuiSettings, load_settings, save_settings
 from .engine_thread import EngineThread
 
 log = logging.getLogger(__name__)

@@ -11,21 +11,21 @@ from pathlib import Path
 
 from ui.ports import AppPorts, Calibration, EngineClient, History, ModelTools, SettingsRules
 
-from . import calibrate, convert, model_jobs, models, pull, settings_store
+from . import calibration_history, convert, model_jobs, models, preferences, pull
 
 
 def settings_rules() -> SettingsRules:
-    return SettingsRules(settings_store.setting_range, settings_store.range_text, settings_store.REMOTE_CONSTRAINTS)
+    return SettingsRules(preferences.setting_range, preferences.range_text, preferences.REMOTE_CONSTRAINTS)
 
 
 def calibration() -> Calibration:
     return Calibration(
-        report=lambda rows, bins=10, temperature=1.0: calibrate.report(rows, bins, temperature),
-        fit=lambda rows, bins=10: calibrate.fit(rows, bins),
-        bias=lambda rows: calibrate.bias(rows),
-        saved_temperature=lambda model, think: calibrate.saved_temperature(model, think),
-        save_temperature=lambda model, think, t: calibrate.save_temperature(model, think, t),
-        calibrated_probabilities=lambda logprobs, t: calibrate.calibrated_probabilities(logprobs, t),
+        report=lambda rows, bins=10, temperature=1.0: calibration_history.report(rows, bins, temperature),
+        fit=lambda rows, bins=10: calibration_history.fit(rows, bins),
+        bias=lambda rows: calibration_history.bias(rows),
+        saved_temperature=lambda model, think: calibration_history.saved_temperature(model, think),
+        save_temperature=lambda model, think, t: calibration_history.save_temperature(model, think, t),
+        calibrated_probabilities=lambda logprobs, t: calibration_history.calibrated_probabilities(logprobs, t),
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.settings_store import GuiSettings  # noqa: E402
+from app.preferences import GuiSettings  # noqa: E402
 
 from conftest import model_dir  # noqa: E402
 

@@ -61,7 +61,7 @@ def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
 def test_ui_never_imports_openvino():
     code = (
         "import sys; import ui.main_window, ui.overlay, ui.inspector, ui.settings_panel, ui.model_picker, ui.hotkey; "
-        "import app.settings_store, app.gui; "
+        "import app.preferences, app.gui; "
         "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -89,7 +89,7 @@ def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
     from app.engine_thread import EngineWorker, ModelInfo
     from app.gui_ports import calibration, model_tools, settings_rules
     from app.history import HistoryStore
-    from app.settings_store import GuiSettings
+    from app.preferences import GuiSettings
     from app.task_runner import Task
     from engine.decide import DecisionRequest
     from engine.settings import SamplingSettings

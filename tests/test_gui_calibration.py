@@ -14,7 +14,7 @@ from support.gui import GREEDY, ask, dirs, load, make_window  # noqa: E402,F401 
 from PySide6.QtCore import Qt  # noqa: E402
 
 from app.gui_ports import calibration  # noqa: E402
-from app.settings_store import GuiSettings  # noqa: E402
+from app.preferences import GuiSettings  # noqa: E402
 from engine.decide import LABELS, DecisionRequest, DecisionResult, OptionResult  # noqa: E402
 
 
@@ -130,7 +130,7 @@ def test_history_view_labels_decisions_and_exports(qtbot, dirs, tmp_path):
 
 
 def test_fit_and_apply_show_a_calibrated_value_next_to_the_raw_one(qtbot, make_window):
-    from app.calibrate import calibrated_probabilities, saved_temperature
+    from app.calibration_history import calibrated_probabilities, saved_temperature
     from app.history import default_store
     from ui.bars import percent_text
 

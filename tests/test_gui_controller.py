@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.settings_store import GuiSettings  # noqa: E402
+from app.preferences import GuiSettings  # noqa: E402
 from app.engine_thread import EngineThread  # noqa: E402
 from engine.devices import DeviceOptions  # noqa: E402
 from engine.errors import SettingsError  # noqa: E402

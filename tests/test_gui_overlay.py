@@ -14,7 +14,7 @@ from support.gui import direct_service, dirs, load, make_window  # noqa: E402,F4
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
-from app.settings_store import GuiSettings, load_settings  # noqa: E402
+from app.preferences import GuiSettings, load_settings  # noqa: E402
 from engine.decide import DecisionRequest  # noqa: E402
 
 

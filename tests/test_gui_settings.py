@@ -12,7 +12,7 @@ from support.gui import dirs, gui_dirs, load, make_window  # noqa: E402,F401 (py
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.settings_store import GuiSettings, load_settings, save_settings, settings_path  # noqa: E402
+from app.preferences import GuiSettings, load_settings, save_settings, settings_path  # noqa: E402
 
 
 def test_settings_round_trip_to_disk(gui_dirs):

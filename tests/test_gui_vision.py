@@ -15,7 +15,7 @@ from PySide6.QtCore import QMimeData, QUrl  # noqa: E402
 from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
 
 from app.images import load_image_file  # noqa: E402
-from app.settings_store import GuiSettings  # noqa: E402
+from app.preferences import GuiSettings  # noqa: E402
 from conftest import FIXTURES, model_dir  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))

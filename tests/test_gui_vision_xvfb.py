@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent(
     from PySide6.QtGui import QPixmap
     from PySide6.QtWidgets import QLabel
     from app.gui import build_window, create_app
-    from app.settings_store import GuiSettings
+    from app.preferences import GuiSettings
 
     model, game_png, overlay_png, window_png = sys.argv[1:5]
     app = create_app()

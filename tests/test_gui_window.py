@@ -18,7 +18,7 @@ from support.gui import FIXTURE, ask, direct_service, dirs, gui_dirs, load, make
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
-from app.settings_store import GuiSettings, load_settings  # noqa: E402
+from app.preferences import GuiSettings, load_settings  # noqa: E402
 
 
 def test_decide_click_shows_the_engines_probabilities(qtbot, make_window, direct_service):

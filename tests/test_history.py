@@ -192,7 +192,7 @@ def test_cli_label_export_and_calibrate(tmp_path, capsys, monkeypatch):
     assert main(["calibrate", "--fit", "--apply", "--bins", "5"]) == 0
     out = capsys.readouterr().out
     assert "30 labelled decisions" in out and "5 equal-width bins" in out and "held-out rows" in out
-    from app.calibrate import saved_temperature
+    from app.calibration_history import saved_temperature
 
     assert saved_temperature("m", False) is not None
     assert main(["calibrate", "--bins", "1"]) == 2

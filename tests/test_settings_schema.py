@@ -53,8 +53,8 @@ def test_cli_flags_are_generated_from_the_schema():
     assert (args.think, args.reasoning_budget, args.top_p, args.seed) == (True, 9, 0.5, 3)
 
 
-def test_the_settings_store_keeps_the_declared_settings_with_their_defaults_and_ranges():
-    from app.settings_store import DECISION_NAMES, GuiSettings, setting_range
+def test_the_preferences_keep_the_declared_settings_with_their_defaults_and_ranges():
+    from app.preferences import DECISION_NAMES, GuiSettings, setting_range
 
     stored = {f.name: f.default for f in fields(GuiSettings)}
     for name in SAMPLING_NAMES + DECISION_NAMES:
@@ -112,7 +112,7 @@ def test_the_settings_form_is_generated_from_the_schema(qtbot):
     from PySide6.QtWidgets import QLabel
 
     from app.gui_ports import settings_rules
-    from app.settings_store import DECISION_NAMES, GuiSettings
+    from app.preferences import DECISION_NAMES, GuiSettings
     from ui.settings_panel import SettingsPanel
 
     panel = SettingsPanel(GuiSettings(), settings_rules())

@@ -23,7 +23,7 @@ from engine.info import EngineInfo
 
 @runtime_checkable
 class Settings(Protocol):
-    """The desktop settings object (app.settings_store.GuiSettings): immutable, validated on change."""
+    """The desktop settings object (app.preferences.GuiSettings): immutable, validated on change."""
 
     think: bool
     permute: bool

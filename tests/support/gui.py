@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 
-from app.settings_store import GuiSettings  # noqa: E402
+from app.preferences import GuiSettings  # noqa: E402
 from engine.settings import SamplingSettings  # noqa: E402
 
 from conftest import model_dir  # noqa: E402
