@@ -76,3 +76,17 @@ def test_to_request_builds_the_engine_request():
     ).to_request(defaults)
     assert decision.options == ("a", "b") and decision.permute and decision.alternatives == 3
     assert decision.sampling == defaults.with_changes(temperature=0)
+
+
+def test_sliced_counting_is_a_lower_bound_that_stops_early():
+    from app.api.limits import SLICE_CHARS, count_tokens_at_least
+    from conftest import model_dir
+    from engine.tokenizer import ChatTokenizer
+
+    tokenizer = ChatTokenizer(model_dir("qwen35-text") / "tokenizer.json")
+    texts = ["The troll 🙂 blocks the bridge, " * 4000, "日本語のテキスト。" * 5000 + " end", "x" * (SLICE_CHARS * 2 + 7)]
+    for text in texts:
+        exact = len(tokenizer.encode_text(text))
+        counted = count_tokens_at_least([text], tokenizer, 10**9)
+        assert exact - 64 <= counted <= exact  # within the margin per slice, never above
+    assert count_tokens_at_least([texts[0]] * 50, tokenizer, 1000) < 1000 + len(tokenizer.encode_text(texts[0][:SLICE_CHARS]))

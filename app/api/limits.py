@@ -46,12 +46,32 @@ def refuse_if_surely_too_long(texts: Iterable[str], context_length: int, token_c
         )
 
 
+SLICE_CHARS = 32_768
+# Text is counted here only when it has this many bytes per context token (typical text has 3-5): a
+# request that far over is a mistake or an attack, and stops being counted past the limit.
+COUNT_ABOVE_BYTES_PER_TOKEN = 4
+SLICE_MARGIN = 2  # tokens a cut between two slices can add (it may split one pre-token piece in two)
+
+
+def count_tokens_at_least(texts: Iterable[str], tokenizer, limit: int) -> int:
+    """A lower bound on the texts' token count, exact to within SLICE_MARGIN per slice, counted slice by
+    slice: each slice holds the tokenizer briefly (other requests' tokenization goes on between them),
+    and counting stops once past `limit`, so a huge text is refused after tokenizing ~limit tokens."""
+    total = 0
+    for text in texts:
+        for start in range(0, len(text), SLICE_CHARS):
+            total += len(tokenizer.encode_text(text[start:start + SLICE_CHARS])) - (SLICE_MARGIN if start else 0)
+            if total > limit:
+                return total
+    return total
+
+
 def refuse_if_too_many_tokens(texts: Iterable[str], tokenizer, context_length: int) -> None:
-    """Count the tokens of long text (in a worker thread, outside the engine lock) so a request that
-    does not fit is refused without waiting for the engine."""
+    """Count the tokens of long text (in a worker thread, before the request queues for the engine) so
+    a request that cannot fit is refused without holding the engine, or the tokenizer, for long."""
     texts = list(texts)
-    if sum(len(text.encode("utf-8")) for text in texts) <= context_length // 2:
-        return  # fits whatever the tokenization: one token per byte at worst
-    tokens = sum(len(tokenizer.encode_text(text)) for text in texts)
+    if sum(len(text.encode("utf-8")) for text in texts) <= context_length * COUNT_ABOVE_BYTES_PER_TOKEN:
+        return  # not far over, if at all: the engine's own check (exact count, exact message) decides
+    tokens = count_tokens_at_least(texts, tokenizer, context_length)
     if tokens > context_length:
-        raise ApiError("context_length_exceeded", f"the prompt has at least {tokens} tokens; the model's context limit is {context_length}")
+        raise ApiError("context_length_exceeded", f"the prompt has more than {context_length} tokens, the model's context limit")

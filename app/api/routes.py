@@ -103,9 +103,12 @@ class Routes:
         self._check_model(parsed.model)
         return parsed
 
-    def _refuse_surely_too_long(self, texts) -> None:
+    async def _refuse_too_long(self, texts: list[str]) -> None:
+        """Text that cannot fit the context is refused before the request queues: at once when it is
+        longer than any tokenization could make fit, else after counting (in a worker thread)."""
         runner = self.state.service.runner
         refuse_if_surely_too_long(texts, runner.context_length, self.state.token_chars)
+        await to_thread.run_sync(refuse_if_too_many_tokens, texts, runner.tokenizer, runner.context_length)
 
     def _check_model(self, model: str | None) -> None:
         name = self.state.service.model_name
@@ -181,7 +184,7 @@ class Routes:
     async def chat(self, request: Request) -> Response:
         state, service = self.state, self.state.service
         parsed: ChatCompletionRequest = await self._parse(request, ChatCompletionRequest)
-        self._refuse_surely_too_long(parsed.texts())
+        await self._refuse_too_long(parsed.texts())
         generation = await to_thread.run_sync(parsed.to_request, service)
         messages = [m.to_message() for m in parsed.messages]
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -213,7 +216,7 @@ class Routes:
     async def completions(self, request: Request) -> Response:
         service = self.state.service
         parsed: CompletionRequest = await self._parse(request, CompletionRequest)
-        self._refuse_surely_too_long([parsed.prompt])
+        await self._refuse_too_long([parsed.prompt])
         generation = await to_thread.run_sync(parsed.to_request, service)
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
         model, prompt_chars, logprobs = service.model_name, len(parsed.prompt), parsed.logprobs is not None
@@ -241,11 +244,8 @@ class Routes:
         state, service = self.state, self.state.service
         parsed: DecideRequest = await self._parse(request, DecideRequest)
         decision = parsed.to_request(service.defaults)
-        texts = [t for t in (decision.question, decision.system, decision.context, *decision.options) if t]
-        self._refuse_surely_too_long(texts)
         # the engine tokenizes a decision under its lock: a long one is counted here first, outside it
-        runner = service.runner
-        await to_thread.run_sync(refuse_if_too_many_tokens, texts, runner.tokenizer, runner.context_length)
+        await self._refuse_too_long([t for t in (decision.question, decision.system, decision.context, *decision.options) if t])
         client = Client(request.receive, state)
         result = await self._run(client, service.decide, decision, client.should_stop, "api")
         self._notify(state.on_decision, ApiDecision(decision, result))
