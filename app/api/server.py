@@ -112,6 +112,7 @@ class ApiServer:
         )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
         self._port: int | None = None
 
     # what the app and the tests read
@@ -139,10 +140,10 @@ class ApiServer:
         """Bind (OSError when the address is taken), serve on a background thread; returns the port."""
         if self._server is not None:
             raise SettingsError("the API server is already running")
+        _ = self.state.token_chars  # the vocabulary scan, here: not in the first request's time
         sock = self._bind()
         self.state.stopping = False
         self.state.queue = EngineQueue(self.state.queue.max_waiting)  # a stopped queue stays closed
-        self.state.token_chars  # noqa: B018 - the vocabulary scan, once, before the first request waits for it
         quiet_uvicorn()
         config = uvicorn.Config(
             Guard(build_app(self.state), self.policy),
@@ -152,16 +153,14 @@ class ApiServer:
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="decider-api", daemon=True)
-        self._server, self._thread, self._port = server, thread, sock.getsockname()[1]
+        self._server, self._thread, self._sock, self._port = server, thread, sock, sock.getsockname()[1]
         thread.start()
         deadline = time.monotonic() + START_TIMEOUT
         while not server.started and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.005)
         if not server.started:
             self.stop()
-            sock.close()
             raise DeciderError("the API server did not start")
-        self._sock = sock
         log.info("Decider API on %s, model %r", self.url, self.service.model_name)
         return self._port
 
@@ -191,11 +190,9 @@ class ApiServer:
             if thread.is_alive():
                 server.force_exit = True
                 thread.join(STOP_TIMEOUT)
-        sock = getattr(self, "_sock", None)
-        if sock is not None:
-            sock.close()
-            self._sock = None
-        self._server, self._thread, self._port = None, None, None
+        if self._sock is not None:
+            self._sock.close()
+        self._server, self._thread, self._sock, self._port = None, None, None, None
 
     def _close_queue(self, server: uvicorn.Server) -> None:
         """Wake the requests waiting in the queue (on the server's loop, where the queue lives)."""
