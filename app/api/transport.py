@@ -13,6 +13,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engine.errors import Cancelled
+
 from .errors import ApiError, dumps
 from .limits import refuse_surrogates
 from .policy import Policy, check_content_type, header
@@ -211,9 +213,8 @@ class EventStream(Response):
             async for payload in self._events:
                 await self._send(send, b"data: " + dumps(payload) + b"\n\n")
                 if self._client.gone:  # the server drops writes to a closed peer: stop generating
-                    break
-            else:
-                await self._send(send, b"data: [DONE]\n\n")
+                    raise Cancelled("the client left during the stream")
+            await self._send(send, b"data: [DONE]\n\n")
         except BaseException as exc:
             error = self._on_error(exc)
             if error is not None and not self._client.gone:
