@@ -262,7 +262,12 @@ class ChatCompletionRequest(_Generation):
         return next(iter(self._think_switches().values()), False)
 
     def texts(self) -> list[str]:
-        return [m.content for m in self.messages]
+        """The messages' text (image parts left out), for the size checks before tokenizing."""
+        texts = []
+        for message in self.messages:
+            parts = (message.content,) if isinstance(message.content, str) else message.content
+            texts += [part for part in parts if isinstance(part, str)]
+        return texts
 
     @property
     def limit(self) -> int | None:
