@@ -108,6 +108,14 @@ def test_the_same_screen_and_context_is_computed_once(vl_runner):
                                                images=(screen.copy(),), sampling=GREEDY))
     assert second.usage["images_encoded"] == 0
     assert second.usage["reused_tokens"] > 60  # the screenshot and the context came from the snapshot
+    # The question after the restored image gets the same positions as in a cold run.
+    vl_runner.reset()
+    vl_runner.clear_snapshots()
+    cold = decide(vl_runner, DecisionRequest("Attack or wait?", ("Attack", "Wait"), context="Rules: be brave.",
+                                             images=(screen,), sampling=GREEDY))
+    assert cold.usage["reused_tokens"] == 0
+    assert [o.logprob for o in cold.options] == [o.logprob for o in second.options]
+    decide(vl_runner, request)
     again = decide(vl_runner, request)
     assert [o.logprob for o in again.options] == [o.logprob for o in first.options]
     # Another picture of the same size shares no state with it: the digest is part of the prefix.
