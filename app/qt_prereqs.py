@@ -87,8 +87,12 @@ def install_line(missing: list[str], manager: str | None) -> str:
     if manager is None:
         return f"install the packages that provide {', '.join(missing)} with your distribution's package manager"
     names = _PACKAGES[manager]
-    packages = list(dict.fromkeys(names.get(lib, lib) for lib in missing))
-    return f"{_INSTALL[manager]} {' '.join(packages)}"
+    packages = list(dict.fromkeys(names[lib] for lib in missing if lib in names))
+    unknown = [lib for lib in missing if lib not in names]
+    line = f"{_INSTALL[manager]} {' '.join(packages)}" if packages else ""
+    if unknown:
+        line += (" and " if line else "install ") + f"the packages that provide {', '.join(unknown)}"
+    return line
 
 
 def platform_candidates(env: Mapping[str, str]) -> list[str]:

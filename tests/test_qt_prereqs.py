@@ -18,34 +18,37 @@ ROCKY = 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'
 
 @pytest.fixture
 def plugin_with_missing_library(tmp_path) -> Path:
-    """A real shared library linked against two libraries that are then deleted, as on a minimal system."""
+    """A real shared library linked against two libraries that are then deleted, as on a minimal system.
+
+    Their names exist nowhere else, so the loader cannot find them on any machine (real xcb names would be
+    found where the xcb libraries are installed, as in CI)."""
     if shutil.which("gcc") is None or shutil.which("ldd") is None:
         pytest.skip("needs gcc and ldd to build a library with missing dependencies")
-    for name in ("xcb-icccm", "xcb-keysyms"):
+    for name in ("decider-gone-a", "decider-gone-b"):
         (tmp_path / f"{name}.c").write_text(f"int {name.replace('-', '_')}_f(void) {{ return 1; }}\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "libxcb-icccm.so.4", tmp_path / "xcb-icccm.c",
-                    "-Wl,-soname,libxcb-icccm.so.4"], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "libxcb-keysyms.so.1", tmp_path / "xcb-keysyms.c",
-                    "-Wl,-soname,libxcb-keysyms.so.1"], check=True)
-    (tmp_path / "plugin.c").write_text("int xcb_icccm_f(void); int xcb_keysyms_f(void);\n"
-                                       "int g(void) { return xcb_icccm_f() + xcb_keysyms_f(); }\n")
+    for name, soname in (("decider-gone-a", "libdecider-gone-a.so.4"), ("decider-gone-b", "libdecider-gone-b.so.1")):
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / soname, tmp_path / f"{name}.c",
+                        f"-Wl,-soname,{soname}"], check=True)
+    (tmp_path / "plugin.c").write_text("int decider_gone_a_f(void); int decider_gone_b_f(void);\n"
+                                       "int g(void) { return decider_gone_a_f() + decider_gone_b_f(); }\n")
     plugins = tmp_path / "platforms"
     plugins.mkdir()
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", plugins / "libqxcb.so", tmp_path / "plugin.c",
-                    tmp_path / "libxcb-icccm.so.4", tmp_path / "libxcb-keysyms.so.1"], check=True)
-    (tmp_path / "libxcb-icccm.so.4").unlink()
-    (tmp_path / "libxcb-keysyms.so.1").unlink()
+                    tmp_path / "libdecider-gone-a.so.4", tmp_path / "libdecider-gone-b.so.1"], check=True)
+    (tmp_path / "libdecider-gone-a.so.4").unlink()
+    (tmp_path / "libdecider-gone-b.so.1").unlink()
     return plugins
 
 
 def test_ldd_finds_every_missing_library(plugin_with_missing_library):
-    assert missing_libraries(plugin_with_missing_library / "libqxcb.so") == ["libxcb-icccm.so.4", "libxcb-keysyms.so.1"]
+    assert missing_libraries(plugin_with_missing_library / "libqxcb.so") == ["libdecider-gone-a.so.4",
+                                                                            "libdecider-gone-b.so.1"]
 
 
-def test_problem_names_all_libraries_and_the_debian_install_line(plugin_with_missing_library):
+def test_problem_names_every_missing_library_and_how_to_install_it(plugin_with_missing_library):
     problem = platform_problem({"DISPLAY": ":0"}, plugin_with_missing_library, DEBIAN)
-    assert "libxcb-icccm.so.4, libxcb-keysyms.so.1" in problem
-    assert problem.endswith("Fix: sudo apt-get install -y libxcb-icccm4 libxcb-keysyms1")
+    assert "the system libraries libdecider-gone-a.so.4, libdecider-gone-b.so.1 are missing" in problem
+    assert problem.endswith("Fix: install the packages that provide libdecider-gone-a.so.4, libdecider-gone-b.so.1")
 
 
 def test_no_problem_where_the_plugin_loads_or_is_not_used(plugin_with_missing_library, tmp_path):
@@ -80,6 +83,10 @@ def test_package_managers_and_lines():
     assert install_line(missing, "dnf") == "sudo dnf install -y xcb-util-cursor xcb-util-wm xcb-util-keysyms"
     assert install_line(missing, "pacman") == "sudo pacman -S --needed xcb-util-cursor xcb-util-wm xcb-util-keysyms"
     assert "libxcb-cursor.so.0" in install_line(missing, None)
+    assert install_line(["libxcb-icccm.so.4", "libxcb-keysyms.so.1"], "apt-get") == \
+        "sudo apt-get install -y libxcb-icccm4 libxcb-keysyms1"
+    assert install_line(["libxcb-icccm.so.4", "libodd.so.2"], "apt-get") == \
+        "sudo apt-get install -y libxcb-icccm4 and the packages that provide libodd.so.2"
 
 
 def test_candidates_follow_qt():
