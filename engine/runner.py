@@ -114,6 +114,7 @@ def _as_list(items) -> list[Item]:
 
 
 class ModelRunner(RunnerBase):
+    prefill_chunk: int | None = PREFILL_CHUNK  # None: one forward per segment (the bench's peer for the chunking)
     def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None):
         self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
         self.options = options or DeviceOptions()
@@ -160,7 +161,8 @@ class ModelRunner(RunnerBase):
 
     def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         # NPUW_LLM takes a prompt whole (it pads to its static length itself); dynamic shapes are chunked.
-        sizes = [len(ids)] if self.execution_path == "npuw_llm" else chunk_sizes(len(ids))
+        one_shot = self.execution_path == "npuw_llm" or self.prefill_chunk is None
+        sizes = [len(ids)] if one_shot else chunk_sizes(len(ids), self.prefill_chunk)
         position = 0
         for size in sizes:
             # The items before the chunk: image positions depend on the images earlier in the prompt.
