@@ -32,7 +32,7 @@ def labelled(store: HistoryStore, model: str | None, think: bool | None) -> list
 def report(rows: list[HistoryRow], bins: int = 10, temperature: float = 1.0) -> CalibrationReport:
     if not rows:
         raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")
-    return evaluate([r.option_logprobs for r in rows], [r.right_index for r in rows], bins=bins, temperature=temperature)
+    return evaluate([r.shown_logprobs for r in rows], [r.right_index for r in rows], bins=bins, temperature=temperature)
 
 
 def split(rows: list[HistoryRow]) -> tuple[list[HistoryRow], list[HistoryRow]]:
@@ -46,7 +46,7 @@ def fit(rows: list[HistoryRow], bins: int = 10) -> TemperatureFit:
     fit_rows, held = split(rows)
     if len(fit_rows) < MIN_ROWS_TO_FIT or not held:
         raise SettingsError(f"need at least {MIN_ROWS_TO_FIT + 5} labelled decisions to fit a temperature (have {len(rows)})")
-    temperature = fit_temperature([r.option_logprobs for r in fit_rows], [r.right_index for r in fit_rows])
+    temperature = fit_temperature([r.shown_logprobs for r in fit_rows], [r.right_index for r in fit_rows])
     return TemperatureFit(temperature, len(fit_rows), len(held), report(held, bins), report(held, bins, temperature))
 
 
@@ -89,5 +89,7 @@ def save_temperature(model: str, think: bool, temperature: float | None) -> None
 
 
 def calibrated_probabilities(option_logprobs: list[float], temperature: float) -> list[float]:
-    """The displayed 'calibrated' confidence: the raw option logprobs softened or sharpened by T."""
-    return probabilities(np.array([option_logprobs]), temperature)[0].tolist()
+    """The displayed 'calibrated' confidence: option log-values softened or sharpened by T. Pass the log of the
+    shown bars (a single order's logprobs give the same result), so calibration rescales what the user saw.
+    Monotonic: it never changes which option is most likely."""
+    return probabilities(np.array([option_logprobs], dtype=float), temperature)[0].tolist()

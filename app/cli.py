@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system")
     _add_setting(p, "think")
     p.add_argument("--logprobs", action="store_true")
-    p.add_argument("--top-logprobs", type=int, default=0, help=f"0-{MAX_TOP_LOGPROBS} alternatives per token (with --logprobs)")
+    p.add_argument("--top-logprobs", type=int, default=None,
+                   help=f"0-{MAX_TOP_LOGPROBS} alternatives per token (needs --logprobs)")
     _add_sampling_args(p)
 
     p = sub.add_parser("ask", help="decide between options; prints bars (or --json)")
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setting(p, "reasoning_budget", "max reasoning tokens with --think")
     _add_setting(p, "permute")
     _add_setting(p, "score_options")
+    _add_setting(p, "sample_choice")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_sampling_args(p)
 
@@ -201,11 +203,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from engine.chat_template import Message
     from engine.openai_format import chat_completion
 
-    if not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
+    if args.top_logprobs is not None and not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
         raise SettingsError(f"--top-logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {args.top_logprobs})")
+    if args.top_logprobs is not None and not args.logprobs:
+        raise SettingsError("--top-logprobs needs --logprobs (the API refuses top_logprobs without logprobs too)")
     service = _service(args)
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", args.message)]
-    top = args.top_logprobs if args.logprobs else None
+    top = (args.top_logprobs or 0) if args.logprobs else None
     request = service.chat_request(messages, args.think, _sampling(args, service), args.max_tokens, top)
     completion = service.run(request)
     print(json.dumps(chat_completion(completion, service.model_name), ensure_ascii=False))
@@ -236,6 +240,7 @@ def decision_request(args: argparse.Namespace, defaults):
         reasoning_budget=args.reasoning_budget,
         permute=args.permute,
         score_options=args.score_options,
+        sample_choice=args.sample_choice,
         sampling=sampling_from(vars(args), defaults),
     )
 
@@ -279,8 +284,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.history_command == "list":
         for row in store.rows(limit=args.limit, newest_first=True):
             right = "?" if row.right_index is None else LABELS[row.right_index]
-            print(f"{row.id:>5}  {row.created_at[:19]}  {row.model:<20.20}  chose {LABELS[row.choice_index]} "
-                  f"({row.result['options'][row.choice_index]['probability']:.0%})  right {right}  {row.question[:50]}")
+            shown = row.shown_probabilities  # the bars the user saw (debiased where permute ran)
+            verb = "drew " if row.drawn else "chose"
+            tag = " debiased" if row.shown_field == "debiased_probability" else ""
+            print(f"{row.id:>5}  {row.created_at[:19]}  {row.model:<20.20}  {verb} {LABELS[row.choice_index]} "
+                  f"({shown[row.choice_index]:.1%}{tag})  right {right}  {row.question[:50]}")
     elif args.history_command == "label":
         row = store.label(args.id, None if args.label.lower() == "none" else args.label)
         right = "cleared" if row.right_index is None else LABELS[row.right_index]

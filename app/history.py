@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -69,6 +70,27 @@ class HistoryRow:
     @property
     def option_logprobs(self) -> list[float]:
         return [o["logprob"] for o in self.result["options"]]
+
+    @property
+    def shown_probabilities(self) -> list[float]:
+        """The bars the user saw for this decision: debiased where permute ran, else renormalised."""
+        return [o["debiased_probability"] if o.get("debiased_probability") is not None else o["probability"]
+                for o in self.result["options"]]
+
+    @property
+    def shown_logprobs(self) -> list[float]:
+        """log of the shown bars: calibration's input, so it measures the numbers the user saw (for a
+        single-order decision a softmax of these equals the softmax of the option logprobs at any T)."""
+        return [math.log(p) if p > 0 else -math.inf for p in self.shown_probabilities]
+
+    @property
+    def drawn(self) -> bool:
+        return (self.result.get("choice") or {}).get("mode") == "sampled"
+
+    @property
+    def shown_field(self) -> str:
+        return "debiased_probability" if any(o.get("debiased_probability") is not None for o in self.result["options"]) \
+            else "probability"
 
     def to_dict(self) -> dict:
         return {
@@ -137,7 +159,8 @@ class HistoryStore:
         settings = {
             **request.sampling.to_dict(),
             "think": request.think, "reasoning_budget": request.reasoning_budget, "permute": request.permute,
-            "score_options": request.score_options, "system": request.system, "context": request.context,
+            "score_options": request.score_options, "sample_choice": request.sample_choice, "system": request.system,
+            "context": request.context,
         }
         if request.images:
             settings["images"] = [self._image_record(pixels) for pixels in request.images]
@@ -213,18 +236,25 @@ class HistoryStore:
         out = io.StringIO()
         writer = csv.writer(out)
         width = max((len(r.options) for r in self.rows()), default=0)
+        # probability_X is the single-order value, debiased_X the permuted average (empty without permute) and
+        # shown_X the one the bars showed; choice_mode says whether the choice was drawn or the bars' argmax.
         header = ["id", "created_at", "model", "device", "source", "think", "question", "choice", "right", "coverage",
-                  "total_ms"]
+                  "total_ms", "choice_mode", "most_likely", "shown"]
         for i in range(width):
-            header += [f"option_{LABELS[i]}", f"logprob_{LABELS[i]}", f"probability_{LABELS[i]}"]
+            header += [f"option_{LABELS[i]}", f"logprob_{LABELS[i]}", f"probability_{LABELS[i]}",
+                       f"debiased_{LABELS[i]}", f"shown_{LABELS[i]}"]
         writer.writerow(header)
         for r in self.rows():
+            shown = r.shown_probabilities
             line = [r.id, r.created_at, _cell(r.model), _cell(r.device), _cell(r.source), int(r.think), _cell(r.question),
                     LABELS[r.choice_index],
                     "" if r.right_index is None else LABELS[r.right_index], f"{r.coverage:.6g}",
-                    f"{r.result.get('timings', {}).get('total_s', 0) * 1000:.1f}"]
-            for option in r.result["options"]:
-                line += [_cell(option["text"]), repr(option["logprob"]), repr(option["probability"])]
+                    f"{r.result.get('timings', {}).get('total_s', 0) * 1000:.1f}",
+                    "sampled" if r.drawn else "argmax", LABELS[max(range(len(shown)), key=shown.__getitem__)], r.shown_field]
+            for option, value in zip(r.result["options"], shown):
+                debiased = option.get("debiased_probability")
+                line += [_cell(option["text"]), repr(option["logprob"]), repr(option["probability"]),
+                         "" if debiased is None else repr(debiased), repr(value)]
             writer.writerow(line)
         return out.getvalue()
 

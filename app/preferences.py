@@ -29,7 +29,7 @@ MAX_RECENT_MODELS = 8
 DEFAULT_HOTKEY = "Ctrl+Shift+D"
 
 # The decision settings the app keeps (their ranges, defaults and help are engine.settings').
-DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute")
+DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice")
 
 # Ranges for the app's own numbers: name -> (min, max, integer?)
 APP_RANGES: dict[str, tuple[float, float, bool]] = {
@@ -77,6 +77,7 @@ class GuiSettings:
     reasoning_budget: int = SETTINGS["reasoning_budget"].default
     think: bool = SETTINGS["think"].default
     permute: bool = SETTINGS["permute"].default
+    sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the most likely option
     system_prompt: str = ""
     # model and device
     device: str = "AUTO"

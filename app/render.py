@@ -12,21 +12,53 @@ def bar(probability: float, width: int = BAR_WIDTH) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+def coverage_text(result: DecisionResult) -> str:
+    """Coverage as a number that means something: a percentage for letters; for whole option texts (a product
+    of many token probabilities, tiny by nature) a plain probability in scientific notation."""
+    if result.mode == "words":
+        return f"coverage {result.coverage:.3g} (probability of the whole option texts)"
+    return f"coverage {result.coverage:.1%}"
+
+
+def choice_note(result: DecisionResult) -> str | None:
+    """The sentence under the bars when the big letter is not simply the longest bar, else None."""
+    notes = []
+    likely = result.options[result.most_likely_index]
+    if result.drawn:
+        notes.append(f"{result.choice.label} was drawn at the sampling settings (sample-choice mode); "
+                     f"most likely: {likely.label}. {likely.text} ({likely.shown:.1%})")
+    if result.uncertain:
+        notes.append("uncertain: the bars are bounds or estimates that overlap, so the most likely option is not settled")
+    return " · ".join(notes) or None
+
+
 def render_decision(question: str, result: DecisionResult, model: str) -> str:
     lines = [question, ""]
     text_width = min(40, max(len(o.text) for o in result.options))
+    likely = result.most_likely_index
     for index, option in enumerate(result.options):
         text = option.text if len(option.text) <= text_width else option.text[: text_width - 1] + "…"
-        shown = option.debiased_probability if option.debiased_probability is not None else option.probability
-        mark = "  ← chosen" if index == result.choice_index else ""
-        extra = f"  (raw {option.probability:6.1%})" if option.debiased_probability is not None else ""
-        lines.append(f"  {option.label}  {text:<{text_width}}  {bar(shown)} {shown:6.1%}{extra}{mark}")
+        shown = option.shown
+        value = f"{'<' if option.bound == 'upper' else ' '}{shown:6.1%}"
+        if index == result.choice_index:
+            mark = "  ← drawn" if result.drawn else "  ← chosen"
+        else:
+            mark = "  ← most likely" if result.drawn and index == likely else ""
+        extra = f"  (one order {option.probability:6.1%})" if option.debiased_probability is not None else ""
+        lines.append(f"  {option.label}  {text:<{text_width}}  {bar(shown)} {value}{extra}{mark}")
     lines.append("")
+    if result.shown_field == "debiased_probability":
+        lines.append("bars: averaged over every cyclic option order (debiased); 'one order' is the order given")
+    note = choice_note(result)
+    if note:
+        lines.append(note)
+    if result.shown_field == "debiased_probability" or note:
+        lines.append("")
     if result.reasoning:
         lines += ["Reasoning:", result.reasoning, ""]
     total_ms = result.timings.get("total_s", 0.0) * 1000
     lines.append(
-        f"coverage {result.coverage:.1%} · {result.mode} · {result.usage['prompt_tokens']} prompt tokens "
+        f"{coverage_text(result)} · {result.mode} · {result.usage['prompt_tokens']} prompt tokens "
         f"({result.usage['reused_tokens']} reused) · {total_ms:.0f} ms · {model}"
     )
     return "\n".join(lines)

@@ -4,6 +4,10 @@ Letter mode (default): one forward. The empty think block is part of the prefill
 letter is drawn from the prefill logits under a constraint to the option letters. Every option's
 full-vocabulary logprob is read from the same logits (after penalties, before temperature), so the
 bars are the same whether the draw was greedy or sampled.
+
+The chosen option is the one the shown bars favour (the debiased bars when permute ran), so the big
+letter and the longest bar never disagree. `sample_choice` keeps the draw as the choice instead (variety
+for a game's characters); the result then says it was drawn and which option was most likely.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class DecisionRequest:
     alternatives: int = SETTINGS["alternatives"].default
     # Pixel arrays ([H, W, 3] uint8 RGB) shown before the context; not compared (arrays have no ==).
     images: tuple[np.ndarray, ...] = field(default=(), compare=False)
+    sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the largest bar
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -76,6 +81,8 @@ class DecisionRequest:
         if not isinstance(self.images, (tuple, list)) or len(self.images) > MAX_IMAGES:
             raise SettingsError(f"images: give at most {MAX_IMAGES}")
         object.__setattr__(self, "images", tuple(check_pixels(image) for image in self.images))
+        for name in ("think", "permute", "score_options", "sample_choice"):
+            SETTINGS[name].check(getattr(self, name))
         if self.think and self.score_options:
             raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
 
@@ -91,6 +98,11 @@ class OptionResult:
     normalized_logprob: float | None = None  # per-token mean (word-option scoring)
     bound: str | None = None  # "upper": a remote server did not list it; logprob is the list's floor
 
+    @property
+    def shown(self) -> float:
+        """The value every surface shows for this option: debiased when permute ran, else the renormalised one."""
+        return self.debiased_probability if self.debiased_probability is not None else self.probability
+
 
 @dataclass
 class DecisionResult:
@@ -104,14 +116,37 @@ class DecisionResult:
     usage: dict[str, int]
     history_id: int | None = None  # set by the app when the decision is recorded
     engine: EngineInfo | None = None  # which engine computed it and how exact its logprobs are (set by the service)
+    choice_mode: str = "argmax"  # "argmax": the shown bars' favourite; "sampled": drawn (sample_choice)
+    uncertain: bool = False  # the bars are bounds/estimates that do not settle which option is most likely
 
     @property
     def choice(self) -> OptionResult:
         return self.options[self.choice_index]
 
+    @property
+    def drawn(self) -> bool:
+        return self.choice_mode == "sampled"
+
+    @property
+    def most_likely_index(self) -> int:
+        """The option with the largest shown bar (the first on a tie)."""
+        return int(np.argmax([o.shown for o in self.options]))
+
+    @property
+    def shown_field(self) -> str:
+        """Which OptionResult field the bars show: where two exist, every surface names the one it shows."""
+        return "debiased_probability" if any(o.debiased_probability is not None for o in self.options) else "probability"
+
     def to_dict(self) -> dict:
+        likely = self.options[self.most_likely_index]
         return {
-            "choice": {"label": self.choice.label, "index": self.choice_index, "text": self.choice.text},
+            "choice": {
+                "label": self.choice.label, "index": self.choice_index, "text": self.choice.text,
+                "probability": self.choice.shown, "mode": self.choice_mode, "uncertain": self.uncertain,
+                "most_likely": {"label": likely.label, "index": self.most_likely_index, "text": likely.text,
+                                "probability": likely.shown},
+            },
+            "shown": self.shown_field,
             "options": [asdict(o) for o in self.options],
             "coverage": self.coverage,
             "mode": self.mode,
@@ -207,6 +242,15 @@ def _softmax(values: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum()
 
 
+def _draw(probabilities: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """One option drawn from shown bars sharpened or softened by the sampling temperature (0: the argmax)."""
+    if temperature == 0.0:
+        return int(np.argmax(probabilities))
+    with np.errstate(divide="ignore"):
+        logits = np.log(probabilities) / temperature
+    return int(rng.choice(len(probabilities), p=_softmax(logits)))
+
+
 def decide(
     runner: ModelRunner,
     request: DecisionRequest,
@@ -216,7 +260,7 @@ def decide(
     """Run one decision. should_stop is polled between reasoning tokens (raises Cancelled)."""
     rng = rng if rng is not None else make_rng(request.sampling.seed)
     if request.score_options:
-        return _decide_by_scoring(runner, request)
+        return _decide_by_scoring(runner, request, rng, should_stop)
     clock = _Clock()
     tokenizer = runner.tokenizer
     options = list(request.options)
@@ -231,11 +275,16 @@ def decide(
     prefill_tokens, reused = runner.stats.last_prefill_tokens, runner.stats.last_prefill_reused
     option_logprobs = read.distribution.logprobs(letters)
     probabilities = _softmax(option_logprobs)
-    choice = read.choice
     debiased = None
     if request.permute:
         debiased = _rotation_average(runner, request, letters, probabilities, rng, clock, should_stop)
-        choice = int(np.argmax(debiased))
+    shown = probabilities if debiased is None else debiased
+    if not request.sample_choice:
+        choice = int(np.argmax(shown))
+    elif debiased is None:
+        choice = read.choice  # the constrained draw at the full sampling settings (top-k, top-p, ...)
+    else:  # no single draw saw the debiased bars: draw from them
+        choice = _draw(debiased, request.sampling.temperature, rng)
     results = [
         OptionResult(
             label=LABELS[i], text=text, logprob=float(option_logprobs[i]), probability=float(probabilities[i]),
@@ -262,6 +311,7 @@ def decide(
         alternatives=alternatives,
         timings=clock.total(),
         usage=usage,
+        choice_mode="sampled" if request.sample_choice else "argmax",
     )
 
 
@@ -291,22 +341,17 @@ def _rotation_average(
     return total / count
 
 
-def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> DecisionResult:
-    """Score each option's whole token sequence (+ end of turn) after the prompt, branching from one state."""
-    clock = _Clock()
-    tokenizer = runner.tokenizer
-    options = list(request.options)
-    prompt = build_decision_prompt(
-        tokenizer, request.question, options, system=request.system, context=request.context, words=True,
-        images=_image_tokens(runner, request),
-    )
-    clock.lap("tokenize_s")
-    sequences = [tokenizer.encode_text(text) + [tokenizer.im_end] for text in options]
-    sums, first, computed, reused = [], None, 0, 0
+def _score_sequences(runner: ModelRunner, prompt: DecisionPrompt, sequences: list[list[int]], usage: dict[str, int],
+                     should_stop: Callable[[], bool] | None) -> tuple[list[float], Distribution]:
+    """Each sequence's summed logprob after the prompt, branching from one state; and the first position's
+    distribution (the alternatives)."""
+    sums, first = [], None
     for sequence in sequences:
+        if should_stop is not None and should_stop():
+            raise Cancelled("decision cancelled")
         logits = runner.prefill(prompt.ids, prompt.checkpoints)  # restores the snapshot after the first
-        computed += runner.stats.last_prefill_tokens
-        reused += runner.stats.last_prefill_reused
+        usage["prefill_tokens"] += runner.stats.last_prefill_tokens
+        usage["reused_tokens"] += runner.stats.last_prefill_reused
         total = 0.0
         for position, token in enumerate(sequence):
             distribution = Distribution(logits)
@@ -316,29 +361,60 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest) -> Decisio
             if position + 1 < len(sequence):
                 logits = runner.step(token)
         sums.append(total)
-    clock.lap("score_s")
-    sums_array = np.array(sums)
-    probabilities = _softmax(sums_array)
+        usage["completion_tokens"] += len(sequence)
+    return sums, first
+
+
+def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest, rng: np.random.Generator,
+                       should_stop: Callable[[], bool] | None = None) -> DecisionResult:
+    """Score each option's whole token sequence (+ end of turn) after the prompt. With permute, the prompt
+    lists the options in every cyclic order and each option's probability is averaged over the orders."""
+    clock = _Clock()
+    tokenizer = runner.tokenizer
+    options = list(request.options)
+    count = len(options)
+    sequences = [tokenizer.encode_text(text) + [tokenizer.im_end] for text in options]
+    usage = {"prompt_tokens": 0, "prefill_tokens": 0, "reused_tokens": 0, "completion_tokens": 0}
+    images = _image_tokens(runner, request)
+    sums, first, debiased = None, None, None
+    for shift in range(count if request.permute else 1):
+        order = [(i + shift) % count for i in range(count)]  # position j lists option order[j]
+        prompt = build_decision_prompt(tokenizer, request.question, [options[i] for i in order], system=request.system,
+                                       context=request.context, words=True, images=images)
+        clock.lap("tokenize_s")
+        scored, distribution = _score_sequences(runner, prompt, sequences, usage, should_stop)
+        clock.lap("score_s" if shift == 0 else "permute_s")
+        if sums is None:  # the options in the order given: the raw values
+            sums, first = np.array(scored), distribution
+            usage["prompt_tokens"] = len(prompt.ids)
+        if request.permute:
+            debiased = _softmax(np.array(scored)) if debiased is None else debiased + _softmax(np.array(scored))
+    probabilities = _softmax(sums)
+    if debiased is not None:
+        debiased = debiased / count
+    shown = probabilities if debiased is None else debiased
+    if request.sample_choice:
+        choice = _draw(shown, request.sampling.temperature, rng)
+    else:
+        choice = int(np.argmax(shown))
     results = [
         OptionResult(
-            label=LABELS[i], text=text, logprob=sums[i], probability=float(probabilities[i]),
-            token_count=len(sequences[i]), normalized_logprob=sums[i] / len(sequences[i]),
+            label=LABELS[i], text=text, logprob=float(sums[i]), probability=float(probabilities[i]),
+            debiased_probability=None if debiased is None else float(debiased[i]),
+            token_count=len(sequences[i]), normalized_logprob=float(sums[i]) / len(sequences[i]),
         )
         for i, text in enumerate(options)
     ]
-    alternatives = _alternatives(tokenizer, first, request.alternatives)
     return DecisionResult(
-        choice_index=int(np.argmax(sums_array)),
+        choice_index=choice,
         options=results,
-        coverage=float(np.exp(sums_array).sum()),
+        # The summed probability of the whole option texts: small by nature (each text is many tokens), not a
+        # failure; surfaces print it in scientific notation rather than as "0.0 %".
+        coverage=float(np.exp(sums).sum()),
         mode="words",
         reasoning=None,
-        alternatives=alternatives,
+        alternatives=_alternatives(tokenizer, first, request.alternatives),
         timings=clock.total(),
-        usage={
-            "prompt_tokens": len(prompt.ids),
-            "prefill_tokens": computed,
-            "reused_tokens": reused,
-            "completion_tokens": sum(len(s) for s in sequences),
-        },
+        usage=usage,
+        choice_mode="sampled" if request.sample_choice else "argmax",
     )

@@ -112,6 +112,8 @@ DECISION_SETTINGS: tuple[Setting, ...] = (
             "average over cyclic option orders (letter-prior debiasing)"),
     Setting("score_options", bool, False, "Score whole options",
             "score each option's whole text instead of its letter"),
+    Setting("sample_choice", bool, False, "Sample the choice",
+            "draw the choice at the sampling settings (variety) instead of taking the most likely option"),
     Setting("alternatives", int, 10, "Alternatives",
             "how many most likely next tokens a decision lists", 0, MAX_TOP_LOGPROBS),
 )

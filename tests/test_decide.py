@@ -48,7 +48,7 @@ def test_constrained_choice_is_always_an_option_and_follows_the_distribution(tex
     counts = np.zeros(len(OPTIONS))
     result = None
     for _ in range(400):
-        result = decide(text_runner, DecisionRequest(QUESTION, OPTIONS, sampling=hot), rng=rng)
+        result = decide(text_runner, DecisionRequest(QUESTION, OPTIONS, sampling=hot, sample_choice=True), rng=rng)
         counts[result.choice_index] += 1
     probabilities = np.array([o.probability for o in result.options])
     assert np.abs(counts / counts.sum() - probabilities).max() < 0.08

@@ -29,6 +29,19 @@ def shown_probability(option) -> float:
     return option.debiased_probability if option.debiased_probability is not None else option.probability
 
 
+def choice_note(result) -> str:
+    """What the big letter is when it is not simply the longest bar: drawn (sample-choice mode) or uncertain
+    (a server's bounds overlap); empty otherwise."""
+    notes = []
+    if getattr(result, "choice_mode", "argmax") == "sampled":
+        likely = result.options[result.most_likely_index]
+        notes.append(f"Drawn at the sampling settings (sample-choice mode) · most likely: {likely.label}. {likely.text} "
+                     f"({bound_text(shown_probability(likely), getattr(likely, 'bound', None))})")
+    if getattr(result, "uncertain", False):
+        notes.append("Uncertain: these bars are bounds or estimates that overlap, so the most likely option is not settled")
+    return "\n".join(notes)
+
+
 class ConfidenceBar(QWidget):
     def __init__(self, label: str, text: str, value: float, *, chosen: bool = False, raw: float | None = None,
                  logprob: float | None = None, compact: bool = False, bound: str | None = None,

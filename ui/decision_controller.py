@@ -40,6 +40,7 @@ def build_request(question: str, options: list[str] | tuple[str, ...], settings:
         think=settings.think,
         reasoning_budget=settings.reasoning_budget,
         permute=settings.permute,
+        sample_choice=settings.sample_choice,
         sampling=settings.sampling(),
     )
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
-from .bars import BarsView, bound_text, shown_probability
+from .bars import BarsView, bound_text, choice_note, shown_probability
 from .theme import color
 
 OVERLAY_WIDTH = 360
@@ -145,10 +145,15 @@ class CompanionOverlay(QWidget):
             percent += f" · {bound_text(calibrated[result.choice_index], bound)} cal."
         self.choice_percent.setText(percent)
         self.choice_percent.setToolTip("raw · calibrated (the temperature applied in the Calibration tab)" if calibrated else "")
-        self._set_text(self.choice, f"{chosen.label}. {chosen.text}")
+        drawn = getattr(result, "choice_mode", "argmax") == "sampled"
+        self._set_text(self.choice, f"{chosen.label}. {chosen.text}" + (" (drawn)" if drawn else ""))
         self.bars.set_result(result, calibrated)
         self.bars.show()
-        self.hint.hide()
+        note = choice_note(result)
+        if chosen.debiased_probability is not None:
+            note = "\n".join(filter(None, [note, "Bars averaged over every option order (debiased)"]))
+        self.hint.setText(note)
+        self.hint.setVisible(bool(note))
         self.adjustSize()
 
     # ----- appearance -----

@@ -27,6 +27,7 @@ class Settings(Protocol):
 
     think: bool
     permute: bool
+    sample_choice: bool  # draw the choice instead of taking the largest bar
     reasoning_budget: int
     system_prompt: str
     device: str

@@ -6,6 +6,7 @@ result, error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .bars import BarsView, bound_text, percent_text, shown_probability
+from .bars import BarsView, bound_text, choice_note, percent_text, shown_probability
 from .theme import set_role
 
 if TYPE_CHECKING:
@@ -311,7 +312,9 @@ class ResultView(QStackedWidget):
         how = "averaged over every option order" if debiased else "renormalised over the options"
         bound = getattr(chosen, "bound", None)
         self.choice_percent.setText(bound_text(shown, bound))
-        meta = f"Chosen with {bound_text(shown, bound)} confidence · {how} · {result.mode} mode"
+        drawn = getattr(result, "choice_mode", "argmax") == "sampled"
+        verb = "Drawn" if drawn else "Chosen"
+        meta = f"{verb} with {bound_text(shown, bound)} confidence · {how} · {result.mode} mode"
         self.calibrated = self._calibrated(result, temperature)
         if self.calibrated is not None:
             value = bound_text(self.calibrated[result.choice_index], bound)
@@ -322,7 +325,8 @@ class ResultView(QStackedWidget):
             )
             meta += f" · {value} calibrated (T = {temperature:.3g})"
         self.choice_calibrated.setVisible(self.calibrated is not None)
-        self.choice_meta.setText(meta)
+        note = choice_note(result)
+        self.choice_meta.setText(meta + (f"\n{note}" if note else ""))
         self.bars.set_result(result, self.calibrated)
         bounded = [o for o in result.options if getattr(o, "bound", None) == "upper"]
         if bounded:
@@ -355,7 +359,8 @@ class ResultView(QStackedWidget):
         if temperature is None or not result.options or self._calibrate is None:
             return None
         try:
-            return self._calibrate([o.logprob for o in result.options], temperature)
+            # the log of the shown bars: with permute the debiased values are calibrated, not one order's
+            return self._calibrate([math.log(o.shown) if o.shown > 0 else -math.inf for o in result.options], temperature)
         except (ValueError, FloatingPointError):
             return None
 

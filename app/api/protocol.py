@@ -361,6 +361,7 @@ class DecideRequest(SamplingFields):
     think: Boolean = None
     permute: Boolean = None
     score_options: Boolean = None
+    sample_choice: Boolean = None  # draw the choice at the sampling settings instead of the largest bar
     reasoning_budget: EngineInt = None
     alternatives: EngineInt = None
     images: Annotated[tuple, BeforeValidator(_images), Field(default=())]
@@ -369,7 +370,7 @@ class DecideRequest(SamplingFields):
         """Counts, duplicates and ranges are the DecisionRequest's own checks."""
         given = {
             name: getattr(self, name)
-            for name in ("think", "permute", "score_options", "reasoning_budget", "alternatives")
+            for name in ("think", "permute", "score_options", "sample_choice", "reasoning_budget", "alternatives")
             if getattr(self, name) is not None
         }
         return DecisionRequest(
