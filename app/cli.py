@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from engine.errors import DeciderError, SettingsError
 from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
-from engine.remote import CONSTRAINTS
+from engine.remote import CONSTRAINTS, METHODS
 from engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .requests import sampling_from
@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_argument("--engine-key", help="API key for --engine")
     remote.add_argument("--engine-model", help="model name on the server (default: its first)")
     remote.add_argument("--engine-constraint", choices=CONSTRAINTS, default="none",
-                        help="ask the server to answer with a label only")
+                        help="force an answer constraint (believed only if the answer shows it renormalised)")
+    remote.add_argument("--engine-method", choices=METHODS, default="auto",
+                        help="force how the bars are read (default auto: the most exact method the server offers)")
     remote.add_argument("--engine-timeout", type=float, default=120.0)
 
     p = sub.add_parser("history", help="decision history: list, label outcomes, export")
@@ -258,7 +260,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         from .history import default_store
         from .service import RemoteService
 
-        config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint)
+        config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
+                              args.engine_method)
         service: DecisionService = RemoteService(config, None if args.no_history else default_store())
     else:
         service = _service(args, history=not args.no_history)

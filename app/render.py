@@ -39,7 +39,7 @@ def render_decision(question: str, result: DecisionResult, model: str) -> str:
     for index, option in enumerate(result.options):
         text = option.text if len(option.text) <= text_width else option.text[: text_width - 1] + "…"
         shown = option.shown
-        value = f"{'<' if option.bound == 'upper' else ' '}{shown:6.1%}"
+        value = f"{'<' if option.bound == 'upper' else '~' if option.bar == 'estimate' else ' '}{shown:6.1%}"
         if index == result.choice_index:
             mark = "  ← drawn" if result.drawn else "  ← chosen"
         else:
@@ -61,6 +61,13 @@ def render_decision(question: str, result: DecisionResult, model: str) -> str:
         f"{coverage_text(result)} · {result.mode} · {result.usage['prompt_tokens']} prompt tokens "
         f"({result.usage['reused_tokens']} reused) · {total_ms:.0f} ms · {model}"
     )
+    engine = result.engine
+    if engine is not None and engine.remote:
+        lines.append(f"server {engine.server or 'unknown'} at {engine.url} · method {engine.method} · bars {engine.bars_text}")
+        if any(o.bar != "exact" for o in result.options):
+            lines.append("~ an estimate (the server's numbers could not be checked) · < an upper bound (not in the "
+                         "server's list)")
+        lines += [f"note: {note}" for note in engine.notes]
     return "\n".join(lines)
 
 

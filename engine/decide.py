@@ -97,6 +97,9 @@ class OptionResult:
     token_count: int = 1
     normalized_logprob: float | None = None  # per-token mean (word-option scoring)
     bound: str | None = None  # "upper": a remote server did not list it; logprob is the list's floor
+    bar: str = "exact"  # what the bar is: "exact", "estimate" (a server's unconfirmed number) or "upper" (a bound)
+    low: float | None = None  # the bar's possible range when it is not exact (a server's bounds), else None
+    high: float | None = None
 
     @property
     def shown(self) -> float:

@@ -12,8 +12,9 @@ from typing import Literal
 
 EngineKind = Literal["local", "remote"]
 # exact: full-vocabulary float64 logprobs from f32 logits; reduced: full vocabulary, lower-precision
-# compile (fast mode); top_n: only the server's top-N list, so unlisted options get an upper bound.
-LogprobExactness = Literal["exact", "reduced", "top_n"]
+# compile (fast mode); letters: a server's full-vocabulary logprob of each option letter (read one by one);
+# top_n: only the server's top-N list, so unlisted options get an upper bound.
+LogprobExactness = Literal["exact", "reduced", "letters", "top_n"]
 
 LOCAL_CONSTRAINT = "letter mask"  # the local engine constrains the answer draw to the option letters
 
@@ -29,12 +30,15 @@ class EngineInfo:
     reduced_by: str | None = None  # why reduced logprobs are reduced (e.g. "fast mode", "f16 on the NPU")
     url: str | None = None  # the server's base URL (remote only)
     top_logprobs: int | None = None  # the length of the server's list (remote only)
+    server: str | None = None  # what the server is (remote only): decider, vllm, llama.cpp, ovms or unknown
+    method: str | None = None  # how a server's bars were read (remote only; engine.remote's methods)
+    notes: tuple[str, ...] = ()  # what the checks of a server's answer found (remote only)
 
     def __post_init__(self) -> None:
         if self.kind not in ("local", "remote"):
             raise ValueError(f"engine kind must be local or remote (got {self.kind!r})")
-        if self.logprobs not in ("exact", "reduced", "top_n"):
-            raise ValueError(f"logprob exactness must be exact, reduced or top_n (got {self.logprobs!r})")
+        if self.logprobs not in ("exact", "reduced", "letters", "top_n"):
+            raise ValueError(f"logprob exactness must be exact, reduced, letters or top_n (got {self.logprobs!r})")
         if self.logprobs == "top_n" and not self.top_logprobs:
             raise ValueError("top_n logprobs need the list's length (top_logprobs)")
 
@@ -52,6 +56,8 @@ class EngineInfo:
             return "exact full-vocabulary"
         if self.logprobs == "reduced":
             return f"full-vocabulary, reduced precision ({self.reduced_by or 'fast mode'})"
+        if self.logprobs == "letters":
+            return "the server's full-vocabulary logprob of each option letter"
         return f"server top-{self.top_logprobs} (not full-vocabulary exact)"
 
     @property
@@ -59,8 +65,14 @@ class EngineInfo:
         """Where a server's bars come from (None for a local engine: always the full distribution)."""
         if not self.remote:
             return None
+        if self.method == "decide":
+            return "exact (computed by Decider on the server)"
+        if self.method == "forced letters":
+            return "every letter's own logprob, renormalised"
+        if self.method and self.method.startswith("constraint"):
+            return "renormalised by the server's constraint (checked)"
         if self.constraint != "none":
-            return "renormalised by the server's constraint"
+            return "from the top-{} list (the constraint's answer did not check out)".format(self.top_logprobs)
         return f"from the top-{self.top_logprobs} list"
 
     def to_dict(self) -> dict:
@@ -68,7 +80,8 @@ class EngineInfo:
         if self.remote:
             return {
                 "kind": self.kind, "url": self.url, "model": self.model, "logprobs": self.logprobs_text,
-                "constraint": self.constraint, "bars": self.bars_text,
+                "constraint": self.constraint, "bars": self.bars_text, "server": self.server, "method": self.method,
+                "notes": list(self.notes),
             }
         return {
             "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,

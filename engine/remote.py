@@ -1,35 +1,46 @@
-"""A remote engine: decisions against any OpenAI-compatible server that returns logprobs
-(vLLM, OpenVINO Model Server, llama.cpp's server, or another Decider).
+"""A remote engine: decisions against an OpenAI-compatible server (another Decider, vLLM, llama.cpp's
+servers, OpenVINO Model Server).
 
-The server sees the same decision prompt as a chat turn and answers one token with its top-20
-alternatives. Option probabilities come from those alternatives: an option letter the server did
-not list is reported with the list's lowest logprob as an upper bound, never as zero.
+Without a flag it finds out what the server is and takes the most exact method it offers:
+  decide         Decider's own server: the decision runs there (/v1/decide), exact like a local one;
+  forced letters Decider renders the prompt (remote_prompt) and sends it raw to /v1/completions; one
+                 greedy answer per option with logit_bias forcing that letter returns the letter's own
+                 full-vocabulary logprob (checked against an unforced answer's list);
+  top list       the raw prompt's answer with its top-N alternatives: a letter outside them is an upper
+                 bound, and the bars around it are estimates;
+  chat           no raw completions: the server's chat template (it may ignore enable_thinking), so
+                 every bar is an estimate.
+A flag still forces a method (`method`), or the old answer constraints (`constraint`: vLLM's
+guided_choice, llama.cpp's grammar), which are believed only when the answer shows they renormalised.
+Every option says what its bar is (exact, estimate, upper bound) and the choice is marked uncertain when
+the bars' possible ranges overlap.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .decide import LABELS, Alternative, DecisionRequest, DecisionResult, OptionResult, _Clock
+from .decide import LABELS, Alternative, DecisionRequest, DecisionResult, OptionResult, _Clock, _draw
 from .decision_prompt import load_templates, user_segments
-from .errors import DeciderError, SettingsError
+from .errors import SettingsError
+from .generate import make_rng
 from .info import EngineInfo
-from .logprobs import MAX_TOP_LOGPROBS
+from .remote_http import JsonClient, RemoteError
+from .remote_probe import ServerProfile, model_entries, probe
+from .remote_prompt import after_reasoning, decision_text
+from .remote_read import (
+    TOP_LOGPROBS, LetterReading, Unverified, completion, constrained_bars, forced_letters, from_list, letter_ids,
+    listed_entries, top_of_completion,
+)
 
-TOP_LOGPROBS = MAX_TOP_LOGPROBS  # as many alternatives as an OpenAI-compatible server may list
+__all__ = ["CONSTRAINTS", "METHODS", "TOP_LOGPROBS", "ConnectionReport", "RemoteConfig", "RemoteEngine", "RemoteError"]
+
 CONSTRAINTS = ("none", "vllm", "llama.cpp")
-
-
-class RemoteError(DeciderError):
-    """The server could not be reached or answered something unusable."""
+METHODS = ("auto", "decide", "forced", "list", "chat")
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,8 @@ class RemoteConfig:
     api_key: str | None = None
     model: str | None = None  # None: the server's first model
     timeout: float = 60.0
-    constraint: str = "none"  # how to ask the server to answer with a label only
+    constraint: str = "none"  # force an answer constraint (checked: believed only if it renormalised)
+    method: str = "auto"  # force a method (see the module docstring); auto takes the most exact one offered
 
     def __post_init__(self) -> None:
         url = self.base_url.strip().rstrip("/")
@@ -51,6 +63,15 @@ class RemoteConfig:
             raise SettingsError(f"timeout must be in (0, 3600] seconds (got {self.timeout!r})")
         if self.constraint not in CONSTRAINTS:
             raise SettingsError(f"constraint must be one of {', '.join(CONSTRAINTS)} (got {self.constraint!r})")
+        if self.method not in METHODS:
+            raise SettingsError(f"method must be one of {', '.join(METHODS)} (got {self.method!r})")
+        if self.constraint != "none" and self.method not in ("auto", "chat"):
+            raise SettingsError(f"an answer constraint is a chat method: it cannot be combined with method {self.method!r}")
+
+    @property
+    def api(self) -> str:
+        """The path the OpenAI routes live under: OpenVINO Model Server serves them at /v3, others at /v1."""
+        return "" if self.base_url.endswith("/v3") else "/v1"
 
 
 @dataclass(frozen=True)
@@ -63,45 +84,15 @@ class ConnectionReport:
 class RemoteEngine:
     def __init__(self, config: RemoteConfig):
         self.config = config
+        self.client = JsonClient(config.base_url, config.api_key, config.timeout)
         self._model = config.model
+        self._profile: ServerProfile | None = None
 
-    # ----- HTTP -----
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        url = f"{self.config.base_url}{path}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        if self.config.api_key:
-            request.add_header("Authorization", f"Bearer {self.config.api_key}")
-        try:
-            with urllib.request.urlopen(request, timeout=self.config.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            message = _error_message(exc.read())
-            if exc.code == 401:
-                raise RemoteError(f"{url}: 401 unauthorized — check the API key ({message})") from None
-            raise RemoteError(f"{url}: HTTP {exc.code}: {message}") from None
-        except (socket.timeout, TimeoutError):
-            raise RemoteError(f"{url}: no answer within {self.config.timeout:g} s") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, (socket.timeout, TimeoutError)):
-                raise RemoteError(f"{url}: no answer within {self.config.timeout:g} s") from None
-            raise RemoteError(f"cannot reach {self.config.base_url}: {exc.reason}") from None
-        except OSError as exc:
-            raise RemoteError(f"cannot reach {self.config.base_url}: {exc}") from None
-        try:
-            parsed = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise RemoteError(f"{url}: the server did not answer JSON") from None
-        if not isinstance(parsed, dict):
-            raise RemoteError(f"{url}: the server answered {type(parsed).__name__}, not an object")
-        return parsed
+        return self.client.call(method, f"{self.config.api}{path}", body)
 
     def models(self) -> list[str]:
-        data = self._call("GET", "/v1/models").get("data")
-        if not isinstance(data, list):
-            raise RemoteError(f"{self.config.base_url}/v1/models: no 'data' list in the answer")
-        return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        return [m["id"] for m in model_entries(self.client, self.config.api)]
 
     @property
     def model(self) -> str:
@@ -112,110 +103,254 @@ class RemoteEngine:
             self._model = names[0]
         return self._model
 
+    def profile(self) -> ServerProfile:
+        """What the server is and offers (probed once per engine)."""
+        if self._profile is None:
+            self._profile = probe(self.client, self.config.api, self._model)
+            if self._model is None and self._profile.models:
+                self._model = self._profile.models[0]
+        return self._profile
+
     def test_connection(self) -> ConnectionReport:
         names = self.models()
         if self._model is None and names:
             self._model = names[0]
         body = {"model": self.model, "messages": [{"role": "user", "content": "Say A."}], "max_tokens": 1,
                 "logprobs": True, "top_logprobs": 5, "temperature": 0}
-        answer = self._call("POST", "/v1/chat/completions", body)
+        answer = self._call("POST", "/chat/completions", body)
         entries = _content_entries(answer)
         has = bool(entries) and bool(entries[0].get("top_logprobs"))
         detail = "returns top_logprobs" if has else "does not return logprobs: decisions will fail"
         return ConnectionReport(names, has, detail)
 
     # ----- decisions -----
-    def info(self) -> EngineInfo:
+    def info(self, method: str | None = None, notes: list[str] | None = None) -> EngineInfo:
+        """What computes (or computed, with the method and notes of a decision) the bars."""
+        method = method or (f"constraint ({self.config.constraint})" if self.config.constraint != "none" else self.config.method)
+        logprobs = {"decide": "exact", "forced letters": "letters"}.get(method, "top_n")
         return EngineInfo(
-            kind="remote", model=self._model, logprobs="top_n", constraint=self.config.constraint,
-            url=self.config.base_url, top_logprobs=TOP_LOGPROBS,
+            kind="remote", model=self._model, logprobs=logprobs, constraint=self.config.constraint,
+            url=self.config.base_url, top_logprobs=TOP_LOGPROBS, server=self._profile.kind if self._profile else None,
+            method=method, notes=tuple(notes or ()),
         )
 
     def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
-        if request.score_options:
-            raise SettingsError("word-option scoring needs the local engine (it reads every token's logprob)")
-        if request.permute:
-            raise SettingsError("permute is not available on a remote engine yet")
-        if request.images:
+        if request.images:  # the raw prompt and /v1/decide carry text only
             raise SettingsError("images need the local engine (a remote decision sends text only)")
         clock = _Clock()
-        options = list(request.options)
-        user = "".join(user_segments(request.question, options, request.context, False, load_templates()))
-        messages = ([{"role": "system", "content": request.system}] if request.system else []) + [{"role": "user", "content": user}]
+        forced_chat = self.config.constraint != "none" or self.config.method == "chat"
+        profile = None if forced_chat else self.profile()
+        method = self.config.method
+        if method == "auto" and profile is not None:
+            method = "decide" if profile.decide else ("forced" if profile.completions else "chat")
+        if method == "decide":
+            return self._decide_there(request, clock)
+        if request.score_options:
+            raise SettingsError("word-option scoring on a server needs Decider's own server (it reads every token's logprob)")
+        if request.permute:
+            raise SettingsError("permute on a server needs Decider's own server (it runs every option order there)")
+        labels = list(LABELS[: len(request.options)])
+        notes = list(profile.notes) if profile is not None else []
+        if method in ("forced", "list"):
+            if profile is not None and not profile.completions:
+                raise RemoteError(f"{self.config.base_url} offers no raw completions with logprobs: "
+                                  f"method {method!r} needs them ({'; '.join(profile.notes)})")
+            reading, reasoning = self._read_raw(request, labels, method == "forced", notes, should_stop)
+        else:
+            reading, reasoning = self._read_chat(request, labels, notes)
+        clock.lap("prefill_s")
+        return self._result(request, reading, reasoning, clock)
+
+    # --- Decider's own server: the decision runs there ---
+    def _decide_there(self, request: DecisionRequest, clock: _Clock) -> DecisionResult:
+        body = {
+            "model": self.model, "question": request.question, "options": list(request.options), "system": request.system,
+            "context": request.context, "think": request.think, "reasoning_budget": request.reasoning_budget,
+            "permute": request.permute, "score_options": request.score_options, "alternatives": request.alternatives,
+            "sample_choice": True if request.sample_choice else None,  # absent unless asked: older servers refuse it
+            **{k: v for k, v in request.sampling.to_dict().items() if k != "penalty_window"},
+        }
+        answer = self._call("POST", "/decide", {k: v for k, v in body.items() if v is not None})
+        try:
+            result = _result_from_json(answer)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise RemoteError(f"{self.config.base_url}/v1/decide: an answer Decider cannot read ({exc})") from None
+        if not request.sample_choice:  # whatever the server's version chose, the choice is the largest bar
+            result.choice_index = result.most_likely_index
+            result.choice_mode = "argmax"
+        result.engine = self.info("decide")
+        clock.lap("remote_s")
+        result.timings = dict(result.timings, **clock.total())
+        return result
+
+    # --- a raw prompt on /v1/completions ---
+    def _sampling_fields(self, request: DecisionRequest) -> dict:
         sampling = request.sampling
         body = {
-            "model": self.model, "messages": messages,
-            "max_tokens": 1 if not request.think else request.reasoning_budget + 8,
-            "logprobs": True, "top_logprobs": TOP_LOGPROBS,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k, "min_p": sampling.min_p,
-            "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
-            "repetition_penalty": sampling.repetition_penalty,
-            "chat_template_kwargs": {"enable_thinking": request.think},
+            "model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
+            "min_p": sampling.min_p, "presence_penalty": sampling.presence_penalty,
+            "frequency_penalty": sampling.frequency_penalty, "repetition_penalty": sampling.repetition_penalty,
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
-        labels = list(LABELS[: len(options)])
-        clock.lap("tokenize_s")
-        # The unconstrained answer gives each listed letter's full-vocabulary logprob and the coverage.
-        answer = self._call("POST", "/v1/chat/completions", body)
+        return body
+
+    def _read_raw(self, request: DecisionRequest, labels: list[str], forced: bool, notes: list[str],
+                  should_stop: Callable[[], bool] | None) -> tuple[LetterReading, str | None]:
+        prompt = decision_text(request.question, list(request.options), system=request.system, context=request.context,
+                               think=request.think)
+        base = self._sampling_fields(request)
+        reasoning, reasoning_tokens = None, 0
+        if request.think:
+            # The server reasons at the sampling settings; the answer is read after the think block is closed
+            # (by the model, or by Decider when the budget ran out), as the local engine does.
+            choice, usage = completion(self.client, self.config.api, dict(
+                base, prompt=prompt, max_tokens=request.reasoning_budget, stop=["</think>"]))
+            text = choice.get("text") if isinstance(choice.get("text"), str) else ""
+            closed = choice.get("finish_reason") == "stop"
+            reasoning, reasoning_tokens = text.strip("\n"), int(usage.get("completion_tokens") or 0)
+            prompt += after_reasoning(text, closed)
+            if should_stop is not None and should_stop():
+                from .errors import Cancelled
+
+                raise Cancelled("decision cancelled")
+        body = dict(base, prompt=prompt, max_tokens=1)
+        reading, _ = top_of_completion(self.client, self.config.api, body, labels)
+        reading.notes[:0] = notes
+        if forced:
+            kind = self._profile.kind if self._profile is not None else "unknown"
+            ids = letter_ids(self.client, self.config.api, self.model, labels, kind)
+            if ids is None:
+                reading.notes.append("the server has no tokenize endpoint that writes each letter as one token: "
+                                     "letters outside its list stay upper bounds")
+            elif any(k == "upper" for k in reading.labels):
+                try:
+                    reading = forced_letters(self.client, self.config.api, body, labels, ids, reading)
+                except Unverified as exc:
+                    reading.notes.append(f"forced letters not used: {exc}")
+        reading.completion_tokens += reasoning_tokens
+        return reading, reasoning
+
+    # --- chat: the server's own template ---
+    def _read_chat(self, request: DecisionRequest, labels: list[str], notes: list[str]) -> tuple[LetterReading, str | None]:
+        user = "".join(user_segments(request.question, list(request.options), request.context, False, load_templates()))
+        messages = ([{"role": "system", "content": request.system}] if request.system else []) + [{"role": "user", "content": user}]
+        body = dict(
+            self._sampling_fields(request), messages=messages,
+            max_tokens=1 if not request.think else request.reasoning_budget + 8,
+            logprobs=True, top_logprobs=TOP_LOGPROBS, chat_template_kwargs={"enable_thinking": request.think},
+        )
+        answer = self._call("POST", "/chat/completions", body)
         first, listed = _answer_position(answer)
-        floor = min(listed.values())
-        bounds = [None if label in listed else "upper" for label in labels]
-        values = np.array([listed.get(label, floor) for label in labels])
-        probabilities = np.exp(values - values.max())
-        probabilities /= probabilities.sum()
-        drawn = str(first.get("token", "")).strip()
-        choice = labels.index(drawn) if drawn in labels else int(np.argmax(values))
+        notes.append("the prompt went through the server's chat template, which Decider cannot check "
+                     "(a server that ignores enable_thinking leaves a think block open): every bar is an estimate")
+        reading = from_list("chat", listed, labels, TOP_LOGPROBS, notes)
+        usage = answer.get("usage") or {}
+        reading.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        reading.completion_tokens = int(usage.get("completion_tokens") or 0)
         if self.config.constraint != "none" and not request.think:
-            # A constrained answer lists every label, renormalised over them by the server: exact bars
-            # even for letters outside the unconstrained top-20, and a draw that is always a label.
             constrained = dict(body, max_tokens=1)
             if self.config.constraint == "vllm":
                 constrained["guided_choice"] = labels
             else:
                 constrained["grammar"] = "root ::= " + " | ".join(f'"{label}"' for label in labels)
-            first_c, listed_c = _answer_position(self._call("POST", "/v1/chat/completions", constrained))
-            if all(label in listed_c for label in labels):
-                weights = np.exp(np.array([listed_c[label] for label in labels]))
-                probabilities = weights / weights.sum()
-            drawn = str(first_c.get("token", "")).strip()
-            choice = labels.index(drawn) if drawn in labels else int(np.argmax(probabilities))
-        clock.lap("prefill_s")
+            _, listed_c = _answer_position(self._call("POST", "/chat/completions", constrained))
+            bars, why = constrained_bars(listed_c, labels)
+            if bars is None:
+                reading.notes.append(f"constraint {self.config.constraint} not used for the bars: {why}")
+            else:
+                reading.bars = bars
+                reading.method = f"constraint ({self.config.constraint})"
         message = (answer.get("choices") or [{}])[0].get("message") or {}
-        usage = answer.get("usage") or {}
-        alternatives = first.get("top_logprobs") or []
+        return reading, message.get("reasoning_content") if request.think else None
+
+    # --- the result, labelled for what it is ---
+    def _result(self, request: DecisionRequest, reading: LetterReading, reasoning: str | None, clock: _Clock) -> DecisionResult:
+        labels = list(LABELS[: len(request.options)])
+        values = np.array(reading.logprobs, dtype=float)
+        chat = reading.method == "chat"
+        if reading.bars is not None:  # a verified renormalising constraint: the bars are exact for its prompt
+            probabilities = np.array(reading.bars)
+            kinds = ["estimate" if chat else "exact"] * len(labels)
+            low = high = probabilities
+        else:
+            probabilities = np.exp(values - values.max())
+            probabilities /= probabilities.sum()
+            low, high = _bar_ranges(values, [k == "upper" for k in reading.labels])
+            bounded = any(k == "upper" for k in reading.labels)
+            kinds = ["upper" if k == "upper" else ("estimate" if chat or bounded else "exact") for k in reading.labels]
+        shown = probabilities
+        most_likely = int(np.argmax(shown))
+        if request.sample_choice:
+            choice = _draw(shown, request.sampling.temperature, make_rng(request.sampling.seed))
+        else:
+            choice = most_likely
+        # uncertain: another option's highest possible bar reaches the most likely one's lowest
+        uncertain = any(high[j] >= low[most_likely] for j in range(len(labels)) if j != most_likely)
+        options = [
+            OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]),
+                         bound="upper" if reading.labels[i] == "upper" else None, bar=kinds[i],
+                         low=float(low[i]), high=float(high[i]))
+            for i, (label, text) in enumerate(zip(labels, request.options))
+        ]
+        exact_values = [v for v, k in zip(values, reading.labels) if k != "upper"]
         return DecisionResult(
             choice_index=choice,
-            options=[
-                OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]), bound=bounds[i])
-                for i, (label, text) in enumerate(zip(labels, options))
-            ],
-            coverage=float(sum(math.exp(v) for v, b in zip(values, bounds) if b is None)),
+            options=options,
+            coverage=float(sum(math.exp(v) for v in exact_values)),
             mode="letters",
-            reasoning=message.get("reasoning_content") if request.think else None,
-            alternatives=[Alternative(a["token"], -1, float(a["logprob"])) for a in alternatives[: request.alternatives]],
+            reasoning=reasoning,
+            alternatives=[Alternative(t, -1, float(v)) for t, v in reading.alternatives[: request.alternatives]],
             timings=clock.total(),
-            usage={
-                "prompt_tokens": int(usage.get("prompt_tokens", 0)), "prefill_tokens": int(usage.get("prompt_tokens", 0)),
-                "reused_tokens": 0, "completion_tokens": int(usage.get("completion_tokens", 0)),
-            },
-            engine=self.info(),
+            usage={"prompt_tokens": reading.prompt_tokens, "prefill_tokens": reading.prompt_tokens, "reused_tokens": 0,
+                   "completion_tokens": reading.completion_tokens},
+            engine=self.info(reading.method, reading.notes),
+            choice_mode="sampled" if request.sample_choice else "argmax",
+            uncertain=bool(uncertain),
         )
 
 
+def _bar_ranges(values: np.ndarray, upper: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """Each bar's lowest and highest possible value when the `upper` values are only bounds (anywhere in
+    (0, bound]) and the rest exact."""
+    weights = np.exp(values - values.max())
+    known = float(sum(w for w, u in zip(weights, upper) if not u))
+    unknown = float(sum(w for w, u in zip(weights, upper) if u))
+    low, high = np.empty(len(values)), np.empty(len(values))
+    for i, (w, u) in enumerate(zip(weights, upper)):
+        if u:  # lowest: it is ~0; highest: it sits at its bound and the other bounded ones at ~0
+            low[i], high[i] = 0.0, w / (known + w)
+        else:  # lowest: every bounded letter at its bound; highest: all of them ~0
+            low[i], high[i] = w / (known + unknown), (w / known if known > 0 else 1.0)
+    return low, high
+
+
+def _result_from_json(body: dict) -> DecisionResult:
+    known = set(OptionResult.__dataclass_fields__)
+    options = [OptionResult(**{k: v for k, v in o.items() if k in known}) for o in body["options"]]
+    choice = body["choice"]
+    return DecisionResult(
+        choice_index=int(choice["index"]),
+        options=options,
+        coverage=float(body["coverage"]),
+        mode=str(body["mode"]),
+        reasoning=body.get("reasoning"),
+        alternatives=[Alternative(str(a["token"]), int(a["token_id"]), float(a["logprob"])) for a in body.get("alternatives") or []],
+        timings=dict(body.get("timings") or {}),
+        usage=dict(body.get("usage") or {}),
+        choice_mode=str(choice.get("mode") or "argmax"),
+        uncertain=bool(choice.get("uncertain", False)),
+    )
+
+
 def _answer_position(answer: dict) -> tuple[dict, dict[str, float]]:
-    """The answer's first visible token entry and its listed alternatives (token text → logprob)."""
+    """A chat answer's first visible token entry and its listed alternatives (token text → logprob)."""
     entries = _content_entries(answer)
     if not entries:
         raise RemoteError("the server returned no logprobs for the answer (does it support logprobs? did reasoning use the whole budget?)")
     # With reasoning on, blank formatting tokens may precede the answer; the answer is the first visible one.
     first = next((e for e in entries if str(e.get("token", "")).strip()), entries[0])
-    listed: dict[str, float] = {}
-    for alt in first.get("top_logprobs") or []:
-        token, logprob = alt.get("token"), alt.get("logprob")
-        # Exact text only: " A" is another token than the "A" that starts the answer.
-        if isinstance(token, str) and isinstance(logprob, (int, float)):
-            listed.setdefault(token, float(logprob))
+    listed = listed_entries(first.get("top_logprobs"))
     if not listed:
         raise RemoteError("the server's answer has no top_logprobs entries")
     return first, listed
@@ -228,15 +363,3 @@ def _content_entries(answer: dict) -> list[dict]:
         raise RemoteError("the server's answer has no choices") from None
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     return [e for e in content if isinstance(e, dict)] if isinstance(content, list) else []
-
-
-def _error_message(raw: bytes) -> str:
-    try:
-        error = json.loads(raw).get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    except (ValueError, AttributeError):
-        pass
-    return raw[:200].decode("utf-8", "replace").strip() or "no message"

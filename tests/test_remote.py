@@ -233,3 +233,130 @@ def test_guided_choice_is_validated(own_server):
     assert status == 400 and "each choice must be one token" in body["error"]["message"]
     status, body = post({"messages": messages, "guided_choice": ["A", "B"], "think": True})
     assert status == 400 and body["error"]["param"] == "guided_choice"
+
+
+# --- the raw prompt, server detection, methods and their checks ------------------------------------------
+
+
+@pytest.mark.parametrize("system,context,think", [(None, None, False), ("Answer carefully.", "Animals breathe.", False),
+                                                  (None, "Rules apply.", True)])
+def test_raw_prompt_text_is_the_local_prompt_token_for_token(text_runner, system, context, think):
+    from engine.decision_prompt import build_decision_prompt
+    from engine.remote_prompt import decision_text
+
+    options = ["Attack", "Defend", "Hide"]
+    text = decision_text("Which?", options, system=system, context=context, think=think)
+    ids = build_decision_prompt(text_runner.tokenizer, "Which?", options, system=system, context=context, think=think).ids
+    assert text_runner.tokenizer.encode_raw(text) == ids
+
+
+def test_auto_against_our_server_runs_the_decision_there_exactly(own_server):
+    service, url = own_server
+    request = DecisionRequest("Which of these is an animal?", ("Hammer", "Horse", "Bread", "Saw"), sampling=GREEDY)
+    local = service.decide(request)
+    remote = RemoteEngine(RemoteConfig(url, api_key="secret")).decide(request)
+    assert remote.engine.method == "decide" and remote.engine.server == "decider"
+    assert all(o.bar == "exact" and o.bound is None for o in remote.options)
+    assert max(abs(r.probability - l.probability) for r, l in zip(remote.options, local.options)) <= 1e-6
+    assert remote.choice_index == local.choice_index and not remote.uncertain
+    # what a server cannot do elsewhere works there: permute and word scoring run on the server
+    permuted = RemoteEngine(RemoteConfig(url, api_key="secret")).decide(
+        DecisionRequest(request.question, request.options, sampling=GREEDY, permute=True))
+    assert permuted.shown_field == "debiased_probability"
+    local_permuted = service.decide(DecisionRequest(request.question, request.options, sampling=GREEDY, permute=True))
+    assert [o.debiased_probability for o in permuted.options] == pytest.approx(
+        [o.debiased_probability for o in local_permuted.options], abs=1e-9)
+
+
+def completion_answer(token, listed, value=None):
+    return {"choices": [{"index": 0, "text": token, "finish_reason": "length",
+                         "logprobs": {"tokens": [token], "token_logprobs": [listed.get(token, value)],
+                                      "top_logprobs": [listed], "text_offset": [0]}}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 1}}
+
+
+@pytest.fixture
+def serve_owned(serve, monkeypatch):
+    """FakeServer whose /v1/models names an owner (the kind detection reads it)."""
+    def start(behaviour, owned_by):
+        server = serve(behaviour)
+
+        def do_get(handler):
+            handler._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": owned_by}]})
+
+        server.httpd.RequestHandlerClass.do_GET = do_get
+        return server
+    return start
+
+
+def test_a_server_reporting_biased_logprobs_is_caught_and_bars_are_labelled_bounds(serve_owned):
+    listed = {"A": -0.4, "B": -1.6, **{f"w{i}": -3.0 - i * 0.1 for i in range(18)}}  # no C
+    ids = {"A": 10, "B": 11, "C": 12}
+
+    def behaviour(h, body):
+        if h.path.endswith("tokenize"):
+            return h._send(200, {"tokens": [ids[body.get("content") or body.get("prompt") or body.get("input")]]})
+        if body.get("logit_bias"):  # the server reports the biased distribution: the forced letter looks certain
+            label = next(k for k, v in ids.items() if str(v) in body["logit_bias"])
+            return h._send(200, completion_answer(label, {label: -1e-5}, -1e-5))
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "llamacpp")
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert result.engine.server == "llama.cpp" and result.engine.method == "top list"
+    assert any("biased logprobs" in note for note in result.engine.notes)
+    assert [o.bar for o in result.options] == ["estimate", "estimate", "upper"]
+    c = result.options[2]
+    assert c.low == 0.0 and c.high == pytest.approx(c.probability)  # the one bound letter at its bound
+    a = result.options[0]
+    assert a.low == pytest.approx(a.probability) and a.high > a.probability  # shown with C at its bound: its lowest
+    assert not result.uncertain  # A's lowest possible bar still beats C's highest
+    # the raw prompt went to /v1/completions, rendered by Decider with the think block closed
+    prompts = [body["prompt"] for _, body in server.requests if "prompt" in body and body.get("max_tokens") == 1]
+    assert prompts[-1].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_forced_letters_are_exact_when_the_server_reports_model_logprobs(serve_owned):
+    listed = {"A": -0.4, "B": -1.6, **{f"w{i}": -3.0 - i * 0.1 for i in range(18)}}  # no C
+    truth = {"A": -0.4, "B": -1.6, "C": -6.5}
+    ids = {"A": 10, "B": 11, "C": 12}
+
+    def behaviour(h, body):
+        if h.path.endswith("tokenize"):
+            return h._send(200, {"tokens": [ids[body.get("content") or body.get("prompt") or body.get("input")]]})
+        if body.get("logit_bias"):
+            label = next(k for k, v in ids.items() if str(v) in body["logit_bias"])
+            return h._send(200, completion_answer(label, {label: truth[label]}, truth[label]))
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "vllm")
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert result.engine.server == "vllm" and result.engine.method == "forced letters"
+    assert [o.bar for o in result.options] == ["exact"] * 3 and [o.bound for o in result.options] == [None] * 3
+    assert [o.logprob for o in result.options] == [truth["A"], truth["B"], truth["C"]]
+    assert result.coverage == pytest.approx(sum(__import__("math").exp(v) for v in truth.values()))
+
+
+def test_overlapping_bounds_mark_the_choice_uncertain(serve):
+    # only A is listed, barely above the floor: B and C could each be as likely as A
+    alternatives = {"w0": -0.3, "A": -2.0, **{f"w{i}": -2.01 - i * 0.001 for i in range(1, 19)}}
+    server = serve(lambda h, body: h._send(200, chat_answer("w0", alternatives)))
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert result.uncertain and result.to_dict()["choice"]["uncertain"]
+    assert all(o.bar in ("estimate", "upper") for o in result.options)  # chat: the server's template
+
+
+def test_a_constraint_that_did_not_renormalise_is_not_believed(serve):
+    # the constrained answer lists the letters with their unconstrained values (sum far from 1)
+    server = serve(lambda h, body: h._send(200, chat_answer("A", {"A": -1.0, "B": -2.0, "C": -3.0})))
+    result = RemoteEngine(RemoteConfig(server.url, constraint="llama.cpp")).decide(REQUEST)
+    assert any("did not renormalise" in note for note in result.engine.notes)
+    assert "constraint" not in result.engine.method
+
+
+def test_method_flag_is_validated_and_permute_is_refused_with_a_reason(serve):
+    with pytest.raises(SettingsError, match="method must be one of"):
+        RemoteConfig("http://x", method="magic")
+    server = serve(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.0, "C": -3.0})))
+    with pytest.raises(SettingsError, match="permute on a server needs Decider's own server"):
+        RemoteEngine(RemoteConfig(server.url)).decide(DecisionRequest("Which?", ("Attack", "Defend", "Hide"), permute=True))

@@ -42,11 +42,18 @@ def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:
         where = engine.url or "a server"
         model = engine.model
         constraint = engine.constraint or "none"
-        listed = f"server top-{engine.top_logprobs} logprobs"
+        method = engine.method
+        listed = {"decide": "exact logprobs (a Decider server)",
+                  "forced letters": "the server's logprob of every option letter"}.get(method, f"server top-{engine.top_logprobs} logprobs")
         bars = engine.bars_text
+        server = engine.server
         long = (
-            f"Computed by the remote server {where}{f' ({model})' if model else ''} · {listed}, "
-            f"not exact full-vocabulary values · answer constraint: {constraint}" + (f" · bars {bars}" if bars else "")
+            f"Computed by the remote {f'{server} ' if server and server != 'unknown' else ''}server {where}"
+            f"{f' ({model})' if model else ''} · {listed}"
+            + ("" if method in ("decide", "forced letters") else ", not exact full-vocabulary values")
+            + (f" · method: {method}" if method and method != "auto" else "")
+            + (f" · answer constraint: {constraint}" if constraint != "none" else "")
+            + (f" · bars {bars}" if bars else "")
         )
         return listed, long
     short = "exact full-vocabulary logprobs" if engine.exact else "full-vocabulary logprobs, reduced precision"
@@ -339,6 +346,14 @@ class ResultView(QStackedWidget):
             )
         else:
             self.bound_note.setText("")
+        estimates = [o.label for o in result.options if getattr(o, "bar", "exact") == "estimate"]
+        if estimates:  # the server's numbers that Decider could not confirm: said under the bars, never hidden
+            notes = getattr(getattr(result, "engine", None), "notes", None)
+            self.bound_note.setText(" ".join(filter(None, [
+                self.bound_note.text(),
+                f"{', '.join(estimates)}: {'an estimate' if len(estimates) == 1 else 'estimates'}, not exact values"
+                + (f" ({'; '.join(notes)})" if notes else "") + ".",
+            ])))
         self.coverage.setText(
             f"Coverage {percent_text(result.coverage)}: the share of the model's next-token probability that fell "
             f"on the option {'letters' if result.mode == 'letters' else 'texts'}. The bars renormalise over it."

@@ -1,0 +1,63 @@
+"""The remote engine against a real llama.cpp server: llama-cpp-python's OpenAI server on a GGUF of the demo
+model (tools/demo_gguf.py), compared with the local engine on the same weights.
+
+Needs `llama-cpp-python[server]` (`pip install -e ".[llama]"`, or an interpreter named by
+$DECIDER_LLAMA_PYTHON) and torch + transformers (the `convert` extra) to write the GGUF; skips and says
+which is missing otherwise.
+"""
+
+import importlib.util
+
+import pytest
+
+import remote_parity
+
+PYTHON = remote_parity.llama_python()
+pytestmark = [
+    pytest.mark.skipif(PYTHON is None, reason="llama-cpp-python[server] is not installed: pip install -e \".[llama]\" "
+                                              "or set DECIDER_LLAMA_PYTHON to an interpreter that has it"),
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None,
+                       reason="writing the demo GGUF needs torch and transformers (pip install -e \".[convert]\")"),
+]
+
+
+@pytest.fixture(scope="module")
+def llama_url():
+    from demo_gguf import gguf
+
+    process, url = remote_parity.start_llama_server(PYTHON, gguf())
+    yield url
+    remote_parity.stop(process)
+
+
+@pytest.fixture(scope="module")
+def cases_and_local():
+    cases = remote_parity.items(12)
+    return cases, remote_parity.local_results(cases)
+
+
+def test_auto_detects_llama_cpp_and_its_bars_match_local(llama_url, cases_and_local):
+    cases, local = cases_and_local
+    report = remote_parity.compare(llama_url, cases, local)
+    assert report["choices_agree"] == len(cases)
+    assert report["bars"]["exact"] > 0 and report["max_abs_dp_exact"] <= 1e-3
+    assert set(report["methods"]) <= {"forced letters", "top list"}
+
+
+def test_every_bar_it_cannot_make_exact_is_labelled_and_bounds_hold(llama_url, cases_and_local):
+    from engine.decide import DecisionRequest
+    from engine.remote import RemoteConfig, RemoteEngine
+
+    cases, local = cases_and_local
+    engine = RemoteEngine(RemoteConfig(llama_url, method="list"))
+    assert engine.profile().kind == "llama.cpp"
+    for (question, options), mine in zip(cases, local):
+        result = engine.decide(DecisionRequest(question, options))
+        for remote, here in zip(result.options, mine["options"]):
+            if remote.bar == "upper":  # an upper bound that really bounds the letter's logprob
+                assert here["logprob"] <= remote.logprob + 1e-4
+                assert remote.low <= here["probability"] <= remote.high + 1e-4
+            elif remote.bar == "exact":
+                assert abs(remote.probability - here["probability"]) <= 1e-3
+            else:  # an estimate: the true bar lies in its stated range
+                assert remote.low - 1e-4 <= here["probability"] <= remote.high + 1e-4

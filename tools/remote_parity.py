@@ -1,0 +1,190 @@
+#!/usr/bin/env python
+"""Remote bars against local ones: demo-model decisions through `decider ask --engine URL` (no flags) on
+llama-cpp-python's OpenAI server (a GGUF of the same weights) and on Decider's own server.
+
+    python tools/remote_parity.py [--items 50] [--llama-python PY] [--only llama|decider] [--json FILE]
+
+For every item: does the remote choice equal the local one, and how far are the bars (max |Δp|) where
+the result labels them exact; a bar labelled estimate or bound is counted, not compared. The llama.cpp
+server runs under --llama-python (an interpreter with `llama-cpp-python[server]`, e.g. `pip install -e
+".[llama]"`; default: $DECIDER_LLAMA_PYTHON, else this one). The GGUF comes from tools/demo_gguf.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (str(ROOT), str(ROOT / "tools")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+SEED = 7_2028  # tests/test_demo_model.py's held-out seed: items training never saw
+MIX = {"retrieval": 0.3, "category": 0.3, "retrieval_none": 0.14, "category_none": 0.14, "category_two": 0.12}
+
+
+def items(count: int) -> list[tuple[str, tuple[str, ...]]]:
+    import demo_tasks
+
+    counts = {kind: max(1, round(count * share)) for kind, share in MIX.items()}
+    counts["retrieval"] += count - sum(counts.values())
+    return [(item.question, item.options) for item in demo_tasks.heldout_items(SEED, counts)]
+
+
+def llama_python(explicit: str | None = None) -> str | None:
+    """An interpreter that can run llama-cpp-python's server, or None."""
+    for candidate in (explicit, os.environ.get("DECIDER_LLAMA_PYTHON"), sys.executable):
+        if not candidate:
+            continue
+        probe = subprocess.run([candidate, "-c", "import llama_cpp.server, uvicorn"], capture_output=True)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_llama_server(python: str, gguf: Path, timeout: float = 180.0) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+         "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"llama-cpp-python's server exited: {process.stderr.read()[-800:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=2):
+                return process, url
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError(f"llama-cpp-python's server did not answer within {timeout:.0f} s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def ask(url: str, question: str, options: tuple[str, ...]) -> dict:
+    """`decider ask --engine URL --json --no-history` in this process (the command's own code path)."""
+    from app.cli import main
+
+    argv = ["ask", question, *[a for o in options for a in ("--option", o)], "--engine", url, "--json", "--no-history"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    if code != 0:
+        raise RuntimeError(f"decider ask --engine {url} failed: {err.getvalue().strip()}")
+    return json.loads(out.getvalue())
+
+
+def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict]) -> dict:
+    agree, deltas, labelled, methods, uncertain, worst = 0, [], {"exact": 0, "estimate": 0, "upper": 0}, {}, 0, None
+    started = time.perf_counter()
+    for (question, options), mine in zip(cases, local):
+        remote = ask(url, question, options)
+        agree += remote["choice"]["index"] == mine["choice"]["index"]
+        uncertain += bool(remote["choice"].get("uncertain"))
+        method = remote["engine"].get("method")
+        methods[method] = methods.get(method, 0) + 1
+        for r, m in zip(remote["options"], mine["options"]):
+            kind = r.get("bar", "exact")
+            labelled[kind] = labelled.get(kind, 0) + 1
+            if kind == "exact":
+                delta = abs(r["probability"] - m["probability"])
+                deltas.append(delta)
+                if worst is None or delta > worst[0]:
+                    worst = (delta, question)
+    return {
+        "url": url, "items": len(cases), "choices_agree": agree, "max_abs_dp_exact": max(deltas) if deltas else None,
+        "bars": labelled, "methods": methods, "uncertain": uncertain,
+        "worst_item": worst[1] if worst else None, "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def local_results(cases: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
+    from app.config import demo_model_dir
+    from app.service import EngineService
+    from engine.decide import DecisionRequest
+
+    service = EngineService(demo_model_dir())
+    return [service.decide(DecisionRequest(q, o, sampling=service.defaults)).to_dict() for q, o in cases]
+
+
+def decider_server():
+    from app.config import demo_model_dir
+    from app.api.server import ApiServer
+    from app.service import EngineService
+
+    server = ApiServer(EngineService(demo_model_dir()), "127.0.0.1", 0)
+    port = server.start()
+    return server, f"http://127.0.0.1:{port}/v1"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tools/remote_parity.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=50)
+    parser.add_argument("--llama-python", help="interpreter with llama-cpp-python[server] (default: $DECIDER_LLAMA_PYTHON)")
+    parser.add_argument("--only", choices=("llama", "decider"))
+    parser.add_argument("--json", type=Path, help="also write the report here")
+    args = parser.parse_args(argv)
+    cases = items(args.items)
+    local = local_results(cases)
+    report = {}
+    if args.only in (None, "decider"):
+        server, url = decider_server()
+        try:
+            report["decider"] = compare(url, cases, local)
+        finally:
+            server.stop()
+    if args.only in (None, "llama"):
+        python = llama_python(args.llama_python)
+        if python is None:
+            report["llama.cpp"] = {"skipped": "llama-cpp-python[server] is not installed (pip install -e \".[llama]\" "
+                                              "or pass --llama-python)"}
+        else:
+            from demo_gguf import gguf
+
+            process, url = start_llama_server(python, gguf())
+            try:
+                report["llama.cpp"] = compare(url, cases, local)
+            finally:
+                stop(process)
+    for name, entry in report.items():
+        if "skipped" in entry:
+            print(f"{name}: skipped: {entry['skipped']}")
+            continue
+        dp = entry["max_abs_dp_exact"]
+        print(f"{name}: {entry['choices_agree']}/{entry['items']} choices agree with local · max |Δp| where labelled exact "
+              f"{'n/a' if dp is None else f'{dp:.2e}'} · bars {entry['bars']} · methods {entry['methods']} · "
+              f"{entry['uncertain']} marked uncertain · {entry['seconds']} s")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
