@@ -247,6 +247,22 @@ def decision_request(args: argparse.Namespace, defaults):
     )
 
 
+def _check_engine_flags(args: argparse.Namespace) -> None:
+    """Flags of the other engine are refused, never silently dropped."""
+    if args.engine:
+        local = [flag for flag, given in (("--model", args.model), ("--device", args.device != "AUTO"), ("--fast", args.fast),
+                                          ("--npu-max-prompt", args.npu_max_prompt is not None)) if given]
+        if local:
+            raise SettingsError(f"{', '.join(local)} {'sets' if len(local) == 1 else 'set'} up the local engine: "
+                                "not with --engine (the server runs its own model)")
+    else:
+        remote = [flag for flag, given in (("--engine-key", args.engine_key), ("--engine-model", args.engine_model),
+                                           ("--engine-constraint", args.engine_constraint != "none"),
+                                           ("--engine-method", args.engine_method != "auto")) if given]
+        if remote:
+            raise SettingsError(f"{', '.join(remote)} {'needs' if len(remote) == 1 else 'need'} --engine URL")
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     from .render import render_decision
 
@@ -254,6 +270,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from engine.settings import SamplingSettings
 
     decision_request(args, SamplingSettings())
+    _check_engine_flags(args)
     if args.engine:
         from engine.remote import RemoteConfig
 

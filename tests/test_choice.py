@@ -198,3 +198,14 @@ def test_window_and_overlay_say_drawn_and_most_likely_when_the_choice_was_sample
     view.show_result(argmax)
     assert view.choice_meta.text().startswith("Chosen with") and "most likely" not in view.choice_meta.text()
     assert view.choice_badge.text() == argmax.options[argmax.most_likely_index].label
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--engine", "http://127.0.0.1:9/v1", "--model", MODEL], "--model sets up the local engine: not with --engine"),
+    (["--engine", "http://127.0.0.1:9/v1", "--fast", "--device", "CPU"], "--device, --fast set up the local engine"),
+    (["--model", MODEL, "--engine-method", "forced"], "--engine-method needs --engine URL"),
+    (["--model", MODEL, "--engine-key", "k", "--engine-constraint", "vllm"], "--engine-key, --engine-constraint need --engine"),
+])
+def test_cli_refuses_flags_of_the_other_engine(capsys, argv, message):
+    code, out, err = run(capsys, "ask", QUESTION, "--option", "A", "--option", "B", *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
