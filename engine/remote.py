@@ -285,8 +285,9 @@ class RemoteEngine:
             choice = _draw(shown, request.sampling.temperature, make_rng(request.sampling.seed))
         else:
             choice = most_likely
-        # uncertain: another option's highest possible bar reaches the most likely one's lowest
-        uncertain = any(high[j] >= low[most_likely] for j in range(len(labels)) if j != most_likely)
+        # uncertain: another option's highest possible bar reaches the most likely one's lowest; through the
+        # server's chat template nothing ties the numbers to Decider's prompt, so the choice is never settled
+        uncertain = chat or any(high[j] >= low[most_likely] for j in range(len(labels)) if j != most_likely)
         options = [
             OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]),
                          bound="upper" if reading.labels[i] == "upper" else None, bar=kinds[i],

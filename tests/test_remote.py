@@ -337,13 +337,27 @@ def test_forced_letters_are_exact_when_the_server_reports_model_logprobs(serve_o
     assert result.coverage == pytest.approx(sum(__import__("math").exp(v) for v in truth.values()))
 
 
-def test_overlapping_bounds_mark_the_choice_uncertain(serve):
+def test_overlapping_bounds_mark_the_choice_uncertain(serve_owned, serve):
     # only A is listed, barely above the floor: B and C could each be as likely as A
     alternatives = {"w0": -0.3, "A": -2.0, **{f"w{i}": -2.01 - i * 0.001 for i in range(1, 19)}}
-    server = serve(lambda h, body: h._send(200, chat_answer("w0", alternatives)))
+
+    def behaviour(h, body):
+        if "tokenize" in h.path:  # no tokenizer: letters outside the list stay bounds
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("w0", alternatives))
+
+    server = serve_owned(behaviour, "vllm")
     result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert result.engine.method == "top list"
     assert result.uncertain and result.to_dict()["choice"]["uncertain"]
-    assert all(o.bar in ("estimate", "upper") for o in result.options)  # chat: the server's template
+    assert [o.bar for o in result.options] == ["estimate", "upper", "upper"]
+    # a clear lead is not uncertain on the same path
+    alternatives["A"] = -0.4
+    assert not RemoteEngine(RemoteConfig(server.url)).decide(REQUEST).uncertain
+    # through a server's chat template the choice is never settled
+    chat = serve(lambda h, body: h._send(200, chat_answer("A", {"A": -0.05, "B": -4.0, "C": -5.0})))
+    result = RemoteEngine(RemoteConfig(chat.url)).decide(REQUEST)
+    assert result.engine.method == "chat" and result.uncertain and all(o.bar == "estimate" for o in result.options)
 
 
 def test_a_constraint_that_did_not_renormalise_is_not_believed(serve):

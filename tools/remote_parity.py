@@ -3,6 +3,7 @@
 llama-cpp-python's OpenAI server (a GGUF of the same weights) and on Decider's own server.
 
     python tools/remote_parity.py [--items 50] [--llama-python PY] [--only llama|decider] [--json FILE]
+                                  [--method list|chat]   # a forced, less exact method, to see its labels
 
 For every item: does the remote choice equal the local one, and how far are the bars (max |Δp|) where
 the result labels them exact; a bar labelled estimate or bound is counted, not compared. The llama.cpp
@@ -88,28 +89,32 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def ask(url: str, question: str, options: tuple[str, ...]) -> dict:
+def ask(url: str, question: str, options: tuple[str, ...], method: str | None = None) -> dict:
     """`decider ask --engine URL --json --no-history` in this process (the command's own code path)."""
     from app.cli import main
 
     argv = ["ask", question, *[a for o in options for a in ("--option", o)], "--engine", url, "--json", "--no-history"]
+    argv += ["--engine-method", method] if method else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's refusal: report it instead of leaving silently
+            code = exc.code
     if code != 0:
         raise RuntimeError(f"decider ask --engine {url} failed: {err.getvalue().strip()}")
     return json.loads(out.getvalue())
 
 
-def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict]) -> dict:
+def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict], method: str | None = None) -> dict:
     agree, deltas, labelled, methods, uncertain, worst = 0, [], {"exact": 0, "estimate": 0, "upper": 0}, {}, 0, None
     started = time.perf_counter()
     for (question, options), mine in zip(cases, local):
-        remote = ask(url, question, options)
+        remote = ask(url, question, options, method)
         agree += remote["choice"]["index"] == mine["choice"]["index"]
         uncertain += bool(remote["choice"].get("uncertain"))
-        method = remote["engine"].get("method")
-        methods[method] = methods.get(method, 0) + 1
+        used = remote["engine"].get("method")
+        methods[used] = methods.get(used, 0) + 1
         for r, m in zip(remote["options"], mine["options"]):
             kind = r.get("bar", "exact")
             labelled[kind] = labelled.get(kind, 0) + 1
@@ -150,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama-python", help="interpreter with llama-cpp-python[server] (default: $DECIDER_LLAMA_PYTHON)")
     parser.add_argument("--only", choices=("llama", "decider"))
     parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument("--method", choices=("list", "chat"), help="force a less exact method (default: none, auto)")
     args = parser.parse_args(argv)
     cases = items(args.items)
     local = local_results(cases)
@@ -157,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "decider"):
         server, url = decider_server()
         try:
-            report["decider"] = compare(url, cases, local)
+            report["decider"] = compare(url, cases, local, args.method)
         finally:
             server.stop()
     if args.only in (None, "llama"):
@@ -170,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
             process, url = start_llama_server(python, gguf())
             try:
-                report["llama.cpp"] = compare(url, cases, local)
+                report["llama.cpp"] = compare(url, cases, local, args.method)
             finally:
                 stop(process)
     for name, entry in report.items():
