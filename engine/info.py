@@ -69,20 +69,24 @@ class EngineInfo:
             return "exact (computed by Decider on the server)"
         if self.method == "forced letters":
             return "every letter's own logprob, renormalised"
+        if self.constraint != "none" and self.method is None:  # configured, no decision yet
+            return "renormalised by the server's constraint"
         if self.method and self.method.startswith("constraint"):
-            return "renormalised by the server's constraint (checked)"
+            return "renormalised by the server's constraint (its answer checked)"
         if self.constraint != "none":
-            return "from the top-{} list (the constraint's answer did not check out)".format(self.top_logprobs)
+            return f"from the top-{self.top_logprobs} list (the constraint's answer did not renormalise)"
         return f"from the top-{self.top_logprobs} list"
 
     def to_dict(self) -> dict:
         """The JSON object a decision carries as "engine" (the shape clients already parse)."""
         if self.remote:
-            return {
+            out = {
                 "kind": self.kind, "url": self.url, "model": self.model, "logprobs": self.logprobs_text,
-                "constraint": self.constraint, "bars": self.bars_text, "server": self.server, "method": self.method,
-                "notes": list(self.notes),
+                "constraint": self.constraint, "bars": self.bars_text,
             }
+            # what a decision found out (the server's kind, the method, the checks' notes), once there is one
+            out.update({k: v for k, v in (("server", self.server), ("method", self.method), ("notes", list(self.notes))) if v})
+            return out
         return {
             "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,
             "logprobs": self.logprobs_text, "constraint": self.constraint,

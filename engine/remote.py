@@ -126,7 +126,7 @@ class RemoteEngine:
     # ----- decisions -----
     def info(self, method: str | None = None, notes: list[str] | None = None) -> EngineInfo:
         """What computes (or computed, with the method and notes of a decision) the bars."""
-        method = method or (f"constraint ({self.config.constraint})" if self.config.constraint != "none" else self.config.method)
+        method = method or (None if self.config.method == "auto" else self.config.method)  # None: no decision yet
         logprobs = {"decide": "exact", "forced letters": "letters"}.get(method, "top_n")
         return EngineInfo(
             kind="remote", model=self._model, logprobs=logprobs, constraint=self.config.constraint,
