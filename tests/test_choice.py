@@ -138,7 +138,7 @@ def test_history_list_export_and_calibration_show_the_window_number_for_a_permut
     assert float(exported[f"shown_{body['choice']['label']}"]) == shown
     # calibration measures the shown bars: its confidence for this row is the debiased value
     store.label(row.id, body["choice"]["label"])
-    from app.calibrate import labelled, report
+    from app.calibration_history import labelled, report
 
     measured = report(labelled(store, None, None), bins=10)
     confidences = [b.confidence for b in measured.bins if b.count]
@@ -147,7 +147,7 @@ def test_history_list_export_and_calibration_show_the_window_number_for_a_permut
 
 
 def test_calibration_of_a_single_order_row_is_unchanged_by_using_the_shown_bars(text_runner):
-    from app.calibrate import calibrated_probabilities
+    from app.calibration_history import calibrated_probabilities
 
     result = decide(text_runner, DecisionRequest(QUESTION, OPTIONS, sampling=HOT))
     from_logprobs = calibrated_probabilities([o.logprob for o in result.options], 2.0)
