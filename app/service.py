@@ -9,7 +9,7 @@ Nothing here knows who asked.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -19,6 +19,7 @@ from engine.devices import DeviceOptions, npuw_devices_override
 from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from engine.info import LOCAL_CONSTRAINT, EngineInfo
 from engine.runner_choice import open_runner
+from engine.scoring import PromptScorer, PromptScores
 from engine.remote import RemoteConfig, RemoteEngine
 from engine.settings import SamplingSettings
 
@@ -60,6 +61,7 @@ class EngineService:
         self.lock = threading.Lock()
         self.history = history  # every decision is recorded here when set
         self.last_history_id: int | None = None
+        self._scorer: PromptScorer | None = None  # compiled on the first echo request only
 
     @property
     def model_name(self) -> str:
@@ -110,6 +112,13 @@ class EngineService:
     ) -> Iterator[tuple[Delta, Completion]]:
         with self.lock:
             yield from stream_generation(self.runner, request, should_stop=should_stop)
+
+    def score(self, ids: Sequence[int], top_n: int = 0) -> PromptScores:
+        """Every prompt token's logprob given the ones before it (the prompt is not generated from)."""
+        with self.lock:
+            if self._scorer is None:
+                self._scorer = PromptScorer(self.runner)
+            return self._scorer.score(list(ids), top_n)
 
     def decide(
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from .echo import EchoedPrompt
 from .generate import Completion, ContentToken, Delta
 
 
@@ -59,13 +60,42 @@ def completion_logprobs(entries: list[ContentToken], prompt_chars: int) -> dict:
     }
 
 
-def text_completion(completion: Completion, model: str, prompt_chars: int, request_id: str | None = None) -> dict:
-    logprobs = None
-    if completion.logprobs is not None:
-        logprobs = completion_logprobs(completion.logprobs, prompt_chars)
-    choice = {"text": completion.content, "index": 0, "logprobs": logprobs, "finish_reason": completion.finish_reason}
+def echo_logprobs(prompt: EchoedPrompt) -> dict:
+    """The legacy logprobs of an echoed prompt: null for the first token (nothing precedes it)."""
+    return {
+        "tokens": [t.token for t in prompt.tokens],
+        "token_logprobs": [t.logprob for t in prompt.tokens],
+        "top_logprobs": [None if t.logprob is None else {a.token: a.logprob for a in t.top} for t in prompt.tokens],
+        "text_offset": [t.text_offset for t in prompt.tokens],
+    }
+
+
+def completion_choice(
+    completion: Completion, index: int, prompt_chars: int, *, logprobs: bool, echoed: EchoedPrompt | None = None
+) -> dict:
+    """One choice of a text_completion; with `echoed`, the prompt's text and entries come first."""
+    text, entries = completion.content, None
+    if logprobs:
+        entries = completion_logprobs(completion.logprobs or [], prompt_chars)
+        if echoed is not None:
+            entries = {key: values + entries[key] for key, values in echo_logprobs(echoed).items()}
+    if echoed is not None:
+        text = echoed.text + text
+    return {"text": text, "index": index, "logprobs": entries, "finish_reason": completion.finish_reason}
+
+
+def text_completions(choices: list[dict], completions: list[Completion], model: str, request_id: str | None = None) -> dict:
+    """A text_completion with one choice per prompt; usage sums them."""
     request_id = request_id or f"cmpl-{uuid.uuid4().hex[:24]}"
-    return {**_envelope("text_completion", request_id, int(time.time()), model, [choice]), "usage": _usage(completion)}
+    prompt = sum(c.prompt_tokens for c in completions)
+    generated = sum(c.completion_tokens for c in completions)
+    usage = {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}
+    return {**_envelope("text_completion", request_id, int(time.time()), model, choices), "usage": usage}
+
+
+def text_completion(completion: Completion, model: str, prompt_chars: int, request_id: str | None = None) -> dict:
+    choice = completion_choice(completion, 0, prompt_chars, logprobs=completion.logprobs is not None)
+    return text_completions([choice], [completion], model, request_id)
 
 
 # ----- streaming (server-sent events): one chunk per engine step that added text -----

@@ -80,10 +80,11 @@ class ChatTokenizer:
             finally:
                 self._tok.encode_special_tokens = False
 
-    def encode_raw(self, text: str) -> list[int]:
-        """Encode a raw completion prompt: written special tokens become their ids (manual templating)."""
+    def encode_raw(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Encode a raw completion prompt: written special tokens become their ids (manual templating).
+        add_special_tokens: the tokenizer's own additions (a BOS, for a tokenizer that has one)."""
         with self._encode_lock:
-            return self._tok.encode(text, add_special_tokens=False).ids
+            return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, skip_special_tokens=False)

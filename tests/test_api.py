@@ -342,11 +342,15 @@ ERROR_CASES = [
     (CHAT, chat(model=4), 400, "invalid_type", "model"),
     (COMPLETIONS, {"prompt": "x", "logprobs": 6}, 400, None, "logprobs"),
     (COMPLETIONS, {"prompt": "x", "logprobs": True}, 400, "invalid_type", "logprobs"),
-    (COMPLETIONS, {"prompt": "x", "echo": True}, 400, "unsupported_parameter", "echo"),
+    (COMPLETIONS, {"prompt": "x", "echo": "yes"}, 400, "invalid_type", "echo"),
+    (COMPLETIONS, {"prompt": "x", "echo": True, "stream": True}, 400, "unsupported_parameter", "stream"),
     (COMPLETIONS, {"prompt": "x", "best_of": 2}, 400, "unsupported_parameter", "best_of"),
     (COMPLETIONS, {"prompt": "x", "suffix": "y"}, 400, "unsupported_parameter", "suffix"),
-    (COMPLETIONS, {"prompt": [1, 2, 3]}, 400, "unsupported_parameter", "prompt"),
-    (COMPLETIONS, {"prompt": ["a", "b"]}, 400, "unsupported_parameter", "prompt"),
+    (COMPLETIONS, {"prompt": [1, "a"]}, 400, "invalid_type", "prompt"),
+    (COMPLETIONS, {"prompt": [[1, 2], []]}, 400, "invalid_type", "prompt"),
+    (COMPLETIONS, {"prompt": []}, 400, "invalid_value", "prompt"),
+    (COMPLETIONS, {"prompt": [1, 2, 10**9]}, 400, "invalid_value", "prompt"),
+    (COMPLETIONS, {"prompt": ["a", "b"], "stream": True}, 400, "unsupported_parameter", "stream"),
     (COMPLETIONS, {"prompt": 5}, 400, "invalid_type", "prompt"),
     (COMPLETIONS, {"prompt": ""}, 400, None, None),
     (COMPLETIONS, {"prompt": "x", "max_tokens": -1}, 400, None, "max_tokens"),
@@ -413,7 +417,7 @@ def test_openai_client_sees_typed_errors(client):
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4o", messages=HELLO, max_tokens=1)
     with pytest.raises(openai.BadRequestError):
-        client.completions.create(model="decider", prompt="x", echo=True, max_tokens=1)
+        client.completions.create(model="decider", prompt="x", best_of=2, max_tokens=1)
 
 
 def test_engine_failure_is_a_500_and_the_server_keeps_serving(api, client, service, monkeypatch):

@@ -8,7 +8,7 @@ the engine's own settings check (sampling, reasoning budget) are checked there, 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, create_model, model_validator
@@ -29,6 +29,7 @@ MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_GUIDED_CHOICES = 64
 MAX_IMAGES_PER_REQUEST = 8
+MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its batch size)
 
 
 class _Strict(BaseModel):
@@ -301,15 +302,32 @@ class ChatCompletionRequest(_Generation):
 
 # ----- /v1/completions -----
 
+Prompt = str | tuple[int, ...]  # text, or token ids as the client's own tokenizer made them
+PROMPT_SHAPES = "a string, a list of strings, a list of token ids or a list of token-id lists"
 
-def _prompt(value: object) -> str:
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
-        value = value[0]
-    if isinstance(value, list):
-        raise field_error("unsupported_parameter", "prompt must be one string (no batches, no token arrays)")
-    if not isinstance(value, str):
-        raise field_error("invalid_type", "prompt must be a string")
-    return value
+
+def _token_ids(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _prompts(value: object) -> tuple[Prompt, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list):
+        raise field_error("invalid_type", f"prompt must be {PROMPT_SHAPES}")
+    if not value:
+        raise field_error("invalid_value", "prompt must not be an empty list")
+    if _token_ids(value):
+        return (tuple(value),)
+    if all(isinstance(v, str) for v in value):
+        prompts: tuple[Prompt, ...] = tuple(value)
+    elif all(_token_ids(v) for v in value):
+        prompts = tuple(tuple(v) for v in value)
+    else:
+        raise field_error("invalid_type", f"prompt must be {PROMPT_SHAPES} (each list non-empty)")
+    if len(prompts) > MAX_PROMPTS:
+        raise field_error("invalid_value", f"prompt takes at most {MAX_PROMPTS} prompts per request (got {len(prompts)})")
+    return prompts
 
 
 def _completion_logprobs(value: object, info: ValidationInfo) -> object:
@@ -319,20 +337,94 @@ def _completion_logprobs(value: object, info: ValidationInfo) -> object:
 
 
 class CompletionRequest(_Generation):
-    prompt: Annotated[str, BeforeValidator(_prompt), Field(default=None, validate_default=True)]
-    max_tokens: int_in(1) = None
+    prompt: Annotated[tuple[Prompt, ...], BeforeValidator(_prompts), Field(default=None, validate_default=True)]
+    max_tokens: int_in(0) = None
     logprobs: Annotated[int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
-    echo: refused(empty(False), "the prompt is never echoed (echo=false)")
+    echo: Boolean = None
     best_of: refused(one, "only best_of=1")
     suffix: refused(empty(""), "no insertion (suffix)")
 
-    def to_request(self, service) -> GenerationRequest:
-        request = service.completion_request(
-            self.prompt, _sampling(self, service.defaults), self.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS,
-            self.logprobs, self.stop,
-        )
-        service.runner.check_prompt(request.prompt_ids)
-        return request
+    @model_validator(mode="after")
+    def _together(self) -> "CompletionRequest":
+        if self.stream and (self.echo or len(self.prompt) > 1 or self.max_tokens == 0):
+            raise field_error(
+                "unsupported_parameter", "stream is not supported with echo, several prompts or max_tokens 0", "stream"
+            )
+        return self
+
+    @property
+    def limit(self) -> int:
+        return COMPLETIONS_DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens
+
+    @property
+    def scores_prompt(self) -> bool:
+        """Prompt logprobs are asked for: echo with logprobs (one all-position pass over each prompt)."""
+        return bool(self.echo) and self.logprobs is not None
+
+    def to_request(self, service) -> list["CompletionJob"]:
+        """One job per prompt, tokenized and checked against the context: no engine lock needed."""
+        runner = service.runner
+        jobs = []
+        for index, prompt in enumerate(self.prompt):
+            param = "prompt" if len(self.prompt) == 1 else f"prompt[{index}]"
+            if isinstance(prompt, str):
+                ids, text = tuple(runner.tokenizer.encode_raw(prompt)), prompt
+            else:
+                bad = next((i for i in prompt if not 0 <= i < runner.vocab_size), None)
+                if bad is not None:
+                    raise ApiError("invalid_value", f"{param} has token id {bad}, outside 0..{runner.vocab_size - 1}", param=param)
+                ids, text = prompt, None
+            runner.check_prompt(ids)
+            generation = None
+            if self.limit > 0:
+                generation = GenerationRequest(ids, _sampling(self, service.defaults), self.limit, think=False,
+                                               top_logprobs=self.logprobs, stop=self.stop)
+            jobs.append(CompletionJob(ids, text, generation))
+        return jobs
+
+
+@dataclass(frozen=True)
+class CompletionJob:
+    """One prompt of a completions request: its ids, its text as sent (None for token ids) and the
+    generation to run after it (None for max_tokens 0: score or echo only)."""
+
+    ids: tuple[int, ...]
+    text: str | None
+    generation: GenerationRequest | None
+
+
+# ----- /tokenize, /detokenize -----
+
+
+def _text(value: object, info: ValidationInfo) -> object:
+    if not isinstance(value, str):
+        raise field_error("invalid_type", f"{info.field_name} must be a string")
+    return value
+
+
+def _tokens(value: object) -> object:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise field_error("invalid_type", "tokens must be a list of token ids")
+    return tuple(value)
+
+
+class TokenizeRequest(_Strict):
+    """vLLM's /tokenize with a prompt (its chat form is not offered)."""
+
+    model: Name = None
+    prompt: Annotated[str, BeforeValidator(_text), Field(default=None, validate_default=True)]
+    add_special_tokens: Boolean = None
+    return_token_strs: Boolean = None
+
+
+class DetokenizeRequest(_Strict):
+    model: Name = None
+    tokens: Annotated[tuple[int, ...], BeforeValidator(_tokens), Field(default=None, validate_default=True)]
+
+    def check(self, vocabulary: int) -> None:
+        bad = next((i for i in self.tokens if not 0 <= i < vocabulary), None)
+        if bad is not None:
+            raise ApiError("invalid_value", f"tokens has token id {bad}, outside 0..{vocabulary - 1}", param="tokens")
 
 
 # ----- /v1/decide -----

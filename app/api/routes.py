@@ -1,4 +1,5 @@
-"""The endpoints: /v1/models, /v1/chat/completions, /v1/completions, /v1/decide.
+"""The endpoints: /v1/models, /v1/chat/completions, /v1/completions, /v1/decide, and the tokenizer's
+(/tokenize, /detokenize, /tokenizer_info).
 
 Each POST reads its body, validates it into its request class, builds the engine request (the
 tokenization, in a worker thread and outside the engine queue), then waits for the engine in the
@@ -30,12 +31,21 @@ from engine.openai_format import (
     chat_usage_chunk,
     completion_chunk,
     completion_usage_chunk,
-    text_completion,
+    text_completions,
 )
 
+from .completions import prompt_text, run_completions
 from .errors import ApiError, from_engine, from_validation
+from . import tokens
 from .limits import refuse_if_surely_too_long, refuse_if_too_many_tokens
-from .protocol import MODEL_ALIAS, ChatCompletionRequest, CompletionRequest, DecideRequest
+from .protocol import (
+    MODEL_ALIAS,
+    ChatCompletionRequest,
+    CompletionRequest,
+    DecideRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+)
 from .state import ApiDecision, ApiState
 from .transport import Client, EventStream, early_response, error_response, json_response, original_path, read_json
 
@@ -53,6 +63,9 @@ def build_app(state: ApiState):
         Route("/chat/completions", routes.endpoint(routes.chat, "POST")),
         Route("/completions", routes.endpoint(routes.completions, "POST")),
         Route("/decide", routes.endpoint(routes.decide, "POST")),
+        Route("/tokenize", routes.endpoint(routes.tokenize, "POST")),
+        Route("/detokenize", routes.endpoint(routes.detokenize, "POST")),
+        Route("/tokenizer_info", routes.endpoint(routes.tokenizer_info, "GET")),
     ]
     return Router(table, redirect_slashes=False, default=routes.not_found)
 
@@ -171,7 +184,7 @@ class Routes:
     def _model_entry(self, name: str) -> dict:
         service = self.state.service
         return {"id": name, "object": "model", "created": self.state.created, "owned_by": "decider",
-                "context_length": service.runner.context_length}
+                "context_length": service.runner.context_length, "max_model_len": service.runner.context_length}
 
     async def models(self, request: Request) -> Response:
         return json_response(200, {"object": "list", "data": [self._model_entry(self.state.service.model_name)]})
@@ -216,15 +229,19 @@ class Routes:
     async def completions(self, request: Request) -> Response:
         service = self.state.service
         parsed: CompletionRequest = await self._parse(request, CompletionRequest)
-        await self._refuse_too_long([parsed.prompt])
-        generation = await to_thread.run_sync(parsed.to_request, service)
+        for prompt in parsed.prompt:  # each prompt has the whole context to itself
+            if isinstance(prompt, str):
+                await self._refuse_too_long([prompt])
+        jobs = await to_thread.run_sync(parsed.to_request, service)
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
-        model, prompt_chars, logprobs = service.model_name, len(parsed.prompt), parsed.logprobs is not None
+        model, logprobs = service.model_name, parsed.logprobs is not None
         client = Client(request.receive, self.state)
         if not parsed.stream:
-            completion = await self._run(client, service.run, generation, client.should_stop)
-            return json_response(200, text_completion(completion, model, prompt_chars, request_id))
-        created, usage = int(time.time()), parsed.include_usage
+            choices, completions = await self._run(client, run_completions, service, parsed, jobs, client.should_stop)
+            return json_response(200, text_completions(choices, completions, model, request_id))
+        # a stream has one prompt, no echo and at least one token to generate (the request class checks)
+        job = jobs[0]
+        created, usage, prompt_chars = int(time.time()), parsed.include_usage, len(prompt_text(service.runner.tokenizer, job))
 
         def step(delta: Delta | None) -> Iterator[dict]:
             if delta is not None and (delta.content or delta.logprobs):
@@ -238,7 +255,26 @@ class Routes:
             if usage:
                 yield completion_usage_chunk(request_id, model, created, completion)
 
-        return await self._stream(client, service.stream(generation, client.should_stop), step, end)
+        return await self._stream(client, service.stream(job.generation, client.should_stop), step, end)
+
+    async def tokenize(self, request: Request) -> Response:
+        runner = self.state.service.runner
+        parsed: TokenizeRequest = await self._parse(request, TokenizeRequest)
+        add_special = parsed.add_special_tokens is not False  # vLLM's default: true
+        reply = await to_thread.run_sync(
+            tokens.tokenize, runner.tokenizer, parsed.prompt, add_special, bool(parsed.return_token_strs), runner.context_length
+        )
+        return json_response(200, reply)
+
+    async def detokenize(self, request: Request) -> Response:
+        runner = self.state.service.runner
+        parsed: DetokenizeRequest = await self._parse(request, DetokenizeRequest)
+        parsed.check(runner.tokenizer.size)
+        return json_response(200, await to_thread.run_sync(tokens.detokenize, runner.tokenizer, parsed.tokens))
+
+    async def tokenizer_info(self, request: Request) -> Response:
+        runner = self.state.service.runner
+        return json_response(200, tokens.tokenizer_info(runner.folder.path, runner.tokenizer, runner.context_length))
 
     async def decide(self, request: Request) -> Response:
         state, service = self.state, self.state.service

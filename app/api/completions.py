@@ -1,0 +1,45 @@
+"""/v1/completions as a scoring endpoint: each prompt scored (echo) and/or continued, one choice each.
+
+Runs in a worker thread holding the engine's queue slot. A prompt's logprobs come from the all-position
+scorer (engine/scoring.py), its continuation from the ordinary generation loop: the two agree to float
+precision (tests/test_scoring.py), so an echoed prompt and its generated tokens read as one sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.echo import echo_prompt
+from engine.errors import Cancelled
+from engine.generate import Completion
+from engine.openai_format import completion_choice
+
+from .protocol import CompletionJob, CompletionRequest
+
+
+def run_completions(
+    service, request: CompletionRequest, jobs: list[CompletionJob], should_stop: Callable[[], bool]
+) -> tuple[list[dict], list[Completion]]:
+    """The choices (in prompt order) and the completions they came from (for the usage)."""
+    tokenizer = service.runner.tokenizer
+    choices, completions = [], []
+    for index, job in enumerate(jobs):
+        if should_stop():
+            raise Cancelled("the client left")
+        scores = service.score(job.ids, request.logprobs) if request.scores_prompt else None
+        if job.generation is not None:
+            completion = service.run(job.generation, should_stop)
+        else:  # max_tokens 0: the prompt alone (scored or echoed), nothing generated
+            completion = Completion(prompt_tokens=len(job.ids), finish_reason="length")
+        echoed = echo_prompt(tokenizer, job.ids, scores, job.text) if request.echo else None
+        prompt_chars = len(echoed.text if echoed is not None else prompt_text(tokenizer, job))
+        choices.append(
+            completion_choice(completion, index, prompt_chars, logprobs=request.logprobs is not None, echoed=echoed)
+        )
+        completions.append(completion)
+    return choices, completions
+
+
+def prompt_text(tokenizer, job: CompletionJob) -> str:
+    """The prompt as text: as sent, or its token ids decoded (text offsets count from its start)."""
+    return job.text if job.text is not None else tokenizer.decode(list(job.ids))
