@@ -1,0 +1,249 @@
+"""Run lm-evaluation-harness, unmodified, against `decider serve` and check its numbers against Decider's own.
+
+lm-eval is heavy (torch, datasets, …): install it in a venv of its own, not in Decider's environment:
+
+    python -m venv --system-site-packages /path/venv-eval && /path/venv-eval/bin/pip install "lm_eval==0.4.13"
+    PYTHONPATH=. python tools/lm_eval_check.py --lm-eval /path/venv-eval/bin/lm_eval [--model DIR]
+
+(`pip install -e ".[eval]"` installs the same lm-eval into the current environment instead.)
+
+What it does: writes two local-file tasks — a multiple-choice task in the demo model's own format (the
+decision prompt, the answer letter as the continuation) and a perplexity task (loglikelihood_rolling over
+a few texts) — starts `decider serve` on a free port, runs `lm_eval --model local-completions` with its
+default (auto-detected, i.e. the server's remote) tokenizer, then reads lm-eval's logged samples and
+compares every per-choice and per-document loglikelihood with Decider's own prompt scorer on the same
+token ids, and the multiple-choice probabilities with `decider ask`'s bars (engine decide). Exit 0 when
+every difference is within --tolerance (1e-4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "resources" / "demo-model"
+
+ANIMALS = ["dog", "cat", "horse", "wolf", "bear", "fox", "owl", "frog"]
+FOODS = ["bread", "cheese", "apple", "rice", "soup", "honey", "carrot", "cake"]
+TOOLS = ["hammer", "saw", "drill", "wrench", "shovel", "axe", "ladder", "rake"]
+ACTIONS = ["Attack", "Defend", "Retreat", "Trade", "Hide", "Wait", "Build", "Scout", "Negotiate", "Flee"]
+TEXTS = [
+    "Scouts report that Hide is the safe choice. What should we do?",
+    "Which of these is a tool? A hammer is a tool, honey is a food and a wolf is an animal.",
+    "Once upon a time the party camped by the river and waited for the scouts to return.",
+]
+
+MC_TASK = """task: decider_demo_mc
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+output_type: multiple_choice
+test_split: test
+doc_to_text: "{{{{prompt}}}}"
+doc_to_choice: "{{{{letters}}}}"
+doc_to_target: label
+target_delimiter: ""
+metric_list:
+  - metric: acc
+metadata:
+  version: 1.0
+"""
+
+PPL_TASK = """task: decider_demo_ppl
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+output_type: loglikelihood_rolling
+test_split: test
+doc_to_text: ""
+doc_to_target: "{{{{text}}}}"
+metric_list:
+  - metric: word_perplexity
+  - metric: byte_perplexity
+  - metric: bits_per_byte
+metadata:
+  version: 1.0
+"""
+
+
+def decision_items(count: int, seed: int) -> list[dict]:
+    """Demo-task decisions (retrieval and category), with the answer's index."""
+    rng = random.Random(seed)
+    items = []
+    for i in range(count):
+        n = rng.choice([2, 3, 4])
+        if i % 2 == 0:
+            options = rng.sample(ACTIONS, n)
+            answer = rng.randrange(n)
+            question = f"Scouts report that {options[answer]} is the safe choice. What should we do?"
+        else:
+            kinds = {"an animal": ANIMALS, "a food": FOODS, "a tool": TOOLS}
+            asked = rng.choice(list(kinds))
+            others = [w for k, words in kinds.items() if k != asked for w in words]
+            options = rng.sample(others, n - 1)
+            answer = rng.randrange(n)
+            options.insert(answer, rng.choice(kinds[asked]))
+            question = f"Which of these is {asked}?"
+        items.append({"question": question, "options": options, "label": answer})
+    return items
+
+
+def chat_prompt(question: str, options: list[str]) -> str:
+    """The decision prompt as text, in Decider's wording (special tokens written out: /tokenize honours them)."""
+    from engine.decision_prompt import load_templates, render_user_text
+
+    user = render_user_text(question, options, False, load_templates())
+    return f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def write_tasks(folder: Path, items: list[dict]) -> None:
+    from engine.decision_prompt import LABELS
+
+    mc = folder / "mc.jsonl"
+    with mc.open("w", encoding="utf-8") as out:
+        for item in items:
+            doc = {"prompt": chat_prompt(item["question"], item["options"]),
+                   "letters": list(LABELS[: len(item["options"])]), "label": item["label"]}
+            out.write(json.dumps(doc) + "\n")
+    ppl = folder / "ppl.jsonl"
+    ppl.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS), encoding="utf-8")
+    (folder / "decider_demo_mc.yaml").write_text(MC_TASK.format(data=mc), encoding="utf-8")
+    (folder / "decider_demo_ppl.yaml").write_text(PPL_TASK.format(data=ppl), encoding="utf-8")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    command = [sys.executable, "-m", "app.cli", "serve", "--model", str(model), "--port", str(port), "--device", "CPU"]
+    server = subprocess.Popen(command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"decider serve exited with {server.returncode}; see {log}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
+            return server
+        except OSError:
+            time.sleep(0.5)
+    server.terminate()
+    raise SystemExit(f"decider serve did not answer within 120 s; see {log}")
+
+
+def run_lm_eval(lm_eval: str, port: int, tasks: Path, out: Path, batch_size: int) -> None:
+    command = [
+        lm_eval, "--model", "local-completions",
+        "--model_args", f"base_url=http://127.0.0.1:{port}/v1/completions,model=decider,num_concurrent=1,max_retries=1",
+        "--tasks", "decider_demo_mc,decider_demo_ppl", "--include_path", str(tasks),
+        "--batch_size", str(batch_size), "--log_samples", "--output_path", str(out),
+    ]
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def read_samples(out: Path, task: str) -> list[dict]:
+    files = sorted(out.rglob(f"samples_{task}_*.jsonl"))
+    if not files:
+        raise SystemExit(f"lm-eval wrote no samples for {task} under {out}")
+    return [json.loads(line) for line in files[-1].read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def encode_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """lm-eval's TemplateAPI._encode_pair (causal): trailing context whitespace moves to the continuation."""
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        continuation, context = context[-spaces:] + continuation, context[:-spaces]
+    whole = tokenizer.encode_raw(context + continuation)
+    context_ids = tokenizer.encode_raw(context)
+    return context_ids, whole[len(context_ids) :]
+
+
+def check(service, items: list[dict], out: Path) -> dict:
+    from engine.decide import DecisionRequest
+    from engine.settings import SamplingSettings
+
+    tokenizer = service.runner.tokenizer
+    report = {"choices": 0, "choice_delta": 0.0, "probability_delta": 0.0, "docs": 0, "doc_delta": 0.0, "accuracy": 0.0}
+    greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+    correct = 0
+    for sample in read_samples(out, "decider_demo_mc"):
+        item = items[sample["doc_id"]]
+        theirs = [float(r[0][0]) for r in sample["resps"]]
+        ours = []
+        for argument in sample["arguments"].values():  # {"gen_args_0": {"arg_0": context, "arg_1": continuation}, …}
+            context, continuation = argument["arg_0"], argument["arg_1"]
+            context_ids, continuation_ids = encode_pair(tokenizer, context, continuation)
+            entries = service.score(context_ids + continuation_ids).entries
+            ours.append(sum(e.logprob for e in entries[len(context_ids) - 1 :]))
+        report["choices"] += len(ours)
+        report["choice_delta"] = max(report["choice_delta"], *(abs(a - b) for a, b in zip(theirs, ours)))
+        # decider ask's bars: the letters renormalised over the options (lm-eval's shared "\n\n" cancels)
+        decision = service.decide(DecisionRequest(item["question"], tuple(item["options"]), sampling=greedy))
+        peak = max(theirs)
+        total = sum(math.exp(t - peak) for t in theirs)
+        for option, t in zip(decision.options, theirs):
+            report["probability_delta"] = max(report["probability_delta"], abs(option.probability - math.exp(t - peak) / total))
+        correct += decision.choice_index == item["label"]
+    report["accuracy"] = correct / len(items)
+    prefix = tokenizer.encode_raw(tokenizer.token_text(tokenizer.im_end))  # lm-eval's prefix token: the eos
+    for sample in read_samples(out, "decider_demo_ppl"):
+        theirs = float(sample["resps"][0][0])  # [[loglikelihood]], logged as strings
+        text = TEXTS[sample["doc_id"]]
+        ours = sum(e.logprob for e in service.score(prefix + tokenizer.encode_raw(text)).entries)
+        report["docs"] += 1
+        report["doc_delta"] = max(report["doc_delta"], abs(theirs - ours))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lm-eval", default="lm_eval", help="the lm_eval executable (default: on PATH)")
+    parser.add_argument("--model", type=Path, default=DEMO, help="model folder (default: the demo model)")
+    parser.add_argument("--items", type=int, default=24, help="multiple-choice items")
+    parser.add_argument("--batch-size", type=int, default=4, help="lm-eval's batch size (prompts per request)")
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--keep", type=Path, help="keep the tasks and lm-eval's output in this folder")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from app.service import EngineService
+    from engine.devices import DeviceOptions
+
+    items = decision_items(args.items, seed=0)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="lm-eval-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    write_tasks(work, items)
+    port = free_port()
+    server = start_server(args.model, port, work / "serve.log")
+    try:
+        run_lm_eval(args.lm_eval, port, work, work / "out", args.batch_size)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    report = check(EngineService(args.model, DeviceOptions(device="CPU")), items, work / "out")
+    print(json.dumps(report, indent=1))
+    worst = max(report["choice_delta"], report["probability_delta"], report["doc_delta"])
+    ok = report["choices"] > 0 and report["docs"] > 0 and worst <= args.tolerance
+    print(f"{'OK' if ok else 'FAIL'}: {report['choices']} choices, {report['docs']} documents, "
+          f"largest difference {worst:.2e} (tolerance {args.tolerance:.0e}); work folder {work}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
