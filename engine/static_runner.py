@@ -78,6 +78,9 @@ class StaticRunner(RunnerBase):
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name} (static shapes): {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
         self._caches = {s.input_name: np.zeros(s.shape, dtype=s.dtype) for s in self._specs}
+        # The DeltaNet states are replaced wholesale each forward: the plugin writes them into a second
+        # host buffer bound as the output, and the two buffers swap roles (no copy per step).
+        self._spare = {s.input_name: np.zeros(s.shape, dtype=s.dtype) for s in self._specs if not s.is_kv}
         self._running: _Variant | None = None
         self._running_past = 0
 
@@ -101,6 +104,11 @@ class StaticRunner(RunnerBase):
         feed.update(self._caches)
         return feed
 
+    def _bind_outputs(self, variant: _Variant) -> None:
+        for spec in self._specs:
+            if not spec.is_kv:
+                variant.request.set_tensor(spec.output_name, ov.Tensor(self._spare[spec.input_name], shared_memory=True))
+
     def _collect(self, variant: _Variant, past: int) -> np.ndarray:
         request, n = variant.request, variant.tokens
         for spec in self._specs:
@@ -108,7 +116,10 @@ class StaticRunner(RunnerBase):
             if spec.is_kv:
                 self._caches[spec.input_name][:, :, past : past + n] = out
             else:
-                np.copyto(self._caches[spec.input_name], out)
+                name = spec.input_name
+                if not np.shares_memory(out, self._spare[name]):  # a plugin that kept its own output buffer
+                    np.copyto(self._spare[name], out)
+                self._caches[name], self._spare[name] = self._spare[name], self._caches[name]
         return request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
 
     # ----- hooks -----
@@ -134,6 +145,7 @@ class StaticRunner(RunnerBase):
         logits = None
         for n in split_chunks(ids.shape[0], self.chunks):
             variant = self._variants[n]
+            self._bind_outputs(variant)
             # Shared inputs: the plugin reads the host caches in place; they change only after the infer.
             variant.request.infer(self._feed(ids[:n], past), share_inputs=True)
             self.stats.infers += 1
@@ -144,6 +156,7 @@ class StaticRunner(RunnerBase):
 
     def _start(self, token: int, past: int) -> None:
         variant = self._variants[1]
+        self._bind_outputs(variant)
         variant.request.start_async(self._feed(np.asarray([token], dtype=np.int64), past), share_inputs=True)
         self._running, self._running_past = variant, past
 
