@@ -99,6 +99,25 @@ def plan(sizes: list[str], device: str, repeats: int) -> list[Job]:
         if not (is_built(hf_dir(size)) and any(gguf_path(size, k).exists() for k in ("f16", "q8_0"))):
             jobs.append(Job(f"{size}/llama/why", tools, "bench.w_llama", ["--why", "--prompts", str(PROMPTS),
                                                                             "--gguf", str(gguf_path(size, "q8_0"))]))
+    return jobs + static_jobs(sizes, device, slow)
+
+
+def static_jobs(sizes: list[str], device: str, repeats: int) -> list[Job]:
+    """The static-shape path vs the dynamic one, and the NPU plugin path (where an NPU, or the
+    DECIDER_NPUW_DEVICES testing aid, makes it runnable); the demo model's rows need no built model."""
+    dec = decider_python()
+    npu = device.upper().startswith("NPU") or bool(os.environ.get("DECIDER_NPUW_DEVICES"))
+    models = [(f"{size}/{fmt}", ir_dir(size, fmt)) for size in sizes
+              for fmt in [next((f for f in ("int8", *FORMATS) if is_built(ir_dir(size, f))), None)] if fmt]
+    models.append(("demo", ROOT / "resources" / "demo-model"))
+    jobs = []
+    for key, folder in models:
+        base = ["--model", str(folder), "--prompts", str(PROMPTS), "--repeats", str(repeats)]
+        cpu = "CPU" if device.upper().startswith("NPU") else device
+        jobs.append(Job(f"{key}/static-paths", dec, "bench.w_static",
+                        base + ["--task", "paths", "--device", cpu, "--chunks", "64,8,1", "--chunks", "16,4,1"]))
+        if npu:
+            jobs.append(Job(f"{key}/static-npu", dec, "bench.w_static", base + ["--task", "npu", "--device", "NPU"]))
     return jobs
 
 

@@ -456,6 +456,10 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     else:
         add("(not measured)\n")
 
+    from .report_static import section as static_section
+
+    lines.extend(static_section(results))
+
     # targets
     add("## Targets\n")
     add("| target | measured (median) | status | where |")

@@ -117,7 +117,7 @@ def task_latency(args, prompts) -> dict:
 def _time_forwards(runner) -> list[float]:
     """Record the wall time of each infer() the runner makes (a list the caller clears per decision)."""
     times: list[float] = []
-    forward = runner._forward
+    forward = runner._run
 
     def timed(ids, past):
         started = time.perf_counter()
@@ -126,7 +126,7 @@ def _time_forwards(runner) -> list[float]:
         finally:
             times.append(time.perf_counter() - started)
 
-    runner._forward = timed
+    runner._run = timed
     return times
 
 
