@@ -116,8 +116,14 @@ def static_jobs(sizes: list[str], device: str, repeats: int) -> list[Job]:
         cpu = "CPU" if device.upper().startswith("NPU") else device
         jobs.append(Job(f"{key}/static-paths", dec, "bench.w_static",
                         base + ["--task", "paths", "--device", cpu, "--chunks", "64,8,1", "--chunks", "16,4,1"]))
+        jobs.append(Job(f"{key}/prefill-chunks", dec, "bench.w_static",
+                        base + ["--task", "chunks", "--device", cpu, "--lengths", "71,263,1031"]))
         if npu:
             jobs.append(Job(f"{key}/static-npu", dec, "bench.w_static", base + ["--task", "npu", "--device", "NPU"]))
+        # The soak is long (2,000 requests per variant): only where the machine can afford it.
+        for variant in ("dynamic", "capped", "chunked", "static"):
+            jobs.append(Job(f"{key}/soak-{variant}", dec, "bench.w_soak", ["--model", str(folder), "--variant", variant],
+                            timeout=4 * 3600))
     return jobs
 
 

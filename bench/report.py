@@ -456,9 +456,11 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     else:
         add("(not measured)\n")
 
+    from .report_soak import section as soak_section
     from .report_static import section as static_section
 
     lines.extend(static_section(results))
+    lines.extend(soak_section(results))
 
     # targets
     add("## Targets\n")
@@ -481,5 +483,9 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
 def save_raw(results: dict[str, dict]) -> None:
     """Commit-able copy of every result the report was made from (the next partial rerun builds on it)."""
+    from .report_soak import figures
+
     RAW.parent.mkdir(parents=True, exist_ok=True)
     RAW.write_text(json.dumps(results, indent=1, default=str))
+    for name, text in figures(results).items():
+        (RAW.parent / name).write_text(text)

@@ -35,7 +35,7 @@ def section(results: dict) -> list[str]:
         "(NPUW); on a machine without an NPU that is `DECIDER_NPUW_DEVICES=CPU` (NPUW's partitions on the CPU, "
         "f32), compared with the CPU's dynamic runner.\n")
     paths, npu = _keys(results, "/static-paths"), _keys(results, "/static-npu")
-    if not paths and not npu:
+    if not paths and not npu and not _keys(results, "/prefill-chunks"):
         add("(not measured)\n")
         return lines
     add("| model | chunks | what | static | dynamic | static / dynamic |")
@@ -65,6 +65,17 @@ def section(results: dict) -> list[str]:
             cold, warm = r["load"]["cold"], r["load"]["cached"]
             add(f"| {key.rsplit('/', 1)[0]} | {r['device']} | {cold['compile_s']:.1f} s | {warm['compile_s']:.1f} s | "
                 f"{cold['first_decision_s']:.3f} s | {warm['load_to_decision_s']:.1f} s |")
+        add("")
+    chunks = _keys(results, "/prefill-chunks")
+    if chunks:
+        add("The dynamic runner's bounded prefill lengths (multiples of 16 up to 1,024, then the remaining 1..15 "
+            "tokens in one infer; section 11 shows what they do to memory) against one infer per prompt, at "
+            "lengths that need the extra infer:\n")
+        add("| model | prompt | bounded lengths | one infer | bounded / one |")
+        add("|---|---|---|---|---|")
+        for key in chunks:
+            for length, e in results[key]["prefill"].items():
+                add(f"| {key.rsplit('/', 1)[0]} | {length} | {_cell(e['bounded_s'])} | {_cell(e['one_s'])} | {_ratio(e['ratio'])} |")
         add("")
     add("On an NPU: `python -m bench run --sizes 0.8b --device NPU --only '*/static-npu' && python -m bench report`.\n")
     return lines

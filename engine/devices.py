@@ -50,6 +50,8 @@ class DeviceOptions:
     cache_dir: Path | None = None
     path: str = "auto"
     static_chunks: tuple[int, ...] = DEFAULT_STATIC_CHUNKS
+    # CPU plugin's per-shape cache of compiled kernels (entries); None leaves OpenVINO's default.
+    runtime_cache_capacity: int | None = None
 
     def __post_init__(self) -> None:
         if self.device.upper() not in DEVICES and not self.device.upper().startswith(("GPU.", "NPU.")):
@@ -149,6 +151,8 @@ def compile_properties(device: str, options: DeviceOptions) -> dict[str, object]
             # int8/int4 weights otherwise quantise activations on the fly: not exact.
             props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = "0"
         props["PERFORMANCE_HINT"] = "LATENCY"
+        if options.runtime_cache_capacity is not None:
+            props["CPU_RUNTIME_CACHE_CAPACITY"] = options.runtime_cache_capacity
     elif family == "GPU":
         if options.exact:
             props["INFERENCE_PRECISION_HINT"] = "f32"

@@ -276,6 +276,15 @@ class RunnerBase:
         return self._wait()
 
 
+def split_chunks(length: int, sizes: Sequence[int]) -> list[int]:
+    """Cut `length` tokens greedily into the given sizes (largest first; sizes include 1)."""
+    pieces = []
+    for size in sorted(sizes, reverse=True):
+        count, length = divmod(length, size)
+        pieces += [size] * count
+    return pieces
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

@@ -23,17 +23,8 @@ import openvino as ov
 from .devices import DeviceCaps, DeviceOptions, choose_device, static_compile_properties, visible_devices
 from .errors import DeviceError, SettingsError
 from .model_folder import ModelFolder, inspect_folder
-from .runner_base import RunnerBase, first_line
+from .runner_base import RunnerBase, first_line, split_chunks
 from .static_graph import CacheSpec, cache_specs, prepare_stateless, static_variant
-
-
-def split_chunks(length: int, sizes: tuple[int, ...]) -> list[int]:
-    """Cut `length` tokens greedily into the compiled sizes (largest first; sizes include 1)."""
-    pieces = []
-    for size in sorted(sizes, reverse=True):
-        count, length = divmod(length, size)
-        pieces += [size] * count
-    return pieces
 
 
 class _Variant:
