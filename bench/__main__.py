@@ -121,7 +121,7 @@ def static_jobs(sizes: list[str], device: str, repeats: int) -> list[Job]:
         if npu:
             jobs.append(Job(f"{key}/static-npu", dec, "bench.w_static", base + ["--task", "npu", "--device", "NPU"]))
         # The soak is long (2,000 requests per variant): only where the machine can afford it.
-        for variant in ("dynamic", "capped", "chunked", "static"):
+        for variant in ("dynamic", "one-pass", "capped", "static"):
             jobs.append(Job(f"{key}/soak-{variant}", dec, "bench.w_soak", ["--model", str(folder), "--variant", variant],
                             timeout=4 * 3600))
     return jobs

@@ -7,10 +7,10 @@ Requests mix decisions (50 %), completions (30 %) and chats (20 %) with prompt l
 is sampled every --sample-every requests; every --probe-every requests one fixed decision runs cold (state
 and snapshots cleared) and its latency is recorded, so latency drift shows beside memory.
 
-Variants: dynamic (the stateful export; every new prompt length and past length is a new shape for the CPU
-plugin), capped (the same with CPU_RUNTIME_CACHE_CAPACITY=0: no per-shape kernel cache), static (the
-static-shape runner on the CPU: a few fixed shapes), chunked (the dynamic runner prefilling in bounded lengths
-only: multiples of 16 up to 1,024, then the remaining 1..15 tokens in one infer).
+Variants: dynamic (as shipped: the stateful export, prefill chunked into power-of-two lengths so the CPU
+plugin sees few input shapes), one-pass (each prompt in one infer, as before that chunking: every new prompt
+length is a new shape), capped (one-pass with CPU_RUNTIME_CACHE_CAPACITY=0: no per-shape kernel cache),
+static (the static-shape runner on the CPU: a few fixed shapes).
 """
 
 from __future__ import annotations
@@ -28,13 +28,21 @@ WORDS = ("north river scouts report gate tower safe choice road bridge storm tra
 PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("Attack", "Retreat", "Trade"))
 
 
-def _options(variant: str):
-    from engine.devices import BOUNDED_PREFILL_CHUNKS, DeviceOptions
+def one_infer_per_prompt() -> None:
+    """The dynamic runner as it was before its prefill was chunked: each prompt segment in one infer."""
+    import engine.runner
 
+    engine.runner.chunk_sizes = lambda length, largest=0: [length]
+
+
+def _options(variant: str):
+    from engine.devices import DeviceOptions
+
+    if variant in ("one-pass", "capped"):
+        one_infer_per_prompt()
     path = "static" if variant == "static" else "dynamic"
     # The static window must hold the longest request (prompt + answer).
     return DeviceOptions(device="CPU", path=path, runtime_cache_capacity=0 if variant == "capped" else None,
-                         prefill_chunks=BOUNDED_PREFILL_CHUNKS if variant == "chunked" else None,
                          npu_max_prompt_len=2048, npu_min_response_len=128)
 
 
@@ -104,7 +112,7 @@ def run(args) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.w_soak")
     parser.add_argument("--model", required=True)
-    parser.add_argument("--variant", default="dynamic", choices=("dynamic", "capped", "chunked", "static"))
+    parser.add_argument("--variant", default="dynamic", choices=("dynamic", "one-pass", "capped", "static"))
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--max-len", type=int, default=300, help="longest prompt, in words (300 ≈ 1,000 demo-model tokens)")
     parser.add_argument("--sample-every", type=int, default=10)

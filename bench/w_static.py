@@ -8,8 +8,8 @@ Tasks:
          the same KV window) compiled in this process; prefill at --lengths tokens and the decode step,
          each static/dynamic pair interleaved (the order alternates) and reported as a ratio; compile times;
          the largest |Δ logprob| between the two as a sanity check.
-  chunks the dynamic runner prefilling in bounded lengths (engine.devices.BOUNDED_PREFILL_CHUNKS) against one
-         infer per prompt, interleaved pairs at --lengths (use lengths that are not multiples of 16).
+  chunks the dynamic runner's chunked prefill (power-of-two lengths, as shipped) against one infer per prompt,
+         interleaved pairs at --lengths (lengths with many binary digits show the price).
   npu    the static runner on --device (NPU; on a machine without one set DECIDER_NPUW_DEVICES=CPU): compile
          with an empty CACHE_DIR (cold) and again from it (cached), the first decision after load, prefill
          and decode timings, each interleaved with the CPU's dynamic runner for a ratio.
@@ -23,7 +23,6 @@ import argparse
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -143,19 +142,31 @@ def task_npu(args, prompts) -> dict:
 
 
 def task_chunks(args, prompts) -> dict:
-    """The dynamic runner's bounded prefill lengths against one infer per prompt, at lengths that need the
-    extra tail infer (not multiples of 16): the price of bounded memory."""
-    from engine.devices import BOUNDED_PREFILL_CHUNKS
+    """The dynamic runner's chunked prefill (power-of-two lengths, as shipped) against one infer per prompt,
+    at lengths that need several chunks: the price of bounded memory."""
+    import engine.runner
     from engine.runner import ModelRunner
 
-    one = ModelRunner(args.model, replace(_options(args.device), prefill_chunks=None))
-    bounded = ModelRunner(args.model, replace(_options(args.device), prefill_chunks=BOUNDED_PREFILL_CHUNKS))
+    chunked = ModelRunner(args.model, _options(args.device))
+    one = ModelRunner(args.model, _options(args.device))
+    shipped = engine.runner.chunk_sizes
+
+    def measure(runner, ids):
+        # The split is looked up at prefill time: the one-pass runner sees one chunk of the whole prompt.
+        engine.runner.chunk_sizes = shipped if runner is chunked else (lambda length, largest=0: [length])
+        try:
+            return _prefill_s(runner, ids)[0]
+        finally:
+            engine.runner.chunk_sizes = shipped
+
     out = {"device": args.device, "prefill": {}}
     for length in args.lengths:
         ids = _ids(prompts, length, one.vocab_size)
-        b, o = _pairs(bounded, one, lambda r: _prefill_s(r, ids)[0], args.repeats)
-        out["prefill"][str(length)] = {"bounded_s": summary(b), "one_s": summary(o), "ratio": summary([x / y for x, y in zip(b, o)])}
-        print(f"  prefill {length}: bounded {np.median(b):.3f} s, one infer {np.median(o):.3f} s", file=sys.stderr, flush=True)
+        c, o = _pairs(chunked, one, lambda r: measure(r, ids), args.repeats)
+        out["prefill"][str(length)] = {"chunks": shipped(length), "bounded_s": summary(c), "one_s": summary(o),
+                                       "ratio": summary([x / y for x, y in zip(c, o)])}
+        print(f"  prefill {length} ({len(shipped(length))} chunks): chunked {np.median(c):.3f} s, one infer {np.median(o):.3f} s",
+              file=sys.stderr, flush=True)
     return out
 
 
