@@ -46,7 +46,8 @@ def section(results: dict) -> list[str]:
             _rows(f"{key.rsplit('/', 1)[0]} {r['device']}", chunks, c, add)
     for key in npu:
         r = results[key]
-        _rows(f"{key.rsplit('/', 1)[0]} NPU plugin ({r['device']})", r["chunks"], r["vs_cpu_dynamic"], add)
+        where = f"NPUW on {r['npuw_devices']}" if r.get("npuw_devices") else r["device"]
+        _rows(f"{key.rsplit('/', 1)[0]} NPU plugin ({where})", r["chunks"], r["vs_cpu_dynamic"], add)
     add("")
     if paths:
         add("| model | compile: dynamic | compile: static (all variants) | max \\|Δ logprob\\| static vs dynamic |")

@@ -20,6 +20,7 @@ Prompts are token ids cycled from the prompts file's decisions (or 1..N on a fix
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -116,7 +117,7 @@ def task_npu(args, prompts) -> dict:
     from engine.settings import SamplingSettings
     from engine.static_runner import StaticRunner
 
-    out: dict = {"device": args.device}
+    out: dict = {"device": args.device, "npuw_devices": os.environ.get("DECIDER_NPUW_DEVICES") or None}
     with tempfile.TemporaryDirectory(prefix="decider-npu-cache-") as cache:
         loads = {}
         for kind in ("cold", "cached"):
