@@ -28,18 +28,9 @@ WORDS = ("north river scouts report gate tower safe choice road bridge storm tra
 PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("Attack", "Retreat", "Trade"))
 
 
-def one_infer_per_prompt() -> None:
-    """The dynamic runner as it was before its prefill was chunked: each prompt segment in one infer."""
-    import engine.runner
-
-    engine.runner.chunk_sizes = lambda length, largest=0: [length]
-
-
 def _options(variant: str):
     from engine.devices import DeviceOptions
 
-    if variant in ("one-pass", "capped"):
-        one_infer_per_prompt()
     path = "static" if variant == "static" else "dynamic"
     # The static window must hold the longest request (prompt + answer).
     return DeviceOptions(device="CPU", path=path, runtime_cache_capacity=0 if variant == "capped" else None,
@@ -94,6 +85,8 @@ def run(args) -> dict:
     from app.service import EngineService
 
     service = EngineService(args.model, _options(args.variant))
+    if args.variant in ("one-pass", "capped"):
+        service.runner.prefill_chunk = None  # each prompt segment in one infer, as before the chunked prefill
     rng = random.Random(args.seed)
     rss, probes, kinds = [(0, rss_mib())], [], {"decide": 0, "complete": 0, "chat": 0}
     started = time.perf_counter()

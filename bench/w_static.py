@@ -145,28 +145,19 @@ def task_npu(args, prompts) -> dict:
 def task_chunks(args, prompts) -> dict:
     """The dynamic runner's chunked prefill (power-of-two lengths, as shipped) against one infer per prompt,
     at lengths that need several chunks: the price of bounded memory."""
-    import engine.runner
-    from engine.runner import ModelRunner
+    from engine.runner import ModelRunner, chunk_sizes
 
     chunked = ModelRunner(args.model, _options(args.device))
     one = ModelRunner(args.model, _options(args.device))
-    shipped = engine.runner.chunk_sizes
-
-    def measure(runner, ids):
-        # The split is looked up at prefill time: the one-pass runner sees one chunk of the whole prompt.
-        engine.runner.chunk_sizes = shipped if runner is chunked else (lambda length, largest=0: [length])
-        try:
-            return _prefill_s(runner, ids)[0]
-        finally:
-            engine.runner.chunk_sizes = shipped
+    one.prefill_chunk = None  # one infer per prompt segment
 
     out = {"device": args.device, "prefill": {}}
     for length in args.lengths:
         ids = _ids(prompts, length, one.vocab_size)
-        c, o = _pairs(chunked, one, lambda r: measure(r, ids), args.repeats)
-        out["prefill"][str(length)] = {"chunks": shipped(length), "bounded_s": summary(c), "one_s": summary(o),
+        c, o = _pairs(chunked, one, lambda r: _prefill_s(r, ids)[0], args.repeats)
+        out["prefill"][str(length)] = {"chunks": chunk_sizes(length, chunked.prefill_chunk), "bounded_s": summary(c), "one_s": summary(o),
                                        "ratio": summary([x / y for x, y in zip(c, o)])}
-        print(f"  prefill {length} ({len(shipped(length))} chunks): chunked {np.median(c):.3f} s, one infer {np.median(o):.3f} s",
+        print(f"  prefill {length} ({len(chunk_sizes(length, chunked.prefill_chunk))} chunks): chunked {np.median(c):.3f} s, one infer {np.median(o):.3f} s",
               file=sys.stderr, flush=True)
     return out
 
