@@ -80,7 +80,16 @@ def post(url: str, body: dict) -> int:
         return exc.code
 
 
-def soak(model: Path, requests: int, max_words: int, seed: int) -> dict:
+def summarise(model: Path, requests: int, max_words: int, seed: int, samples: list, statuses: dict) -> dict:
+    first100 = samples[min(99, len(samples) - 1)]["rss_mib"]
+    last = samples[-1]["rss_mib"]
+    return {"model": str(model), "requests": requests, "done": len(samples), "max_words": max_words, "seed": seed,
+            "statuses": statuses, "rss_after_first": samples[0]["rss_mib"], "rss_after_100": first100,
+            "rss_last": last, "growth_after_100_mib": last - first100, "target_met": last <= first100 + 150,
+            "samples": samples}
+
+
+def soak(model: Path, requests: int, max_words: int, seed: int, checkpoint=None) -> dict:
     port = free_port()
     data = tempfile.mkdtemp(prefix="decider-soak-")
     env = {**os.environ, "DECIDER_DATA_DIR": data, "DECIDER_CONFIG_DIR": data, "PYTHONPATH": str(ROOT)}
@@ -105,14 +114,12 @@ def soak(model: Path, requests: int, max_words: int, seed: int) -> dict:
             samples.append({"i": i + 1, "path": path, "status": status, "s": time.perf_counter() - t0,
                             "rss_mib": rss_mib(server.pid), "t": time.time() - started})
             statuses[status] = statuses.get(status, 0) + 1
+            if checkpoint and (i + 1) % 100 == 0:  # a run cut short still leaves its curve
+                checkpoint(summarise(model, requests, max_words, seed, samples, statuses))
     finally:
         server.terminate()
         server.wait(timeout=30)
-    first100 = samples[min(99, len(samples) - 1)]["rss_mib"]
-    last = samples[-1]["rss_mib"]
-    return {"model": str(model), "requests": requests, "max_words": max_words, "seed": seed, "statuses": statuses,
-            "rss_after_first": samples[0]["rss_mib"], "rss_after_100": first100, "rss_last": last,
-            "growth_after_100_mib": last - first100, "target_met": last <= first100 + 150, "samples": samples}
+    return summarise(model, requests, max_words, seed, samples, statuses)
 
 
 def plot(result: dict, png: Path) -> None:
@@ -197,15 +204,19 @@ def main(argv=None) -> int:
     if args.latency:
         result = latency(args.model, args.requests, args.max_words, args.seed)
     else:
-        result = soak(args.model, args.requests, args.max_words, args.seed)
-        if args.out:
-            plot(result, args.out.with_suffix(".png"))
-    summary = {k: v for k, v in result.items() if k != "samples"}
-    print(json.dumps(summary, indent=1))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".json").write_text(json.dumps(result))
+        result = soak(args.model, args.requests, args.max_words, args.seed, lambda r: save(r, args.out))
+    save(result, args.out)
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
     return 0
+
+
+def save(result: dict, out: Path | None) -> None:
+    if out is None:
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result))
+    if "samples" in result:
+        plot(result, out.with_suffix(".png"))
 
 
 if __name__ == "__main__":
