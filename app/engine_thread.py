@@ -43,6 +43,7 @@ class ModelInfo:
     load_seconds: float
     engine: EngineInfo | None = None  # service.info: kind local/remote, logprobs exactness, …
     model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
+    notices: tuple[str, ...] = ()  # what loading had to work around (e.g. AUTO fell back from the NPU)
 
     @property
     def remote(self) -> bool:
@@ -140,6 +141,7 @@ class EngineWorker(QObject):
                 load_seconds=time.perf_counter() - started,
                 engine=service.info,
                 model_key=service.model_name,
+                notices=tuple(service.runner.notices),
             )
             self.model_loaded.emit(info)
             if was_serving:

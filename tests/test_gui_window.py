@@ -299,3 +299,19 @@ def test_no_display_is_a_plain_error_not_a_qt_abort():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     done = subprocess.run([sys.executable, "-m", "app.cli", "gui"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no display" in done.stderr
+
+
+def test_a_device_fallback_is_shown_in_the_status_bar(qtbot, make_window, monkeypatch):
+    """AUTO on a laptop whose NPU cannot compile the model: the window loads on the CPU and says why."""
+    import app.service
+    from engine.runner_choice import open_runner
+    from test_devices import _NpuCompileFails
+
+    monkeypatch.setattr(app.service, "open_runner", lambda path, options: open_runner(path, options, _NpuCompileFails()))
+    window = make_window(GuiSettings(device="AUTO"))
+    info = load(qtbot, window)
+    assert info.device == "CPU" and len(info.notices) == 1
+    assert "NPU could not run the model" in info.notices[0]
+    assert window.status_device.text().startswith("CPU") and "⚠" in window.status_device.text()
+    assert "forced compile failure" in window.status_device.toolTip()
+    assert "NPU could not run the model" in window.statusBar().currentMessage()

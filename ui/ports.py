@@ -97,6 +97,7 @@ class ModelInfo(Protocol):
     load_seconds: float
     engine: EngineInfo | None  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
     model_key: str
+    notices: tuple[str, ...]  # what loading had to work around, shown in the status bar (e.g. a device fallback)
 
     @property
     def remote(self) -> bool: ...

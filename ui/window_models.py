@@ -110,6 +110,7 @@ class ModelActions:
         first = self._shown_model is None
         self._shown_model = info
         remote = getattr(info, "remote", False)
+        notices = tuple(getattr(info, "notices", ()))
         short, long = engine_summary(getattr(info, "engine", None))
         self.status_model.setText(info.name)
         self.status_engine.setText(short)
@@ -124,8 +125,9 @@ class ModelActions:
             self._last_local = (info.path, info.is_demo)
             self.model_button.setText(f"●  {info.name}   ·   {info.device}")
             self.model_button.setToolTip(f"{info.path}\nloaded in {info.load_seconds:.1f} s · click to change")
-            self.status_device.setText(info.device)
-            self.status_device.setToolTip("")
+            # A fallback is the user's business (they asked for AUTO and got the CPU): said where the device is shown.
+            self.status_device.setText(f"{info.device}  ⚠" if notices else info.device)
+            self.status_device.setToolTip("\n".join(notices))
         self.settings_panel.set_model_defaults(info.defaults)
         if not info.is_demo and not remote:
             self._update_settings(settings=self.settings.with_recent_model(info.path))
@@ -138,7 +140,11 @@ class ModelActions:
         if remote:
             self.show_message(f"Connected to {info.name} in {info.load_seconds:.1f} s", 6000)
         else:
-            self.show_message(f"{info.name} loaded on {info.device} in {info.load_seconds:.1f} s", 6000)
+            loaded = f"{info.name} loaded on {info.device} in {info.load_seconds:.1f} s"
+            if notices:  # stays until the next message, unlike the plain "loaded"
+                self.show_message(f"{loaded} — {notices[-1]}", 0)
+            else:
+                self.show_message(loaded, 6000)
         self._update_buttons()
         if self.settings.api_enabled:
             self.controller.serve_api(True, self.settings.api_host, self.settings.api_port)
