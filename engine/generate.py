@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import Cancelled, ContextLimitError, SettingsError
+from .logit_bias import check_logit_bias
 from .logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
 from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
 from .sampling import sample
 from .settings import SamplingSettings
+from .structured import ResponseFormat, grammar_mask
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
     from .runner import ModelRunner
@@ -83,6 +85,9 @@ def generate_step(
         feeding = not stop and token not in end_ids and drawn < max_tokens
         if not stop:
             accept(processors, token)
+            # a processor that is complete (a grammar whose JSON value is closed) ends the generation
+            # here, before another forward is started for a token that could only be the end of turn
+            feeding = feeding and not any(getattr(p, "finished", False) for p in processors)
         if feeding:
             try:
                 # The device computes the next logits while this step's logprobs are taken and the step
@@ -150,6 +155,8 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     checkpoints: tuple[int, ...] = ()
     allowed: tuple[int, ...] | None = None  # constrain every draw to these ids (logprobs renormalise over them)
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias): added after the penalties; logprobs include it
+    response_format: ResponseFormat | None = None  # JSON output: restricts the draw only, ends when the value is complete
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
@@ -158,6 +165,7 @@ class GenerationRequest:
             raise SettingsError(f"top_logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {self.top_logprobs!r})")
         if len(self.stop) > 4 or any(not isinstance(s, str) or not s for s in self.stop):
             raise SettingsError("stop takes up to 4 non-empty strings")
+        object.__setattr__(self, "logit_bias", check_logit_bias(self.logit_bias))
 
 
 class _Assembler:
@@ -266,6 +274,7 @@ def stream_generation(
     rng = rng if rng is not None else make_rng(request.sampling.seed)
     completion = Completion(prompt_tokens=len(request.prompt_ids))
     assembler = _Assembler(runner, request, completion)
+    grammar = grammar_mask(request.response_format, runner.tokenizer) if request.response_format is not None else None
     started = time.perf_counter()
     first_token_at = None
     steps = generate_step(
@@ -277,7 +286,7 @@ def stream_generation(
         stop_ids=runner.tokenizer.stop_ids,
         checkpoints=request.checkpoints,
         top_logprobs=request.top_logprobs,
-        processors=make_processors(request.sampling, allowed=request.allowed),
+        processors=make_processors(request.sampling, allowed=request.allowed, logit_bias=request.logit_bias, grammar=grammar),
         should_stop=should_stop,
     )
     try:
@@ -285,7 +294,7 @@ def stream_generation(
             if first_token_at is None:
                 first_token_at = time.perf_counter()
             completion.token_ids.append(step.token_id)
-            if step.token_id in runner.tokenizer.stop_ids:
+            if step.token_id in runner.tokenizer.stop_ids or (grammar is not None and grammar.finished):
                 completion.finish_reason = "stop"
             delta = assembler.add(step)
             if assembler.stopped:

@@ -28,6 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .logit_bias import LogitBias
 from .settings import SamplingSettings
 
 
@@ -116,16 +117,22 @@ def make_processors(
     *,
     allowed: Sequence[int] | np.ndarray | None = None,
     penalties: Penalties | None = None,
+    logit_bias: Sequence[tuple[int, float]] = (),
+    grammar: LogitsProcessor | None = None,
 ) -> list[LogitsProcessor]:
     """One request's chain: adjusting processors first, masks last.
 
     penalties: an existing Penalties to continue (a phased decision); None builds a fresh one.
-    Where other stages plug in: a `logit_bias` processor (adjusting) goes right after the penalties,
-    a grammar mask (draw-only, engine/structured.py) after the allowed-token constraint.
+    logit_bias: (token id, bias) pairs, an adjusting processor right after the penalties
+    (engine/logit_bias.py). grammar: a draw-only mask (engine/structured.py's GrammarMask), last.
     """
     chain: list[LogitsProcessor] = [penalties if penalties is not None else Penalties.for_sampling(sampling)]
+    if logit_bias:
+        chain.append(LogitBias(logit_bias))
     if allowed is not None:
         chain.append(AllowedTokens(allowed))
+    if grammar is not None:
+        chain.append(grammar)
     return chain
 
 

@@ -119,3 +119,13 @@ class GrammarMask:
     def finished(self) -> bool:
         """The text is complete: only end-of-turn can follow."""
         return self._matcher.is_stopped()
+
+
+def grammar_tokenizer(tokenizer):
+    """llguidance's view of a ChatTokenizer (built once per model; its end of turn ends the grammar)."""
+    return GrammarTokenizer.for_file(tokenizer.path, tuple(sorted(tokenizer.stop_ids)))
+
+
+def grammar_mask(response_format: ResponseFormat, tokenizer) -> GrammarMask:
+    """A fresh mask for one generation (it follows the tokens it is told about)."""
+    return GrammarMask(response_format, grammar_tokenizer(tokenizer), tokenizer.size)

@@ -17,8 +17,10 @@ from engine.chat_template import Message
 from engine.decide import DecisionRequest
 from engine.errors import SettingsError
 from engine.generate import GenerationRequest
+from engine.logit_bias import check_logit_bias
 from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 from engine.settings import SamplingSettings
+from engine.structured import ResponseFormat, grammar_tokenizer
 
 from ..images import decode_data_url
 from ..requests import SAMPLING_FIELDS, sampling_from
@@ -29,6 +31,7 @@ MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_GUIDED_CHOICES = 64
 MAX_IMAGES_PER_REQUEST = 8
+MAX_LOGIT_BIAS = 1024  # tokens in one logit_bias
 MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its batch size)
 
 
@@ -80,12 +83,40 @@ class StreamOptions(_Strict):
         return value
 
 
+def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
+    """OpenAI's {"token id": bias}; the ids' range is checked against the model in to_request."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise field_error("invalid_type", 'logit_bias must be an object of {"token id": bias}')
+    if len(value) > MAX_LOGIT_BIAS:
+        raise field_error("invalid_value", f"logit_bias takes at most {MAX_LOGIT_BIAS} tokens (got {len(value)})")
+    pairs = []
+    for key, bias in value.items():
+        if not key.isascii() or not key.isdigit():
+            raise field_error("invalid_value", f"logit_bias keys must be token ids (got {key!r:.40})")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise field_error("invalid_value", f"logit_bias[{key}] must be a number in -100..100 (got {bias!r:.40})")
+        pairs.append((int(key), float(bias)))
+    return tuple(sorted(pairs))
+
+
+def _response_format(value: object) -> ResponseFormat | None:
+    if value is None:
+        return None
+    try:
+        return ResponseFormat.from_openai(value)
+    except SettingsError as exc:
+        raise field_error("invalid_value", str(exc), "response_format") from None
+
+
 class _Generation(SamplingFields):
     model: Name = None
     stop: Stop
     stream: Boolean = None
     stream_options: StreamOptions | None = None
-    logit_bias: refused(empty({}), "no logit_bias")
+    logit_bias: Annotated[tuple[tuple[int, float], ...], BeforeValidator(_logit_bias), Field(default=())]
+    response_format: Annotated[ResponseFormat | None, BeforeValidator(_response_format)] = None
     n: refused(one, "one choice per request (n=1)")
     user: Ignored
     metadata: Ignored
@@ -95,6 +126,14 @@ class _Generation(SamplingFields):
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def _output_controls(self, tokenizer, vocab_size: int) -> dict:
+        """logit_bias checked against the model's vocabulary, and the JSON grammar's tokenizer built
+        here, outside the engine lock (seconds at a real vocabulary, once per model)."""
+        controls = {"logit_bias": check_logit_bias(self.logit_bias, vocab_size), "response_format": self.response_format}
+        if self.response_format is not None:
+            grammar_tokenizer(tokenizer)
+        return controls
 
 
 # ----- /v1/chat/completions -----
@@ -231,7 +270,6 @@ class ChatCompletionRequest(_Generation):
     tool_choice: refused(empty("none"), "no tool calling")
     function_call: refused(empty("none"), "no function calling")
     parallel_tool_calls: Boolean = None  # meaningless without tools: accepted, ignored
-    response_format: refused(empty({"type": "text"}), "text output only (no JSON mode)")
     modalities: refused(empty(["text"]), "text output only")
     audio: refused(absent, "text output only")
     prediction: refused(absent, "no predicted outputs")
@@ -249,6 +287,11 @@ class ChatCompletionRequest(_Generation):
             raise field_error("invalid_value", f"{' and '.join(given)} disagree", "think")
         if self.guided_choice is not None and self.thinking:
             raise field_error("invalid_value", "guided_choice constrains the first answer token: turn thinking off", "guided_choice")
+        if self.response_format is not None and self.thinking:
+            raise field_error("invalid_value", "response_format constrains the answer from its first token: turn thinking off",
+                              "response_format")
+        if self.response_format is not None and self.guided_choice is not None:
+            raise field_error("invalid_value", "give response_format or guided_choice, not both", "response_format")
         return self
 
     def _think_switches(self) -> dict[str, bool]:
@@ -281,6 +324,7 @@ class ChatCompletionRequest(_Generation):
         request = service.chat_request(messages, self.thinking, _sampling(self, service.defaults), self.limit or 1, top, self.stop)
         runner = service.runner
         runner.check_prompt(request.prompt_ids)
+        request = replace(request, **self._output_controls(runner.tokenizer, runner.vocab_size))
         if self.guided_choice is not None:  # answer with one of these (single-token) strings
             return replace(request, allowed=self._choice_ids(runner.tokenizer), max_tokens=1)
         if self.limit is None:  # as OpenAI: bounded only by the context
@@ -364,6 +408,7 @@ class CompletionRequest(_Generation):
     def to_request(self, service) -> list["CompletionJob"]:
         """One job per prompt, tokenized and checked against the context: no engine lock needed."""
         runner = service.runner
+        controls = self._output_controls(runner.tokenizer, runner.vocab_size) if self.limit > 0 else {}
         jobs = []
         for index, prompt in enumerate(self.prompt):
             param = "prompt" if len(self.prompt) == 1 else f"prompt[{index}]"
@@ -378,7 +423,7 @@ class CompletionRequest(_Generation):
             generation = None
             if self.limit > 0:
                 generation = GenerationRequest(ids, _sampling(self, service.defaults), self.limit, think=False,
-                                               top_logprobs=self.logprobs, stop=self.stop)
+                                               top_logprobs=self.logprobs, stop=self.stop, **controls)
             jobs.append(CompletionJob(ids, text, generation))
         return jobs
 
