@@ -1,6 +1,6 @@
 """Per-token cost of a JSON-schema mask over Qwen3.5's real 248k vocabulary: llguidance vs outlines-core.
 
-    python -m bench.structured [--repeats 5] [--out results.json]
+    python -m bench.structured [--repeats 5] [--out results.json] [--save]
 
 Both libraries are asked for the same thing: the set of tokens allowed after each prefix of a valid
 instance of a small game-action schema, walked token by token (the work a structured draw adds to a
@@ -107,6 +107,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--save", action="store_true", help="store the result where `python -m bench report` reads it")
     args = parser.parse_args(argv)
     from tokenizers import Tokenizer
 
@@ -123,6 +124,11 @@ def main(argv=None) -> int:
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
+    if args.save:
+        from bench.common import RESULTS
+
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "structured.json").write_text(json.dumps({**result, "date": time.strftime("%Y-%m-%d")}, indent=1))
     return 0
 
 
