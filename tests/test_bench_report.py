@@ -17,8 +17,11 @@ def test_the_report_renders_every_section_and_the_targets(committed):
     assert committed, "docs/benchmarks/results.json is committed"
     text = report.render(committed)
     for heading in ("## 1. One-forward decision latency", "## 2. Logprobs on vs off", "## 5. OpenVINO GenAI",
-                    "## 9. Against the machine's physical limits", "## Targets"):
+                    "## 9. Against the machine's physical limits", "## 12. Structured output", "## Targets"):
         assert heading in text
+    mask = text.split("## 12. Structured output", 1)[1].split("## Targets", 1)[0]
+    median = committed["structured"]["rows"][0]["mask_ms_median"]
+    assert f"**{median:.3f} ms**" in mask and mask in (report.ROOT / "BENCHMARKS.md").read_text()
     targets = text.split("## Targets", 1)[1]
     assert "logprobs on vs off ≤ 1 %" in targets and "warm / cold ≤ 0.2×" in targets
     assert "kept from an earlier run" in text  # every row came from the committed file
