@@ -73,6 +73,7 @@ class StaticRunner(RunnerBase):
         # host buffer bound as the output, and the two buffers swap roles (no copy per step).
         self._spare = {s.input_name: np.zeros(s.shape, dtype=s.dtype) for s in self._specs if not s.is_kv}
         self._running: _Variant | None = None
+        self._running_feed: dict[str, np.ndarray] | None = None
         self._running_past = 0
 
     # ----- feeding -----
@@ -148,10 +149,14 @@ class StaticRunner(RunnerBase):
     def _start(self, token: int, past: int) -> None:
         variant = self._variants[1]
         self._bind_outputs(variant)
-        variant.request.start_async(self._feed(np.asarray([token], dtype=np.int64), past), share_inputs=True)
+        # Shared inputs are read in place while the request runs: the feed (its mask, ids and positions are
+        # fresh arrays) must outlive the call, or freed memory can be reused under the device (seen as NaN).
+        self._running_feed = self._feed(np.asarray([token], dtype=np.int64), past)
+        variant.request.start_async(self._running_feed, share_inputs=True)
         self._running, self._running_past = variant, past
 
     def _wait(self) -> np.ndarray:
         variant, self._running = self._running, None
         variant.request.wait()
+        self._running_feed = None
         return self._collect(variant, self._running_past)
