@@ -97,9 +97,10 @@ class StaticRunner(RunnerBase):
         return feed
 
     def _bind_outputs(self, variant: _Variant) -> None:
-        for spec in self._specs:
-            if not spec.is_kv:
-                variant.request.set_tensor(spec.output_name, ov.Tensor(self._spare[spec.input_name], shared_memory=True))
+        # Binding the spare state buffers as the requests' outputs (zero-copy) made buffers alternate between
+        # being one request's output and the next one's input; the NPU-path tests then failed now and then with
+        # wrong or NaN logits. The plugin's own outputs are copied instead (_collect), a few MB per step.
+        return
 
     def _collect(self, variant: _Variant, past: int) -> np.ndarray:
         request, n = variant.request, variant.tokens
@@ -138,8 +139,8 @@ class StaticRunner(RunnerBase):
         for n in split_chunks(ids.shape[0], self.chunks):
             variant = self._variants[n]
             self._bind_outputs(variant)
-            # Shared inputs: the plugin reads the host caches in place; they change only after the infer.
-            variant.request.infer(self._feed(ids[:n], past), share_inputs=True)
+            # Inputs are copied into the request (not shared): see _bind_outputs.
+            variant.request.infer(self._feed(ids[:n], past), share_inputs=False)
             self.stats.infers += 1
             logits = self._collect(variant, past)
             ids, past = ids[n:], past + n
@@ -149,10 +150,9 @@ class StaticRunner(RunnerBase):
     def _start(self, token: int, past: int) -> None:
         variant = self._variants[1]
         self._bind_outputs(variant)
-        # Shared inputs are read in place while the request runs: the feed (its mask, ids and positions are
-        # fresh arrays) must outlive the call, or freed memory can be reused under the device (seen as NaN).
+        # Kept until the wait: the request must never read memory the host has freed or reused meanwhile.
         self._running_feed = self._feed(np.asarray([token], dtype=np.int64), past)
-        variant.request.start_async(self._running_feed, share_inputs=True)
+        variant.request.start_async(self._running_feed, share_inputs=False)
         self._running, self._running_past = variant, past
 
     def _wait(self) -> np.ndarray:
