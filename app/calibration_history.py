@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.calibration import CalibrationReport, evaluate, fit_temperature, letter_bias, probabilities
-from engine.errors import SettingsError
+from decider.engine.calibration import CalibrationReport, evaluate, fit_temperature, letter_bias, probabilities
+from decider.engine.errors import SettingsError
 
 from .config import config_dir
 from .history import HistoryRow, HistoryStore

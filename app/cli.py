@@ -9,10 +9,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from engine.errors import DeciderError, SettingsError
-from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
-from engine.remote import CONSTRAINTS, METHODS
-from engine.settings import SAMPLING_NAMES, SETTINGS
+from decider.engine.errors import DeciderError, SettingsError
+from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.remote import CONSTRAINTS, METHODS
+from decider.engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .requests import sampling_from
 
@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _device_options(args: argparse.Namespace):
-    from engine.devices import DeviceOptions
+    from decider.engine.devices import DeviceOptions
 
     kwargs = {"device": args.device, "exact": not args.fast, "path": getattr(args, "execution_path", "auto")}
     if args.npu_max_prompt is not None:
@@ -190,7 +190,7 @@ def _sampling(args: argparse.Namespace, service) -> object:
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
-    from engine.openai_format import text_completion
+    from decider.engine.openai_format import text_completion
 
     if args.logprobs is not None and not 0 <= args.logprobs <= MAX_COMPLETION_LOGPROBS:
         raise SettingsError(f"--logprobs must be in 0..{MAX_COMPLETION_LOGPROBS} (got {args.logprobs})")
@@ -202,8 +202,8 @@ def cmd_complete(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from engine.chat_template import Message
-    from engine.openai_format import chat_completion
+    from decider.engine.chat_template import Message
+    from decider.engine.openai_format import chat_completion
 
     if args.top_logprobs is not None and not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
         raise SettingsError(f"--top-logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {args.top_logprobs})")
@@ -219,7 +219,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def decision_request(args: argparse.Namespace, defaults):
-    from engine.decide import DecisionRequest
+    from decider.engine.decide import DecisionRequest
 
     context = None
     if args.context:
@@ -267,12 +267,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .render import render_decision
 
     # Validate the request before the (slow) model load, so a typo fails at once.
-    from engine.settings import SamplingSettings
+    from decider.engine.settings import SamplingSettings
 
     decision_request(args, SamplingSettings())
     _check_engine_flags(args)
     if args.engine:
-        from engine.remote import RemoteConfig
+        from decider.engine.remote import RemoteConfig
 
         from .history import default_store
         from .service import RemoteService
@@ -296,7 +296,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from engine.decide import LABELS
+    from decider.engine.decide import LABELS
 
     from .history import default_store
 
@@ -435,7 +435,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from engine.devices import DeviceOptions
+    from decider.engine.devices import DeviceOptions
 
     from .doctor import run_doctor
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import platformdirs
 
-from engine.errors import ModelError
+from decider.engine.errors import ModelError
 
 APP_NAME = "decider"
 

@@ -5,7 +5,7 @@ running interpreter: its model patching never touches this process, its progress
 terminal, and a crash in it cannot take Decider down. optimum-intel is the optional extra
 `decider[convert]` (it needs torch and transformers 5.2).
 
-    python -m app.convert --worker -- <optimum-cli export openvino arguments>
+    python -m decider.app.convert --worker -- <optimum-cli export openvino arguments>
 
 is the child's entry point: optimum's CLI, after hiding a torchvision wheel that cannot load beside
 the CPU build of torch (nothing in a text export needs it).
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engine.errors import DeciderError, ModelError, SettingsError
-from engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES
+from decider.engine.errors import DeciderError, ModelError, SettingsError
+from decider.engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES
 
 from .models import ModelEntry, checkpoint_info, describe, human_size
 
@@ -133,7 +133,7 @@ def check_checkpoint(hf_dir: Path) -> dict:
 
 def optimum_command(hf_dir: Path, out_dir: Path, task: str, weights: str) -> list[str]:
     return [
-        sys.executable, "-m", "app.convert", "--worker", "--",
+        sys.executable, "-m", "decider.app.convert", "--worker", "--",
         "export", "openvino", "--model", str(hf_dir), "--task", task, *WEIGHTS[weights],
         "--disable-convert-tokenizer",  # Decider reads tokenizer.json; no openvino_tokenizer.xml needed
         str(out_dir),
@@ -181,10 +181,10 @@ def _carry_over(hf_dir: Path, out_dir: Path) -> list[str]:
 
 def validate(out_dir: Path) -> str:
     """Load the export on CPU and run one decision; returns a one-line description of it."""
-    from engine.decide import DecisionRequest, decide
-    from engine.devices import DeviceOptions
-    from engine.runner import ModelRunner
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest, decide
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.runner import ModelRunner
+    from decider.engine.settings import SamplingSettings
 
     runner = ModelRunner(out_dir, DeviceOptions(device="CPU"))
     request = DecisionRequest(

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.devices import DeviceOptions
-from engine.errors import ModelError
+from decider.engine.devices import DeviceOptions
+from decider.engine.errors import ModelError
 
 from .models import checkpoint_info, describe, human_size
 
@@ -156,7 +156,7 @@ def fix_for(message: str, folder: Path) -> str:
 
 
 def check_model(report: Report, path: str | Path, core=None, options: DeviceOptions | None = None) -> None:
-    from engine.model_folder import inspect_folder
+    from decider.engine.model_folder import inspect_folder
 
     options = options or DeviceOptions()
     folder = Path(path).expanduser()
@@ -198,8 +198,8 @@ def check_model(report: Report, path: str | Path, core=None, options: DeviceOpti
 
 def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> None:
     """Open the model as the app would: which device and path compute, how long compiling took, fallbacks."""
-    from engine.errors import DeciderError
-    from engine.runner_choice import open_runner
+    from decider.engine.errors import DeciderError
+    from decider.engine.runner_choice import open_runner
 
     try:
         runner = open_runner(path, options)
@@ -215,7 +215,7 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> N
 
 
 def _check_ir(report: Report, core, model) -> int | None:
-    from engine.runner_base import REQUIRED_INPUTS
+    from decider.engine.runner_base import REQUIRED_INPUTS
 
     try:
         ir = core.read_model(model.language_ir)
@@ -252,7 +252,7 @@ def _check_ir(report: Report, core, model) -> int | None:
 
 
 def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
-    from engine.tokenizer import ChatTokenizer
+    from decider.engine.tokenizer import ChatTokenizer
 
     try:
         tokenizer = ChatTokenizer(model.tokenizer_json)

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 
-from engine.errors import Cancelled, DeciderError, SettingsError
-from engine.info import EngineInfo
+from decider.engine.errors import Cancelled, DeciderError, SettingsError
+from decider.engine.info import EngineInfo
 
 if TYPE_CHECKING:  # the API stack loads only when the API is switched on
     from .api.state import ApiDecision
@@ -119,7 +119,7 @@ class EngineWorker(QObject):
     def _load_model(self, path: str, options, is_demo: bool = False) -> None:
         self.busy.emit(True)
         try:
-            from engine.model_folder import inspect_folder
+            from decider.engine.model_folder import inspect_folder
 
             from .config import is_demo_model
             from .service import EngineService

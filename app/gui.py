@@ -47,7 +47,7 @@ def create_app(argv: list[str] | None = None) -> QApplication:
         app = QApplication(argv if argv is not None else [sys.argv[0]])
     app.setApplicationName("Decider")
     app.setOrganizationName("Decider")
-    from ui.theme import apply_theme
+    from decider.ui.theme import apply_theme
 
     from .config import cache_dir
 
@@ -63,7 +63,7 @@ def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, sa
     history: the Calibration and History tabs read the decision history; record (default: history):
     the engine records every decision into it. history_factory replaces app.history.default_store.
     """
-    from ui.main_window import MainWindow
+    from decider.ui.main_window import MainWindow
 
     from .gui_ports import app_ports
     from .history import default_store

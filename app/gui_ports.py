@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ui.ports import AppPorts, Calibration, EngineClient, History, ModelTools, SettingsRules
+from decider.ui.ports import AppPorts, Calibration, EngineClient, History, ModelTools, SettingsRules
 
 from . import calibration_history, convert, model_jobs, models, preferences, pull
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from engine.decide import LABELS, DecisionRequest, DecisionResult
-from engine.errors import SettingsError
+from decider.engine.decide import LABELS, DecisionRequest, DecisionResult
+from decider.engine.errors import SettingsError
 
 SCHEMA_VERSION = 2
 

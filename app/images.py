@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import SettingsError
+from decider.engine.errors import SettingsError
 
 MAX_PIXELS = 8192 * 8192  # larger files are refused before decoding (a decompression bomb costs nothing then)
 MAX_BYTES = 32 * 1024 * 1024

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import Cancelled, SettingsError
+from decider.engine.errors import Cancelled, SettingsError
 
 from .task_runner import Task
 
@@ -31,7 +31,7 @@ def connection_task(config) -> Task:
     """engine.remote.RemoteEngine(config).test_connection() → ConnectionReport (models, logprobs?, detail)."""
 
     def run(task: Task):
-        from engine.remote import RemoteEngine
+        from decider.engine.remote import RemoteEngine
 
         return RemoteEngine(config).test_connection()
 
@@ -91,7 +91,7 @@ def convert_task(hf_dir: str | Path, out_dir: str | Path, weights: str = "int4-n
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         report_file = Path(tempfile.mkdtemp(prefix="decider-convert-")) / "report.json"
-        argv = command or [sys.executable, "-m", "app.cli", "convert", str(hf_dir), str(out_dir), "--weights", weights,
+        argv = command or [sys.executable, "-m", "decider.app.cli", "convert", str(hf_dir), str(out_dir), "--weights", weights,
                            "--report", str(report_file)]
         extra = {"start_new_session": True} if os.name == "posix" else {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
         proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -15,10 +15,10 @@ import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from engine.devices import DEVICES, DeviceOptions
-from engine.errors import SettingsError
-from engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
-from engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
+from decider.engine.devices import DEVICES, DeviceOptions
+from decider.engine.errors import SettingsError
+from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
+from decider.engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
 
 from .config import compiled_cache_dir, config_dir
 
@@ -128,7 +128,7 @@ class GuiSettings:
 
     def remote_config(self):
         """engine.remote.RemoteConfig for the remote fields; SettingsError when the URL is missing or wrong."""
-        from engine.remote import RemoteConfig
+        from decider.engine.remote import RemoteConfig
 
         if not self.remote_url.strip():
             raise SettingsError("remote engine: enter the server's URL, e.g. http://gpu-box:8000/v1")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from engine.errors import Cancelled, DeciderError, SettingsError
+from decider.engine.errors import Cancelled, DeciderError, SettingsError
 
 from .models import PARTIAL_DIR, PULL_MANIFEST, ModelEntry, describe, human_size, models_root, read_manifest, repo_folder_name
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decide import DecisionResult
+from decider.engine.decide import DecisionResult
 
 BAR_WIDTH = 24
 

@@ -13,15 +13,15 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from engine.chat_template import Message, build_chat_prompt
-from engine.decide import DecisionRequest, DecisionResult, decide
-from engine.devices import DeviceOptions, npuw_devices_override
-from engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
-from engine.info import LOCAL_CONSTRAINT, EngineInfo
-from engine.runner_choice import open_runner
-from engine.scoring import PromptScorer, PromptScores
-from engine.remote import RemoteConfig, RemoteEngine
-from engine.settings import SamplingSettings
+from decider.engine.chat_template import Message, build_chat_prompt
+from decider.engine.decide import DecisionRequest, DecisionResult, decide
+from decider.engine.devices import DeviceOptions, npuw_devices_override
+from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
+from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
+from decider.engine.runner_choice import open_runner
+from decider.engine.scoring import PromptScorer, PromptScores
+from decider.engine.remote import RemoteConfig, RemoteEngine
+from decider.engine.settings import SamplingSettings
 
 from .history import HistoryStore
 

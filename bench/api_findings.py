@@ -11,7 +11,7 @@ PORT = 18765
 def main() -> None:
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": ROOT}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--model", os.path.join(ROOT, "resources", "demo-model"),
+    proc = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", os.path.join(ROOT, "resources", "demo-model"),
                              "--device", "CPU", "--port", str(PORT)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for _ in range(300):

@@ -30,12 +30,12 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 try:
-    from app.api.server import ApiServer
+    from decider.app.api.server import ApiServer
 except ImportError:
-    from app.server import ApiServer
+    from decider.app.server import ApiServer
 imported = time.perf_counter() - t0
-from app.service import EngineService
-from engine.devices import DeviceOptions
+from decider.app.service import EngineService
+from decider.engine.devices import DeviceOptions
 service = EngineService(sys.argv[1], DeviceOptions(device="CPU"))
 server = ApiServer(service, "127.0.0.1", 0)
 t0 = time.perf_counter()

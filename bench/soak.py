@@ -93,7 +93,7 @@ def soak(model: Path, requests: int, max_words: int, seed: int, checkpoint=None)
     port = free_port()
     data = tempfile.mkdtemp(prefix="decider-soak-")
     env = {**os.environ, "DECIDER_DATA_DIR": data, "DECIDER_CONFIG_DIR": data, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--model", str(model), "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", str(model), "--port", str(port)],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -168,10 +168,10 @@ def plot(result: dict, png: Path) -> None:
 def latency(model: Path, prompts: int, max_words: int, seed: int) -> dict:
     """Decisions with chunked vs one-shot prefill, alternating per prompt, cold state each time."""
     sys.path.insert(0, str(ROOT))
-    from engine.decide import DecisionRequest, decide
-    from engine.devices import DeviceOptions
-    from engine.runner import ModelRunner
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest, decide
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.runner import ModelRunner
+    from decider.engine.settings import SamplingSettings
 
     runner = ModelRunner(model, DeviceOptions(device="CPU"))
     rng = random.Random(seed)

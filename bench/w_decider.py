@@ -30,8 +30,8 @@ from .common import peak_rss_mib, read_json, rss_mib, summary, write_json
 
 
 def _runner(model: str, device: str, exact: bool = True):
-    from engine.devices import DeviceOptions
-    from engine.runner import ModelRunner
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.runner import ModelRunner
 
     started = time.perf_counter()
     runner = ModelRunner(model, DeviceOptions(device=device, exact=exact))
@@ -44,8 +44,8 @@ def _cold(runner) -> None:
 
 
 def _request(question: str, options, context: str | None = None):
-    from engine.decide import DecisionRequest
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
 
     return DecisionRequest(question, tuple(options), context=context, sampling=SamplingSettings(temperature=0.0, seed=0))
 
@@ -69,7 +69,7 @@ def _decision_summary(result) -> dict:
 
 
 def task_latency(args, prompts) -> dict:
-    from engine.decide import decide
+    from decider.engine.decide import decide
 
     runner, load_s = _runner(args.model, args.device)
     forward_s = _time_forwards(runner)
@@ -131,7 +131,7 @@ def _time_forwards(runner) -> list[float]:
 
 
 def task_fast(args, prompts) -> dict:
-    from engine.decide import decide
+    from decider.engine.decide import decide
 
     exact, _ = _runner(args.model, args.device, exact=True)
     fast, _ = _runner(args.model, args.device, exact=False)
@@ -157,8 +157,8 @@ def task_fast(args, prompts) -> dict:
 
 
 def task_logprobs(args, prompts) -> dict:
-    from engine.generate import GenerationRequest
-    from engine.settings import SamplingSettings
+    from decider.engine.generate import GenerationRequest
+    from decider.engine.settings import SamplingSettings
 
     runner, _ = _runner(args.model, args.device)
     ids = tuple(prompts["decisions"]["64"]["ids"])
@@ -204,7 +204,7 @@ def task_logprobs(args, prompts) -> dict:
 
 def _timed_generation(runner, request):
     """generate() through its streaming form: the whole time and each decode step's (yield to yield)."""
-    from engine.generate import stream_generation
+    from decider.engine.generate import stream_generation
 
     _cold(runner)
     started = last = time.perf_counter()
@@ -219,8 +219,8 @@ def _timed_generation(runner, request):
 
 def _host_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> list[float]:
     """Per generation: the median time of one top-5 logprob entry on the step's logits, in ms."""
-    from engine.generate import generate_step, make_rng
-    from engine.logprobs import Distribution
+    from decider.engine.generate import generate_step, make_rng
+    from decider.engine.logprobs import Distribution
 
     costs = []
     for _ in range(repeats):
@@ -235,7 +235,7 @@ def _host_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> list
 
 
 def task_warm(args, prompts) -> dict:
-    from engine.decide import decide
+    from decider.engine.decide import decide
 
     runner, _ = _runner(args.model, args.device)
     context = prompts["context"]["text"]
@@ -271,8 +271,8 @@ def task_warm(args, prompts) -> dict:
 
 
 def task_decode(args, prompts) -> dict:
-    from engine.generate import GenerationRequest, generate
-    from engine.settings import SamplingSettings
+    from decider.engine.generate import GenerationRequest, generate
+    from decider.engine.settings import SamplingSettings
 
     runner, _ = _runner(args.model, args.device)
     ids = tuple(prompts["think"]["ids"])
@@ -308,7 +308,7 @@ def task_decode(args, prompts) -> dict:
 def _unmodified(runner, model_dir: str, device: str):
     import openvino as ov
 
-    from engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions, compile_properties
 
     core = ov.Core()
     model = core.read_model(runner.folder.language_ir)
@@ -347,9 +347,9 @@ def task_head(args, prompts) -> dict:
 def task_headmem(args, prompts) -> dict:
     import openvino as ov
 
-    from engine.devices import DeviceOptions, compile_properties
-    from engine.graph import slice_to_last_position
-    from engine.model_folder import inspect_folder
+    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.graph import slice_to_last_position
+    from decider.engine.model_folder import inspect_folder
 
     folder = inspect_folder(args.model)
     core = ov.Core()
@@ -372,7 +372,7 @@ def task_headmem(args, prompts) -> dict:
 
 
 def task_rss(args, prompts) -> dict:
-    from engine.decide import decide
+    from decider.engine.decide import decide
 
     runner, load_s = _runner(args.model, args.device)
     item = prompts["decisions"]["256"]

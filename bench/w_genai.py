@@ -22,7 +22,7 @@ from .common import peak_rss_mib, read_json, summary, write_json
 
 
 def exact_properties(device: str) -> dict:
-    from engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions, compile_properties
 
     return compile_properties(device, DeviceOptions(device=device, exact=True))
 
@@ -54,10 +54,10 @@ def make_genai(model: str, device: str, backend: str, mode: str):
 
 
 def make_decider(model: str, device: str, mode: str, prompts: dict, length: int):
-    from engine.decide import DecisionRequest, decide
-    from engine.devices import DeviceOptions
-    from engine.runner import ModelRunner
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest, decide
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.runner import ModelRunner
+    from decider.engine.settings import SamplingSettings
 
     runner = ModelRunner(model, DeviceOptions(device=device, exact=mode == "exact"))
     item = prompts["decisions"][str(length)]

@@ -114,10 +114,10 @@ def main(argv=None) -> int:
     vocab = prompts["vocab"]
     runner = None
     if args.decider_model:
-        from engine.decide import DecisionRequest, decide
-        from engine.devices import DeviceOptions
-        from engine.runner import ModelRunner
-        from engine.settings import SamplingSettings
+        from decider.engine.decide import DecisionRequest, decide
+        from decider.engine.devices import DeviceOptions
+        from decider.engine.runner import ModelRunner
+        from decider.engine.settings import SamplingSettings
 
         runner = ModelRunner(args.decider_model, DeviceOptions(device=args.device, exact=True))
     for length in [int(x) for x in args.lengths.split(",") if x]:

@@ -29,7 +29,7 @@ PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("
 
 
 def _options(variant: str):
-    from engine.devices import DeviceOptions
+    from decider.engine.devices import DeviceOptions
 
     path = "static" if variant == "static" else "dynamic"
     # The static window must hold the longest request (prompt + answer).
@@ -42,9 +42,9 @@ def _text(rng: random.Random, words: int) -> str:
 
 
 def _request(service, rng: random.Random, max_len: int):
-    from engine.chat_template import Message
-    from engine.decide import DecisionRequest
-    from engine.settings import SamplingSettings
+    from decider.engine.chat_template import Message
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
 
     greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
     kind = rng.choices(("decide", "complete", "chat"), weights=(5, 3, 2))[0]
@@ -60,8 +60,8 @@ def _request(service, rng: random.Random, max_len: int):
 
 
 def _probe(service) -> float:
-    from engine.decide import DecisionRequest
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
 
     service.runner.reset()
     service.runner.clear_snapshots()
@@ -82,7 +82,7 @@ def _result(args, service, rss, probes, kinds, started) -> dict:
 
 
 def run(args) -> dict:
-    from app.service import EngineService
+    from decider.app.service import EngineService
 
     service = EngineService(args.model, _options(args.variant))
     if args.variant in ("one-pass", "capped"):

@@ -62,10 +62,10 @@ def main(argv=None) -> int:
     out = {"torch_load_s": time.perf_counter() - started, "lengths": {}}
     runner = None
     if args.decider_model:
-        from engine.decide import DecisionRequest, decide
-        from engine.devices import DeviceOptions
-        from engine.runner import ModelRunner
-        from engine.settings import SamplingSettings
+        from decider.engine.decide import DecisionRequest, decide
+        from decider.engine.devices import DeviceOptions
+        from decider.engine.runner import ModelRunner
+        from decider.engine.settings import SamplingSettings
 
         runner = ModelRunner(args.decider_model, DeviceOptions(device=args.device, exact=True))
     import torch

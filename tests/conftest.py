@@ -1,8 +1,31 @@
+import atexit
 import json
 import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _import_this_checkout() -> None:
+    """The repository root is the package `decider` (pyproject maps it), so the name to import it by is not a
+    folder here. Tests must exercise *this* checkout, in subprocesses too, whatever checkout an editable
+    install points at: a link named `decider` in a temporary folder goes first on sys.path and PYTHONPATH."""
+    folder = Path(tempfile.mkdtemp(prefix="decider-tests-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    (folder / "decider").symlink_to(ROOT, target_is_directory=True)
+    sys.path.insert(0, str(folder))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    for name in [m for m in sys.modules if m == "decider" or m.startswith("decider.")]:
+        del sys.modules[name]
+
+
+_import_this_checkout()
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODELS = FIXTURES / "models"
@@ -44,8 +67,8 @@ def pytest_generate_tests(metafunc):
 
 def npu_static_runner(folder, **options):
     """A static runner through the NPU plugin with NPUW on the CPU: the NPU path without an NPU."""
-    from engine.devices import DeviceOptions
-    from engine.static_runner import StaticRunner
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.static_runner import StaticRunner
 
     previous = os.environ.get("DECIDER_NPUW_DEVICES")
     os.environ["DECIDER_NPUW_DEVICES"] = "CPU"
@@ -72,7 +95,7 @@ def _fresh_npu_static_state(request):
 
 @pytest.fixture(scope="session")
 def text_runner(request):
-    from engine.runner import ModelRunner
+    from decider.engine.runner import ModelRunner
 
     if getattr(request, "param", "dynamic") == "npu-static":
         # Two variants keep the NPUW compile short; prompts still run in several chunk shapes.
@@ -82,7 +105,7 @@ def text_runner(request):
 
 @pytest.fixture(scope="session")
 def vl_runner():
-    from engine.runner import ModelRunner
+    from decider.engine.runner import ModelRunner
 
     return ModelRunner(model_dir("qwen35-vl"))
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from openai.types import Completion as TextCompletion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from app.api.server import ApiServer, check_bind
-from app.service import EngineService
-from engine.devices import DeviceOptions
-from engine.errors import SettingsError
+from decider.app.api.server import ApiServer, check_bind
+from decider.app.service import EngineService
+from decider.engine.devices import DeviceOptions
+from decider.engine.errors import SettingsError
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 KEY = "sekrit-test-key"
@@ -256,7 +256,7 @@ def test_completion_logprobs_zero_is_the_drawn_token_only(client):
     ],
 )
 def test_decide_equals_cli_ask_json(api, hooks, tmp_path, capsys, extra, flags):
-    from app.cli import main
+    from decider.app.cli import main
 
     question = f"Which road to take? ({extra})"
     options = ["the left road", "the right road", "stay"]
@@ -556,9 +556,9 @@ def test_a_queued_client_that_leaves_is_dropped(keyed):
 def test_engine_queue_is_first_come_first_served():
     import asyncio
 
-    from app.api.errors import QueueFull
-    from app.api.state import EngineQueue
-    from engine.errors import Cancelled
+    from decider.app.api.errors import QueueFull
+    from decider.app.api.state import EngineQueue
+    from decider.engine.errors import Cancelled
 
     async def scenario() -> list[str]:
         queue = EngineQueue(max_waiting=3)
@@ -639,7 +639,7 @@ def test_non_loopback_bind_needs_a_key(service, monkeypatch, capsys):
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         check_bind(host, None)
     check_bind("0.0.0.0", "k")
-    from app.cli import main
+    from decider.app.cli import main
 
     monkeypatch.delenv("DECIDER_API_KEY", raising=False)
     started = time.perf_counter()

@@ -14,7 +14,7 @@ import math
 import pytest
 
 import api_goldens as goldens
-from app.api.server import ApiServer
+from decider.app.api.server import ApiServer
 
 
 @pytest.fixture(scope="module")

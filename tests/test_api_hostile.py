@@ -17,9 +17,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.api.server import ApiServer
-from app.service import EngineService
-from engine.devices import DeviceOptions
+from decider.app.api.server import ApiServer
+from decider.app.service import EngineService
+from decider.engine.devices import DeviceOptions
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 GAME = "http://game.example:3000"
@@ -156,7 +156,7 @@ def test_post_bodies_must_be_json(api, content_type):
 
 
 def test_the_api_key_is_compared_in_constant_time(service, monkeypatch):
-    import app.api.policy as policy
+    import decider.app.api.policy as policy
 
     compared = []
     real = policy.hmac.compare_digest

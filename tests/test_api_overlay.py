@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.preferences import GuiSettings  # noqa: E402
+from decider.app.preferences import GuiSettings  # noqa: E402
 
 from conftest import model_dir  # noqa: E402
 
@@ -23,7 +23,7 @@ QUESTION = "The troll blocks the bridge. What does the party do?"
 
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch):
-    from app.gui import build_window, create_app
+    from decider.app.gui import build_window, create_app
 
     monkeypatch.setenv("DECIDER_CONFIG_DIR", str(tmp_path / "config"))
     with socket.socket() as probe:

@@ -11,10 +11,10 @@ import httpx
 import openai
 import pytest
 
-from app.api.server import ApiServer
-from app.service import EngineService
-from engine.devices import DeviceOptions
-from engine.echo import echo_prompt
+from decider.app.api.server import ApiServer
+from decider.app.service import EngineService
+from decider.engine.devices import DeviceOptions
+from decider.engine.echo import echo_prompt
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 GREEDY = {"temperature": 0, "seed": 1234}

@@ -13,14 +13,14 @@ import numpy as np
 import openai
 import pytest
 
-from app.api.server import ApiServer
-from app.service import EngineService
-from engine.devices import DeviceOptions
-from engine.generate import GenerationRequest
-from engine.logit_bias import LogitBias
-from engine.processors import AllowedTokens, Penalties, check_order, make_processors
-from engine.settings import SamplingSettings
-from engine.structured import ResponseFormat
+from decider.app.api.server import ApiServer
+from decider.app.service import EngineService
+from decider.engine.devices import DeviceOptions
+from decider.engine.generate import GenerationRequest
+from decider.engine.logit_bias import LogitBias
+from decider.engine.processors import AllowedTokens, Penalties, check_order, make_processors
+from decider.engine.settings import SamplingSettings
+from decider.engine.structured import ResponseFormat
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 PLAIN = {"temperature": 0, "seed": 1, "frequency_penalty": 0, "presence_penalty": 0}

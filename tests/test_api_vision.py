@@ -9,10 +9,10 @@ import numpy as np
 import openai
 import pytest
 
-from app.api.server import ApiServer
-from app.service import EngineService
+from decider.app.api.server import ApiServer
+from decider.app.service import EngineService
 from conftest import FIXTURES, REFERENCE, model_dir
-from engine.devices import DeviceOptions
+from decider.engine.devices import DeviceOptions
 from test_api import call
 
 REF = json.loads((REFERENCE / "qwen35-vl-images.json").read_text())

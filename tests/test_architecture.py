@@ -19,22 +19,28 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "engine", "ui")
 
 
-def lint_imports(tree: Path) -> subprocess.CompletedProcess:
-    """import-linter on `tree` in a fresh interpreter that imports the packages from there."""
+def lint_imports(package: Path) -> subprocess.CompletedProcess:
+    """import-linter on the `decider` package at `package` (its pyproject.toml holds the contracts), in a
+    fresh interpreter that imports `decider` from there."""
+    assert package.name == "decider"
     code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
-    return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(package.parent), "PYTHONSAFEPATH": "1"}
+    return subprocess.run([sys.executable, "-c", code], cwd=package, env=env, capture_output=True, text=True, timeout=120)
 
 
 def copy_tree(dest: Path) -> Path:
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__", "*.bin", "*.xml"))
-    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
-    return dest
+    package = dest / "decider"
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__", "*.bin", "*.xml"))
+    for name in ("__init__.py", "pyproject.toml"):
+        shutil.copy(ROOT / name, package / name)
+    return package
 
 
 def test_the_import_contracts_hold():
-    done = lint_imports(ROOT)
+    import decider
+
+    done = lint_imports(Path(decider.__file__).parent)  # this checkout, under the name it is imported by
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 kept, 0 broken" in done.stdout
 
@@ -43,10 +49,10 @@ def test_a_widget_importing_the_application_breaks_the_layers(tmp_path):
     tree = copy_tree(tmp_path)
     assert lint_imports(tree).returncode == 0  # the copy itself is clean
     bars = tree / "ui" / "bars.py"
-    bars.write_text(bars.read_text().replace("from .theme import color", "from .theme import color\nimport app.history"))
+    bars.write_text(bars.read_text().replace("from .theme import color", "from .theme import color\nimport decider.app.history"))
     done = lint_imports(tree)
     assert done.returncode != 0
-    assert "BROKEN" in done.stdout and "ui.bars -> app.history" in done.stdout
+    assert "BROKEN" in done.stdout and "decider.ui.bars -> decider.app.history" in done.stdout
 
 
 def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
@@ -55,14 +61,14 @@ def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
     target.write_text(target.read_text() + "\nimport PySide6.QtCore  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
-    assert "engine.errors -> PySide6" in done.stdout
+    assert "decider.engine.errors -> PySide6" in done.stdout
 
 
 def test_ui_never_imports_openvino():
     code = (
-        "import sys; import ui.main_window, ui.overlay, ui.inspector, ui.settings_panel, ui.model_picker, ui.hotkey; "
-        "import app.preferences, app.gui; "
-        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
+        "import sys; import decider.ui.main_window, decider.ui.overlay, decider.ui.inspector, decider.ui.settings_panel, decider.ui.model_picker, decider.ui.hotkey; "
+        "import decider.app.preferences, decider.app.gui; "
+        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'decider.engine.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -72,9 +78,9 @@ def test_ui_never_imports_openvino():
 
 def test_new_ui_modules_never_import_openvino():
     code = (
-        "import sys; import ui.calibration_tab, ui.history_tab, ui.reliability_chart, ui.task_dialog, ui.download_dialog, ui.convert_dialog, ui.doctor_dialog, ui.result_view, ui.settings_panel, ui.model_picker, "
-        "ui.main_window, app.engine_thread, app.task_runner, app.model_jobs, app.gui; "
-        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'engine.runner']; "
+        "import sys; import decider.ui.calibration_tab, decider.ui.history_tab, decider.ui.reliability_chart, decider.ui.task_dialog, decider.ui.download_dialog, decider.ui.convert_dialog, decider.ui.doctor_dialog, decider.ui.result_view, decider.ui.settings_panel, decider.ui.model_picker, "
+        "decider.ui.main_window, decider.app.engine_thread, decider.app.task_runner, decider.app.model_jobs, decider.app.gui; "
+        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'decider.engine.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -86,15 +92,15 @@ def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
     """The widgets know the application only by the Protocols in ui/ports.py: what app/gui.py hands them
     must have every member those declare (a renamed method or signal fails here, not in a click)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from app.engine_thread import EngineWorker, ModelInfo
-    from app.gui_ports import calibration, model_tools, settings_rules
-    from app.history import HistoryStore
-    from app.preferences import GuiSettings
-    from app.task_runner import Task
-    from engine.decide import DecisionRequest
-    from engine.settings import SamplingSettings
+    from decider.app.engine_thread import EngineWorker, ModelInfo
+    from decider.app.gui_ports import calibration, model_tools, settings_rules
+    from decider.app.history import HistoryStore
+    from decider.app.preferences import GuiSettings
+    from decider.app.task_runner import Task
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
     from test_gui_calibration import synthetic_result
-    from ui import ports
+    from decider.ui import ports
 
     assert isinstance(EngineWorker(), ports.EngineClient)
     assert isinstance(GuiSettings(), ports.Settings)

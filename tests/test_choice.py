@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from app.cli import main
-from app.history import HistoryStore
+from decider.app.cli import main
+from decider.app.history import HistoryStore
 from conftest import model_dir
-from engine.decide import DecisionRequest, decide
-from engine.settings import SamplingSettings
+from decider.engine.decide import DecisionRequest, decide
+from decider.engine.settings import SamplingSettings
 
 MODEL = str(model_dir("qwen35-text"))
 QUESTION = "Scouts report that Hide is the safe choice. What should we do?"
@@ -119,10 +119,10 @@ def test_cli_sample_choice_says_drawn_and_most_likely(capsys):
 
 
 def test_history_list_export_and_calibration_show_the_window_number_for_a_permuted_decision(tmp_path, capsys, monkeypatch):
-    import app.history
+    import decider.app.history
 
     store = HistoryStore(tmp_path / "h.sqlite3")
-    monkeypatch.setattr(app.history, "default_store", lambda: store)
+    monkeypatch.setattr(decider.app.history, "default_store", lambda: store)
     code, out, _ = run(capsys, "ask", QUESTION, *sum((["--option", o] for o in OPTIONS), []), "--model", MODEL,
                        "--permute", "--temperature", "0", "--json")
     body = json.loads(out)
@@ -138,7 +138,7 @@ def test_history_list_export_and_calibration_show_the_window_number_for_a_permut
     assert float(exported[f"shown_{body['choice']['label']}"]) == shown
     # calibration measures the shown bars: its confidence for this row is the debiased value
     store.label(row.id, body["choice"]["label"])
-    from app.calibration_history import labelled, report
+    from decider.app.calibration_history import labelled, report
 
     measured = report(labelled(store, None, None), bins=10)
     confidences = [b.confidence for b in measured.bins if b.count]
@@ -147,7 +147,7 @@ def test_history_list_export_and_calibration_show_the_window_number_for_a_permut
 
 
 def test_calibration_of_a_single_order_row_is_unchanged_by_using_the_shown_bars(text_runner):
-    from app.calibration_history import calibrated_probabilities
+    from decider.app.calibration_history import calibrated_probabilities
 
     result = decide(text_runner, DecisionRequest(QUESTION, OPTIONS, sampling=HOT))
     from_logprobs = calibrated_probabilities([o.logprob for o in result.options], 2.0)
@@ -158,8 +158,8 @@ def test_calibration_of_a_single_order_row_is_unchanged_by_using_the_shown_bars(
 def test_api_decision_accepts_sample_choice_and_checks_its_type():
     from pydantic import ValidationError
 
-    from app.api.errors import from_validation
-    from app.api.protocol import DecideRequest
+    from decider.app.api.errors import from_validation
+    from decider.app.api.protocol import DecideRequest
 
     def parse(body):
         return DecideRequest.model_validate(body).to_request(SamplingSettings())
@@ -173,8 +173,8 @@ def test_api_decision_accepts_sample_choice_and_checks_its_type():
 
 
 def test_window_and_overlay_say_drawn_and_most_likely_when_the_choice_was_sampled(qtbot, text_runner):
-    from ui.overlay import CompanionOverlay
-    from ui.result_view import ResultView
+    from decider.ui.overlay import CompanionOverlay
+    from decider.ui.result_view import ResultView
 
     rng = np.random.default_rng(3)
     result = None

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from app.cli import main
+from decider.app.cli import main
 from conftest import model_dir
 
 MODEL = str(model_dir("qwen35-text"))
@@ -102,7 +102,7 @@ def test_bad_model_folder_exits_1_with_the_file_named(capsys, tmp_path):
 
 
 def test_console_script_entry_point_runs():
-    out = subprocess.run([sys.executable, "-m", "app.cli", "complete", "--model", MODEL, "--prompt", "Hi", "--max-tokens", "1"],
+    out = subprocess.run([sys.executable, "-m", "decider.app.cli", "complete", "--model", MODEL, "--prompt", "Hi", "--max-tokens", "1"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["usage"]["completion_tokens"] == 1

@@ -14,15 +14,14 @@ import numpy as np
 import pytest
 from test_history import fake_result, request
 
-from app.history import HistoryStore
+from decider.app.history import HistoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(args: list, tmp_path: Path, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DECIDER_DATA_DIR": str(tmp_path / "data"), "DECIDER_CONFIG_DIR": str(tmp_path / "config"),
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT, capture_output=True, timeout=120,
+    env = {**os.environ, "DECIDER_DATA_DIR": str(tmp_path / "data"), "DECIDER_CONFIG_DIR": str(tmp_path / "config")}
+    return subprocess.run([sys.executable, "-m", "decider.app.cli", *args], env=env, cwd=ROOT, capture_output=True, timeout=120,
                           **kwargs)
 
 
@@ -61,10 +60,9 @@ def test_history_list_into_a_closed_pipe(tmp_path):
     store = HistoryStore(tmp_path / "data" / "history.sqlite3")
     for _ in range(3000):
         store.add(request(), fake_result([-0.5, -1.5, -3.0]), model="m", device="CPU", source="test")
-    env = {**os.environ, "DECIDER_DATA_DIR": str(tmp_path / "data"), "DECIDER_CONFIG_DIR": str(tmp_path / "config"),
-           "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DECIDER_DATA_DIR": str(tmp_path / "data"), "DECIDER_CONFIG_DIR": str(tmp_path / "config")}
     # What `decider history list | head -1` does: read one line, then close the pipe.
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "history", "list"], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "history", "list"], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()
     proc.stdout.close()

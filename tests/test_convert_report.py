@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from app.cli import main
-from app.convert import ConvertReport
+from decider.app.cli import main
+from decider.app.convert import ConvertReport
 from conftest import model_dir
 
 EXPORT = model_dir("qwen35-text")
@@ -32,9 +32,9 @@ def test_a_refused_conversion_reports_its_error(tmp_path, capsys):
 @pytest.mark.skipif(os.name != "posix", reason="the job's child process group is POSIX-only here")
 def test_the_convert_job_takes_the_childs_error_from_its_report(qtbot, tmp_path, monkeypatch):
     pytest.importorskip("PySide6")
-    import app.convert as convert_module
-    from app.gui import create_app
-    from app.model_jobs import convert_task
+    import decider.app.convert as convert_module
+    from decider.app.gui import create_app
+    from decider.app.model_jobs import convert_task
 
     create_app()
     # The parent's checks pass; the child (a real `decider convert`) refuses the folder and says why.

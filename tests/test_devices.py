@@ -1,7 +1,7 @@
 import pytest
 
-from engine.devices import DeviceOptions, choose_device, compile_properties, device_caps
-from engine.errors import DeviceError, SettingsError
+from decider.engine.devices import DeviceOptions, choose_device, compile_properties, device_caps
+from decider.engine.errors import DeviceError, SettingsError
 
 
 def test_auto_prefers_npu_then_gpu_then_cpu():
@@ -54,8 +54,8 @@ def test_npu_prompt_limit_is_validated():
 import openvino as ov  # noqa: E402
 
 from conftest import model_dir  # noqa: E402
-from engine.devices import path_for, static_compile_properties, visible_devices  # noqa: E402
-from engine.runner_choice import open_runner  # noqa: E402
+from decider.engine.devices import path_for, static_compile_properties, visible_devices  # noqa: E402
+from decider.engine.runner_choice import open_runner  # noqa: E402
 
 
 def test_the_npuw_override_makes_the_npu_usable_and_reaches_the_plugin(monkeypatch, tmp_path):
@@ -139,8 +139,8 @@ def test_npuw_llm_is_detected_by_trying_and_the_static_path_takes_over(monkeypat
 
 
 def test_doctor_names_the_device_path_and_the_fallback(monkeypatch):
-    import engine.runner_choice as runner_choice
-    from app.doctor import run_doctor
+    import decider.engine.runner_choice as runner_choice
+    from decider.app.doctor import run_doctor
 
     real = runner_choice.open_runner
     monkeypatch.setattr(runner_choice, "open_runner", lambda path, options: real(path, options, _NpuCompileFails()))
@@ -152,10 +152,10 @@ def test_doctor_names_the_device_path_and_the_fallback(monkeypatch):
 
 
 def test_cli_prints_the_fallback_notice_on_stderr(monkeypatch, capsys):
-    import app.service
-    from app.cli import main
+    import decider.app.service
+    from decider.app.cli import main
 
-    monkeypatch.setattr(app.service, "open_runner", lambda path, options: open_runner(path, options, _NpuCompileFails()))
+    monkeypatch.setattr(decider.app.service, "open_runner", lambda path, options: open_runner(path, options, _NpuCompileFails()))
     code = main(["complete", "--model", str(model_dir("qwen35-text")), "--prompt", "Once", "--max-tokens", "2", "--temperature", "0"])
     captured = capsys.readouterr()
     assert code == 0

@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine.devices import DeviceOptions
-from engine.info import EngineInfo
-from engine.remote import RemoteConfig, RemoteEngine
+from decider.engine.devices import DeviceOptions
+from decider.engine.info import EngineInfo
+from decider.engine.remote import RemoteConfig, RemoteEngine
 
 from conftest import model_dir
 
@@ -46,7 +46,7 @@ def test_invalid_info_is_refused():
 
 @pytest.mark.parametrize("exact", [True, False])
 def test_a_local_service_describes_its_device_and_precision(exact):
-    from app.service import EngineService
+    from decider.app.service import EngineService
 
     service = EngineService(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=exact))
     info = service.info
@@ -56,7 +56,7 @@ def test_a_local_service_describes_its_device_and_precision(exact):
 
 def test_the_result_view_reads_exactness_from_the_info():
     pytest.importorskip("PySide6")
-    from ui.result_view import engine_summary
+    from decider.ui.result_view import engine_summary
 
     exact = EngineInfo(kind="local", model="m", logprobs="exact", constraint="letter mask", device="CPU")
     fast = EngineInfo(kind="local", model="m", logprobs="reduced", constraint="letter mask", device="CPU")

@@ -13,9 +13,9 @@ from support.gui import GREEDY, ask, dirs, load, make_window  # noqa: E402,F401 
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.gui_ports import calibration  # noqa: E402
-from app.preferences import GuiSettings  # noqa: E402
-from engine.decide import LABELS, DecisionRequest, DecisionResult, OptionResult  # noqa: E402
+from decider.app.gui_ports import calibration  # noqa: E402
+from decider.app.preferences import GuiSettings  # noqa: E402
+from decider.engine.decide import LABELS, DecisionRequest, DecisionResult, OptionResult  # noqa: E402
 
 
 def synthetic_result(logprobs: list[float]) -> DecisionResult:
@@ -54,10 +54,10 @@ def is_color(actual, expected, tolerance: int = 6) -> bool:
 
 
 def test_reliability_chart_renders_offscreen(qtbot, dirs):
-    from app.gui import create_app
-    from engine.calibration import evaluate
-    from ui.reliability_chart import ReliabilityChart
-    from ui.theme import color
+    from decider.app.gui import create_app
+    from decider.engine.calibration import evaluate
+    from decider.ui.reliability_chart import ReliabilityChart
+    from decider.ui.theme import color
 
     create_app()
     logprobs = [[-0.1, -2.5], [-0.7, -0.7], [-0.3, -1.4], [-0.05, -3.2], [-0.9, -0.5], [-0.2, -1.7]] * 3
@@ -93,9 +93,9 @@ def test_reliability_chart_renders_offscreen(qtbot, dirs):
 
 
 def test_history_view_labels_decisions_and_exports(qtbot, dirs, tmp_path):
-    from app.gui import create_app
-    from app.history import HistoryStore
-    from ui.history_tab import HistoryView
+    from decider.app.gui import create_app
+    from decider.app.history import HistoryStore
+    from decider.ui.history_tab import HistoryView
 
     create_app()
     store = HistoryStore(tmp_path / "history.sqlite3")
@@ -130,9 +130,9 @@ def test_history_view_labels_decisions_and_exports(qtbot, dirs, tmp_path):
 
 
 def test_fit_and_apply_show_a_calibrated_value_next_to_the_raw_one(qtbot, make_window):
-    from app.calibration_history import calibrated_probabilities, saved_temperature
-    from app.history import default_store
-    from ui.bars import percent_text
+    from decider.app.calibration_history import calibrated_probabilities, saved_temperature
+    from decider.app.history import default_store
+    from decider.ui.bars import percent_text
 
     seed_history(default_store(), "qwen35-text", 30)
     window = make_window(GuiSettings(device="CPU", temperature=0.0))
@@ -204,9 +204,9 @@ def test_fit_and_apply_show_a_calibrated_value_next_to_the_raw_one(qtbot, make_w
 
 
 def test_fit_needs_enough_labelled_decisions(qtbot, dirs, tmp_path):
-    from app.gui import create_app
-    from app.history import HistoryStore
-    from ui.calibration_tab import CalibrationView
+    from decider.app.gui import create_app
+    from decider.app.history import HistoryStore
+    from decider.ui.calibration_tab import CalibrationView
 
     create_app()
     store = HistoryStore(tmp_path / "h.sqlite3")

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.preferences import GuiSettings  # noqa: E402
-from app.engine_thread import EngineThread  # noqa: E402
-from engine.devices import DeviceOptions  # noqa: E402
-from engine.errors import SettingsError  # noqa: E402
-from ui.decision_controller import DecisionController, DecisionState, build_request  # noqa: E402
+from decider.app.preferences import GuiSettings  # noqa: E402
+from decider.app.engine_thread import EngineThread  # noqa: E402
+from decider.engine.devices import DeviceOptions  # noqa: E402
+from decider.engine.errors import SettingsError  # noqa: E402
+from decider.ui.decision_controller import DecisionController, DecisionState, build_request  # noqa: E402
 
 from conftest import model_dir  # noqa: E402
 

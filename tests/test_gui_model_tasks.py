@@ -16,11 +16,11 @@ from support.gui import FIXTURE, dirs, gui_dirs  # noqa: E402,F401 (pytest fixtu
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.gui_ports import model_tools  # noqa: E402
+from decider.app.gui_ports import model_tools  # noqa: E402
 
 
 def test_model_picker_checks_folders_in_plain_words(qtbot, gui_dirs, tmp_path):
-    from ui.model_picker import ModelPickerDialog
+    from decider.ui.model_picker import ModelPickerDialog
 
     dialog = ModelPickerDialog(model_tools(), [FIXTURE, str(tmp_path / "gone")])
     qtbot.addWidget(dialog)
@@ -32,8 +32,8 @@ def test_model_picker_checks_folders_in_plain_words(qtbot, gui_dirs, tmp_path):
 
 
 def test_model_picker_offers_the_model_tools_and_downloaded_models(qtbot, dirs, tmp_path):
-    from app.models import PULL_MANIFEST, models_root
-    from ui.model_picker import ModelPickerDialog
+    from decider.app.models import PULL_MANIFEST, models_root
+    from decider.ui.model_picker import ModelPickerDialog
 
     downloaded = models_root() / "owner--model"
     downloaded.mkdir(parents=True)
@@ -48,8 +48,8 @@ def test_model_picker_offers_the_model_tools_and_downloaded_models(qtbot, dirs, 
 
 
 def test_doctor_on_a_broken_folder_shows_the_problem_lines(qtbot, dirs, tmp_path):
-    from app.gui import create_app
-    from ui.doctor_dialog import DoctorDialog
+    from decider.app.gui import create_app
+    from decider.ui.doctor_dialog import DoctorDialog
 
     create_app()
     broken = tmp_path / "broken"
@@ -74,10 +74,10 @@ def test_doctor_on_a_broken_folder_shows_the_problem_lines(qtbot, dirs, tmp_path
 
 
 def test_convert_dialog_shows_the_install_command_without_optimum(qtbot, dirs, tmp_path):
-    from app.convert import INSTALL_HINT
-    from app.gui import create_app
-    from app.model_jobs import convert_task
-    from ui.convert_dialog import ConvertDialog
+    from decider.app.convert import INSTALL_HINT
+    from decider.app.gui import create_app
+    from decider.app.model_jobs import convert_task
+    from decider.ui.convert_dialog import ConvertDialog
 
     create_app()
     dialog = ConvertDialog(model_tools(), hf_dir=str(tmp_path / "ckpt"), optimum=False)
@@ -96,9 +96,9 @@ def test_convert_dialog_shows_the_install_command_without_optimum(qtbot, dirs, t
 
 @pytest.mark.skipif(os.name != "posix", reason="process-group check uses POSIX signals")
 def test_convert_runs_in_a_child_process_and_cancel_ends_its_whole_tree(qtbot, dirs, tmp_path, monkeypatch):
-    import app.convert as convert_module
-    from app.gui import create_app
-    from ui.convert_dialog import ConvertDialog
+    import decider.app.convert as convert_module
+    from decider.app.gui import create_app
+    from decider.ui.convert_dialog import ConvertDialog
 
     create_app()
     monkeypatch.setattr(convert_module, "optimum_available", lambda: True)
@@ -115,7 +115,7 @@ def test_convert_runs_in_a_child_process_and_cancel_ends_its_whole_tree(qtbot, d
         "print('Exporting 1/3', flush=True); print('Exporting 2/3', flush=True)\n"
         "time.sleep(60)\n"
     )
-    import app.model_jobs as worker_module
+    import decider.app.model_jobs as worker_module
 
     real = worker_module.convert_task
     monkeypatch.setattr(worker_module, "convert_task",
@@ -149,8 +149,8 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
     pytest.importorskip("huggingface_hub")
     from test_models_cli import EXPORT, REPO, FixtureHub
 
-    from app.gui import create_app
-    from ui.download_dialog import DownloadDialog
+    from decider.app.gui import create_app
+    from decider.ui.download_dialog import DownloadDialog
 
     create_app()
     hub = FixtureHub()

@@ -14,8 +14,8 @@ from support.gui import direct_service, dirs, load, make_window  # noqa: E402,F4
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
-from app.preferences import GuiSettings, load_settings  # noqa: E402
-from engine.decide import DecisionRequest  # noqa: E402
+from decider.app.preferences import GuiSettings, load_settings  # noqa: E402
+from decider.engine.decide import DecisionRequest  # noqa: E402
 
 
 def test_overlay_flags_transparency_click_through_and_position(qtbot, make_window):
@@ -85,7 +85,7 @@ def test_clipboard_trigger_decides_on_the_parsed_options(qtbot, make_window):
 
 def test_api_decisions_reach_the_overlay_from_another_thread(qtbot, make_window, direct_service):
     window = make_window()
-    from app.api.state import ApiDecision
+    from decider.app.api.state import ApiDecision
 
     request = DecisionRequest("From the game", ("Jump", "Duck"))
     result = direct_service.decide(request)
@@ -97,7 +97,7 @@ def test_api_decisions_reach_the_overlay_from_another_thread(qtbot, make_window,
 
 
 def test_local_api_toggle_serves_the_loaded_model(qtbot, make_window):
-    pytest.importorskip("app.api.server")
+    pytest.importorskip("decider.app.api.server")
     import socket
     import urllib.request
 

@@ -15,7 +15,7 @@ from support.gui import FIXTURE, ask, dirs, load, make_window  # noqa: E402,F401
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.preferences import GuiSettings  # noqa: E402
+from decider.app.preferences import GuiSettings  # noqa: E402
 
 
 def chat_answer(token: str, alternatives: dict[str, float]) -> dict:

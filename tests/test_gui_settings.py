@@ -12,7 +12,7 @@ from support.gui import dirs, gui_dirs, load, make_window  # noqa: E402,F401 (py
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.preferences import GuiSettings, load_settings, save_settings, settings_path  # noqa: E402
+from decider.app.preferences import GuiSettings, load_settings, save_settings, settings_path  # noqa: E402
 
 
 def test_settings_round_trip_to_disk(gui_dirs):
@@ -105,7 +105,7 @@ def test_remote_settings_round_trip_and_validation(dirs):
     loaded, warnings = load_settings()
     assert loaded.engine == "local" and loaded.remote_url == "" and loaded.remote_timeout == 60.0
     assert len(warnings) == 4
-    from engine.errors import SettingsError
+    from decider.engine.errors import SettingsError
 
     with pytest.raises(SettingsError, match="enter the server's URL"):
         GuiSettings(engine="remote").remote_config()

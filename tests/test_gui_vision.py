@@ -14,8 +14,8 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QMimeData, QUrl  # noqa: E402
 from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
 
-from app.images import load_image_file  # noqa: E402
-from app.preferences import GuiSettings  # noqa: E402
+from decider.app.images import load_image_file  # noqa: E402
+from decider.app.preferences import GuiSettings  # noqa: E402
 from conftest import FIXTURES, model_dir  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))
@@ -24,7 +24,7 @@ SCREEN = FIXTURES / "images" / "screen_640x360.png"
 
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch):
-    from app.gui import build_window, create_app
+    from decider.app.gui import build_window, create_app
 
     monkeypatch.setenv("DECIDER_CONFIG_DIR", str(tmp_path / "config"))
     create_app()
@@ -40,7 +40,7 @@ def window(qtbot, tmp_path, monkeypatch):
 
 
 def test_qimage_pixels_equal_the_decoded_file():
-    from ui.image_input import qimage_to_pixels
+    from decider.ui.image_input import qimage_to_pixels
 
     assert np.array_equal(qimage_to_pixels(QImage(str(SCREEN))), load_image_file(SCREEN))
 

@@ -23,8 +23,8 @@ SCRIPT = textwrap.dedent(
     from PySide6.QtCore import QTimer
     from PySide6.QtGui import QPixmap
     from PySide6.QtWidgets import QLabel
-    from app.gui import build_window, create_app
-    from app.preferences import GuiSettings
+    from decider.app.gui import build_window, create_app
+    from decider.app.preferences import GuiSettings
 
     model, game_png, overlay_png, window_png = sys.argv[1:5]
     app = create_app()

@@ -18,7 +18,7 @@ from support.gui import FIXTURE, ask, direct_service, dirs, gui_dirs, load, make
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
-from app.preferences import GuiSettings, load_settings  # noqa: E402
+from decider.app.preferences import GuiSettings, load_settings  # noqa: E402
 
 
 def test_decide_click_shows_the_engines_probabilities(qtbot, make_window, direct_service):
@@ -38,7 +38,7 @@ def test_decide_click_shows_the_engines_probabilities(qtbot, make_window, direct
     assert [b.text for b in window.result_view.bars.bars] == ["Sneak past", "Fight", "Go around"]
     chosen = [b.chosen for b in window.result_view.bars.bars]
     assert chosen.index(True) == result.choice_index == expected.choice_index  # greedy: same draw
-    from ui.bars import percent_text
+    from decider.ui.bars import percent_text
 
     assert [b.percent_text() for b in window.result_view.bars.bars] == [percent_text(o.probability) for o in expected.options]
     assert window.result_view.choice_text.text() == expected.options[expected.choice_index].text
@@ -132,7 +132,7 @@ def test_bad_model_folder_shows_the_error_and_the_app_keeps_working(qtbot, make_
 
 
 def test_first_run_model_choice(gui_dirs, tmp_path, monkeypatch):
-    import app.gui as gui
+    import decider.app.gui as gui
 
     monkeypatch.setattr(gui, "demo_model_dir", lambda: None)
     assert gui.initial_model(None, GuiSettings()) == (None, False)
@@ -154,7 +154,7 @@ def test_empty_state_then_demo_label(qtbot, make_window):
     assert window.status_model.text() == "demo model"
     assert window.settings.recent_models == ()  # the demo is not a "recent model"
     # the bundled folder chosen by its path (--model, the picker) is labelled the same way
-    from app.config import DEMO_MODEL_DIR
+    from decider.app.config import DEMO_MODEL_DIR
 
     with qtbot.waitSignal(window.model_ready, timeout=60_000) as blocker:
         window.load_model(str(DEMO_MODEL_DIR))
@@ -269,7 +269,7 @@ def test_engine_exception_becomes_a_message(qtbot, make_window):
 
 
 def test_options_editor_paste_reorder_remove(qtbot, gui_dirs):
-    from ui.options_editor import OptionsEditor
+    from decider.ui.options_editor import OptionsEditor
 
     editor = OptionsEditor()
     qtbot.addWidget(editor)
@@ -288,7 +288,7 @@ def test_options_editor_paste_reorder_remove(qtbot, gui_dirs):
 
 
 def test_no_display_is_a_plain_error_not_a_qt_abort():
-    from app.gui import display_problem
+    from decider.app.gui import display_problem
 
     problem = display_problem({}, "linux")
     assert problem and "no display" in problem and "xvfb-run decider" in problem and "decider ask" in problem
@@ -297,17 +297,17 @@ def test_no_display_is_a_plain_error_not_a_qt_abort():
     assert display_problem({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None  # tests, screenshots
     assert display_problem({}, "win32") is None and display_problem({}, "darwin") is None
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "gui"], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "decider.app.cli", "gui"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no display" in done.stderr
 
 
 def test_a_device_fallback_is_shown_in_the_status_bar(qtbot, make_window, monkeypatch):
     """AUTO on a laptop whose NPU cannot compile the model: the window loads on the CPU and says why."""
-    import app.service
-    from engine.runner_choice import open_runner
+    import decider.app.service
+    from decider.engine.runner_choice import open_runner
     from test_devices import _NpuCompileFails
 
-    monkeypatch.setattr(app.service, "open_runner", lambda path, options: open_runner(path, options, _NpuCompileFails()))
+    monkeypatch.setattr(decider.app.service, "open_runner", lambda path, options: open_runner(path, options, _NpuCompileFails()))
     window = make_window(GuiSettings(device="AUTO"))
     info = load(qtbot, window)
     assert info.device == "CPU" and len(info.notices) == 1

@@ -40,7 +40,7 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_screenshot_run_saves_window_and_overlay(tmp_path):
     main, overlay = tmp_path / "main.png", tmp_path / "overlay.png"
     done = run_under_xvfb(
-        [sys.executable, "-m", "app.cli", "gui", "--model", str(model_dir("qwen35-text")), "--question", "Which way?",
+        [sys.executable, "-m", "decider.app.cli", "gui", "--model", str(model_dir("qwen35-text")), "--question", "Which way?",
          "--option", "Left", "--option", "Right", "--screenshot", str(main), "--overlay-screenshot", str(overlay)],
         tmp_path,
     )
@@ -58,7 +58,7 @@ def test_x11_global_hotkey_fires_on_a_real_key_press(tmp_path):
         import ctypes, sys
         from PySide6.QtCore import QTimer
         from PySide6.QtWidgets import QApplication
-        from ui.hotkey import GlobalHotkey
+        from decider.ui.hotkey import GlobalHotkey
 
         app = QApplication(sys.argv)
         assert app.platformName() == "xcb", app.platformName()

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cli import main
-from app.history import MIGRATIONS, SCHEMA_VERSION, HistoryStore
-from engine.calibration import evaluate, fit_temperature, letter_bias
-from engine.decide import DecisionRequest, DecisionResult, OptionResult, Alternative
-from engine.errors import SettingsError
-from engine.settings import SamplingSettings
+from decider.app.cli import main
+from decider.app.history import MIGRATIONS, SCHEMA_VERSION, HistoryStore
+from decider.engine.calibration import evaluate, fit_temperature, letter_bias
+from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult, Alternative
+from decider.engine.errors import SettingsError
+from decider.engine.settings import SamplingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 CHILD = """
 import sys, numpy as np
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-from app.history import HistoryStore
+from decider.app.history import HistoryStore
 from test_history import fake_result, request
 store = HistoryStore({path!r})
 while True:
@@ -173,7 +173,7 @@ def test_letter_bias_counts():
 def test_cli_label_export_and_calibrate(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DECIDER_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("DECIDER_CONFIG_DIR", str(tmp_path / "config"))
-    from app.history import default_store
+    from decider.app.history import default_store
 
     store = default_store()
     rng = np.random.default_rng(1)
@@ -192,7 +192,7 @@ def test_cli_label_export_and_calibrate(tmp_path, capsys, monkeypatch):
     assert main(["calibrate", "--fit", "--apply", "--bins", "5"]) == 0
     out = capsys.readouterr().out
     assert "30 labelled decisions" in out and "5 equal-width bins" in out and "held-out rows" in out
-    from app.calibration_history import saved_temperature
+    from decider.app.calibration_history import saved_temperature
 
     assert saved_temperature("m", False) is not None
     assert main(["calibrate", "--bins", "1"]) == 2

@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 from conftest import model_dir
-from engine.errors import ModelError
-from engine.model_folder import inspect_folder
-from engine.runner import ModelRunner
+from decider.engine.errors import ModelError
+from decider.engine.model_folder import inspect_folder
+from decider.engine.runner import ModelRunner
 
 
 @pytest.fixture

@@ -39,12 +39,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
 
-from app import pull as pull_module  # noqa: E402
-from app.cli import main  # noqa: E402
-from app.models import PARTIAL_DIR, PULL_MANIFEST, known_models, weight_precision  # noqa: E402
-from app.pull import PullError, pull  # noqa: E402
+from decider.app import pull as pull_module  # noqa: E402
+from decider.app.cli import main  # noqa: E402
+from decider.app.models import PARTIAL_DIR, PULL_MANIFEST, known_models, weight_precision  # noqa: E402
+from decider.app.pull import PullError, pull  # noqa: E402
 from conftest import FIXTURES, model_dir  # noqa: E402
-from engine.errors import Cancelled  # noqa: E402
+from decider.engine.errors import Cancelled  # noqa: E402
 
 EXPORT = model_dir("qwen35-text")
 CHECKPOINT = FIXTURES / "checkpoints" / "qwen35-text"
@@ -503,7 +503,7 @@ def test_models_lists_pulled_and_recent_folders_and_flags_a_broken_one(hub, caps
     assert code == 0
     assert f"✓ {REPO}  (downloaded)" in out
     # The format suits every device; one this machine lacks is marked as such (never a bare "GPU yes" without a GPU).
-    from app.models import devices_here
+    from decider.app.models import devices_here
 
     seen = {d.split(".")[0] for d in devices_here()}
 
@@ -525,9 +525,9 @@ def test_models_lists_pulled_and_recent_folders_and_flags_a_broken_one(hub, caps
 
 
 def test_models_tolerates_odd_settings_files(hub, tmp_path, monkeypatch):
-    import app.config
+    import decider.app.config
 
-    monkeypatch.setattr(app.config, "DEMO_MODEL_DIR", tmp_path / "no-demo-model")
+    monkeypatch.setattr(decider.app.config, "DEMO_MODEL_DIR", tmp_path / "no-demo-model")
     config = tmp_path / "config"
     config.mkdir()
     (config / "gui_settings.json").write_text(json.dumps({"recent_models": [{"path": str(EXPORT)}, 3, None], "last_model": 7}))
@@ -537,9 +537,9 @@ def test_models_tolerates_odd_settings_files(hub, tmp_path, monkeypatch):
 
 
 def test_models_labels_the_demo_model(hub, tmp_path, monkeypatch):
-    import app.config
+    import decider.app.config
 
-    monkeypatch.setattr(app.config, "DEMO_MODEL_DIR", EXPORT)
+    monkeypatch.setattr(decider.app.config, "DEMO_MODEL_DIR", EXPORT)
     entries = known_models()
     assert [(e.name, e.sources, e.kind) for e in entries] == [("qwen35-text", ["demo model"], "export")]
 
@@ -617,7 +617,7 @@ def test_doctor_json(capsys):
 
 
 def test_convert_without_optimum_says_how_to_install_it(capsys, tmp_path, monkeypatch):
-    from app import convert as convert_module
+    from decider.app import convert as convert_module
 
     monkeypatch.setattr(convert_module, "optimum_available", lambda: False)
     code, _, err = run(capsys, "convert", str(CHECKPOINT), str(tmp_path / "out"))

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, reference
-from engine.generate import generate_step, make_rng
-from engine.logprobs import log_softmax
-from engine.devices import DeviceOptions
-from engine.runner import ModelRunner
-from engine.static_runner import StaticRunner
-from engine.settings import SamplingSettings
+from decider.engine.generate import generate_step, make_rng
+from decider.engine.logprobs import log_softmax
+from decider.engine.devices import DeviceOptions
+from decider.engine.runner import ModelRunner
+from decider.engine.static_runner import StaticRunner
+from decider.engine.settings import SamplingSettings
 
 GREEDY_NO_PENALTIES = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
 TOLERANCE = 1e-4

@@ -5,11 +5,11 @@ from collections import deque
 import numpy as np
 import pytest
 
-from engine import processors
-from engine.chat_template import Message, build_chat_prompt
-from engine.generate import generate_step, make_rng
-from engine.processors import AllowedTokens, Penalties, check_order, make_processors, run_processors
-from engine.settings import SamplingSettings
+from decider.engine import processors
+from decider.engine.chat_template import Message, build_chat_prompt
+from decider.engine.generate import generate_step, make_rng
+from decider.engine.processors import AllowedTokens, Penalties, check_order, make_processors, run_processors
+from decider.engine.settings import SamplingSettings
 
 PENALISED_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)
 
@@ -131,7 +131,7 @@ def test_a_grammar_mask_plugs_into_the_chain_as_a_draw_only_processor(text_runne
     import json
 
     pytest.importorskip("llguidance")
-    from engine.structured import GrammarMask, GrammarTokenizer, ResponseFormat
+    from decider.engine.structured import GrammarMask, GrammarTokenizer, ResponseFormat
 
     tok = text_runner.tokenizer
     schema = {"type": "json_schema", "json_schema": {"schema": {

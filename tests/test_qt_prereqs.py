@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.qt_prereqs import install_line, missing_libraries, package_manager, platform_candidates, platform_problem
+from decider.app.qt_prereqs import install_line, missing_libraries, package_manager, platform_candidates, platform_problem
 
 DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'
 UBUNTU = "ID=ubuntu\nID_LIKE=debian\n"
@@ -62,7 +62,7 @@ def test_no_problem_where_the_plugin_loads_or_is_not_used(plugin_with_missing_li
 
 def test_this_machines_qt_plugin_is_checked_for_real():
     """Whatever this machine lacks, the check agrees with ldd on PySide6's own xcb plugin."""
-    from app.qt_prereqs import plugin_dir
+    from decider.app.qt_prereqs import plugin_dir
 
     plugin = plugin_dir() / "libqxcb.so"
     assert plugin.is_file()

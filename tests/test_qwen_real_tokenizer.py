@@ -42,8 +42,8 @@ def tok(qwen_tokenizer_json):
 
 
 def test_engine_chat_template_builds_the_golden_ids(qwen_tokenizer_json):
-    from engine.chat_template import Message, build_chat_prompt
-    from engine.tokenizer import ChatTokenizer
+    from decider.engine.chat_template import Message, build_chat_prompt
+    from decider.engine.tokenizer import ChatTokenizer
 
     chat = ChatTokenizer(qwen_tokenizer_json, logits_width=248320)
     assert (chat.im_start, chat.im_end, chat.end_of_text, chat.think_open, chat.think_close) == (
@@ -60,7 +60,7 @@ def test_engine_chat_template_builds_the_golden_ids(qwen_tokenizer_json):
     sneaky = build_chat_prompt(chat, [Message("user", "<|im_end|>")], think=False)
     assert sneaky.ids.count(248046) == 1
     # the option letters are single tokens at the answer position
-    from engine.decision_prompt import letter_ids
+    from decider.engine.decision_prompt import letter_ids
 
     assert len(set(letter_ids(chat, 10))) == 10
 

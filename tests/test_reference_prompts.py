@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, reference
-from engine.chat_template import Message, build_chat_prompt
-from engine.decide import DecisionRequest, decide
-from engine.decision_prompt import build_decision_prompt, letter_ids
-from engine.runner import ModelRunner
-from engine.settings import SamplingSettings
+from decider.engine.chat_template import Message, build_chat_prompt
+from decider.engine.decide import DecisionRequest, decide
+from decider.engine.decision_prompt import build_decision_prompt, letter_ids
+from decider.engine.runner import ModelRunner
+from decider.engine.settings import SamplingSettings
 from fixture_cases import CHATS, DECISIONS, WORD_OPTIONS
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)

@@ -7,10 +7,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.decide import DecisionRequest
-from engine.errors import SettingsError
-from engine.remote import RemoteConfig, RemoteEngine, RemoteError
-from engine.settings import SamplingSettings
+from decider.engine.decide import DecisionRequest
+from decider.engine.errors import SettingsError
+from decider.engine.remote import RemoteConfig, RemoteEngine, RemoteError
+from decider.engine.settings import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 
@@ -152,8 +152,8 @@ def test_config_validation():
 
 @pytest.fixture(scope="module")
 def own_server():
-    from app.api.server import ApiServer
-    from app.service import EngineService
+    from decider.app.api.server import ApiServer
+    from decider.app.service import EngineService
     from conftest import model_dir
 
     service = EngineService(model_dir("qwen35-text"))
@@ -199,7 +199,7 @@ def test_remote_connection_test_against_our_server(own_server):
 
 
 def test_cli_ask_with_a_remote_engine(own_server, capsys):
-    from app.cli import main
+    from decider.app.cli import main
 
     _, url = own_server
     code = main(["ask", "Which?", "--option", "Attack", "--option", "Hide", "--engine", url, "--engine-key", "secret",
@@ -241,8 +241,8 @@ def test_guided_choice_is_validated(own_server):
 @pytest.mark.parametrize("system,context,think", [(None, None, False), ("Answer carefully.", "Animals breathe.", False),
                                                   (None, "Rules apply.", True)])
 def test_raw_prompt_text_is_the_local_prompt_token_for_token(text_runner, system, context, think):
-    from engine.decision_prompt import build_decision_prompt
-    from engine.remote_prompt import decision_text
+    from decider.engine.decision_prompt import build_decision_prompt
+    from decider.engine.remote_prompt import decision_text
 
     options = ["Attack", "Defend", "Hide"]
     text = decision_text("Which?", options, system=system, context=context, think=think)

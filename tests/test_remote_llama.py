@@ -45,8 +45,8 @@ def test_auto_detects_llama_cpp_and_its_bars_match_local(llama_url, cases_and_lo
 
 
 def test_every_bar_it_cannot_make_exact_is_labelled_and_bounds_hold(llama_url, cases_and_local):
-    from engine.decide import DecisionRequest
-    from engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.remote import RemoteConfig, RemoteEngine
 
     cases, local = cases_and_local
     engine = RemoteEngine(RemoteConfig(llama_url, method="list"))

@@ -7,16 +7,16 @@ import openvino as ov
 import pytest
 
 from conftest import case, model_dir
-from engine.devices import DeviceCaps
-from engine.errors import ContextLimitError, SettingsError
-from engine.runner import ModelRunner
+from decider.engine.devices import DeviceCaps
+from decider.engine.errors import ContextLimitError, SettingsError
+from decider.engine.runner import ModelRunner
 
 PROMPT = case("dist_ten_options")["prompt_ids"]
 
 
 def full_position_logits(ids):
     """The unedited export's logits at every position, fed in the same chunks as the runner's prefill."""
-    from engine.runner import chunk_sizes
+    from decider.engine.runner import chunk_sizes
 
     core = ov.Core()
     compiled = core.compile_model(
@@ -146,8 +146,8 @@ def test_a_step_started_ahead_gives_the_same_logits_as_a_plain_step(text_runner)
 
 
 def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runner):
-    from engine.generate import generate_step, make_rng
-    from engine.settings import SamplingSettings
+    from decider.engine.generate import generate_step, make_rng
+    from decider.engine.settings import SamplingSettings
 
     greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
     text_runner.reset()
@@ -175,7 +175,7 @@ def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runne
 
 
 def test_prefill_chunks_come_from_a_fixed_set_of_lengths():
-    from engine.runner import PREFILL_CHUNK, chunk_sizes
+    from decider.engine.runner import PREFILL_CHUNK, chunk_sizes
 
     allowed = {PREFILL_CHUNK >> i for i in range(PREFILL_CHUNK.bit_length())}
     seen = set()

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from engine import sampling
-from engine.settings import SamplingSettings
+from decider.engine import sampling
+from decider.engine.settings import SamplingSettings
 
 
 def kept(candidates) -> list[int]:

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, reference
-from engine.generate import generate_step, make_rng
-from engine.logprobs import log_softmax
-from engine.runner import ModelRunner
-from engine.scoring import CHUNK, PromptScorer
-from engine.settings import SamplingSettings
+from decider.engine.generate import generate_step, make_rng
+from decider.engine.logprobs import log_softmax
+from decider.engine.runner import ModelRunner
+from decider.engine.scoring import CHUNK, PromptScorer
+from decider.engine.settings import SamplingSettings
 
 TOLERANCE = 1e-4
 PARITY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p.parent.parent / "reference" / f"{p.name}.json").exists())

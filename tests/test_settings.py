@@ -1,8 +1,8 @@
 import pytest
 
-from app.requests import sampling_from
-from engine.errors import SettingsError
-from engine.settings import SamplingSettings
+from decider.app.requests import sampling_from
+from decider.engine.errors import SettingsError
+from decider.engine.settings import SamplingSettings
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,14 @@ from dataclasses import fields
 
 import pytest
 
-from engine.errors import SettingsError
-from engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, SETTINGS, SamplingSettings
+from decider.engine.errors import SettingsError
+from decider.engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, SETTINGS, SamplingSettings
 
 DECIDE_NAMES = ("think", "reasoning_budget", "permute", "score_options", "alternatives")
 
 
 def test_the_engine_dataclasses_take_their_fields_and_defaults_from_the_schema():
-    from engine.decide import DecisionRequest
+    from decider.engine.decide import DecisionRequest
 
     assert [f.name for f in fields(SamplingSettings)] == [s.name for s in SAMPLING_SETTINGS]
     assert SamplingSettings().to_dict() == {s.name: s.default for s in SAMPLING_SETTINGS}
@@ -36,7 +36,7 @@ def test_every_setting_checks_its_own_range(setting):
 
 
 def test_cli_flags_are_generated_from_the_schema():
-    from app.cli import build_parser
+    from decider.app.cli import build_parser
 
     parser = build_parser()
     for command in ("complete", "chat", "ask"):
@@ -54,7 +54,7 @@ def test_cli_flags_are_generated_from_the_schema():
 
 
 def test_the_preferences_keep_the_declared_settings_with_their_defaults_and_ranges():
-    from app.preferences import DECISION_NAMES, GuiSettings, setting_range
+    from decider.app.preferences import DECISION_NAMES, GuiSettings, setting_range
 
     stored = {f.name: f.default for f in fields(GuiSettings)}
     for name in SAMPLING_NAMES + DECISION_NAMES:
@@ -67,7 +67,7 @@ def test_the_preferences_keep_the_declared_settings_with_their_defaults_and_rang
 
 
 def test_the_api_takes_exactly_the_declared_sampling_fields():
-    from app.requests import SAMPLING_FIELDS, sampling_from
+    from decider.app.requests import SAMPLING_FIELDS, sampling_from
 
     assert SAMPLING_FIELDS == {name: SETTINGS[name].kind for name in SAMPLING_NAMES}
     assert "penalty_window" not in SAMPLING_FIELDS  # engine-internal: never a request field
@@ -76,7 +76,7 @@ def test_the_api_takes_exactly_the_declared_sampling_fields():
 
 
 def test_the_api_request_classes_carry_the_declared_fields():
-    from app.api.protocol import ChatCompletionRequest, CompletionRequest, DecideRequest
+    from decider.app.api.protocol import ChatCompletionRequest, CompletionRequest, DecideRequest
 
     for request in (ChatCompletionRequest, CompletionRequest, DecideRequest):
         assert set(SAMPLING_NAMES) <= set(request.model_fields), request.__name__
@@ -92,8 +92,8 @@ def test_the_api_request_classes_carry_the_declared_fields():
 def test_the_remote_request_carries_every_declared_sampling_setting():
     from test_remote import FakeServer, chat_answer
 
-    from engine.decide import DecisionRequest
-    from engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.remote import RemoteConfig, RemoteEngine
 
     server = FakeServer(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.5})))
     try:
@@ -111,9 +111,9 @@ def test_the_settings_form_is_generated_from_the_schema(qtbot):
     pytest.importorskip("PySide6")
     from PySide6.QtWidgets import QLabel
 
-    from app.gui_ports import settings_rules
-    from app.preferences import DECISION_NAMES, GuiSettings
-    from ui.settings_panel import SettingsPanel
+    from decider.app.gui_ports import settings_rules
+    from decider.app.preferences import DECISION_NAMES, GuiSettings
+    from decider.ui.settings_panel import SettingsPanel
 
     panel = SettingsPanel(GuiSettings(), settings_rules())
     qtbot.addWidget(panel)

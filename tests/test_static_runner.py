@@ -10,14 +10,14 @@ import openvino as ov
 import pytest
 
 from conftest import MODELS, case, model_dir, npu_static_runner
-from engine.decide import DecisionRequest, decide
-from engine.devices import DeviceOptions
-from engine.errors import ContextLimitError
-from engine.logprobs import log_softmax
-from engine.runner import ModelRunner
-from engine.settings import SamplingSettings
-from engine.static_graph import prepare_stateless
-from engine.static_runner import StaticRunner, split_chunks
+from decider.engine.decide import DecisionRequest, decide
+from decider.engine.devices import DeviceOptions
+from decider.engine.errors import ContextLimitError
+from decider.engine.logprobs import log_softmax
+from decider.engine.runner import ModelRunner
+from decider.engine.settings import SamplingSettings
+from decider.engine.static_graph import prepare_stateless
+from decider.engine.static_runner import StaticRunner, split_chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo-model"
@@ -74,7 +74,7 @@ def test_static_runner_matches_the_dynamic_runner_on_cpu(folder):
 
 def test_without_the_positions_edit_the_static_window_drifts(monkeypatch):
     # The trap the edit fixes: RoPE from the window length rotates every key as if at the window's end.
-    import engine.static_graph as static_graph
+    import decider.engine.static_graph as static_graph
 
     folder = model_dir("qwen35-text")
     monkeypatch.setattr(static_graph, "feed_positions_to_rope", lambda model: False)

@@ -9,14 +9,14 @@ import pytest
 from PIL import Image
 
 from conftest import FIXTURES, REFERENCE, model_dir
-from engine.chat_template import Message, build_chat_prompt
-from engine.decide import DecisionRequest, decide
-from engine.errors import SettingsError
-from engine.generate import generate_step, make_rng
-from engine.logprobs import log_softmax
-from engine.settings import SamplingSettings
-from engine.vision_preprocess import ProcessorConfig, preprocess, target_size
-from engine.vision_tokens import ImageToken, image_tokens, rope_positions, token_ids
+from decider.engine.chat_template import Message, build_chat_prompt
+from decider.engine.decide import DecisionRequest, decide
+from decider.engine.errors import SettingsError
+from decider.engine.generate import generate_step, make_rng
+from decider.engine.logprobs import log_softmax
+from decider.engine.settings import SamplingSettings
+from decider.engine.vision_preprocess import ProcessorConfig, preprocess, target_size
+from decider.engine.vision_tokens import ImageToken, image_tokens, rope_positions, token_ids
 
 TOLERANCE = 1e-4
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from app.cli import main
-from app.history import HistoryStore, default_store
-from app.images import decode_data_url, image_digest, load_image_file
+from decider.app.cli import main
+from decider.app.history import HistoryStore, default_store
+from decider.app.images import decode_data_url, image_digest, load_image_file
 from conftest import FIXTURES, REFERENCE, model_dir
-from engine.decide import DecisionRequest, DecisionResult, OptionResult
-from engine.errors import SettingsError
+from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult
+from decider.engine.errors import SettingsError
 
 REF = json.loads((REFERENCE / "qwen35-vl-images.json").read_text())
 DECISION = next(c for c in REF["cases"] if c["name"] == "decision_screen")

@@ -198,8 +198,8 @@ def replay(ports: dict[str, int], cases: dict[str, Case]) -> Iterator[tuple[str,
 @contextmanager
 def servers(make_server: Callable[..., object]) -> Iterator[dict[str, int]]:
     """Two servers on one engine: open, and keyed with a small body limit. make_server(service, **kwargs)."""
-    from app.service import EngineService
-    from engine.devices import DeviceOptions
+    from decider.app.service import EngineService
+    from decider.engine.devices import DeviceOptions
 
     service = EngineService(MODEL, DeviceOptions(device="CPU"))
     started = [make_server(service), make_server(service, api_key=KEY, max_body=KEYED_MAX_BODY)]
@@ -215,7 +215,7 @@ def load(kind: str) -> dict:
 
 
 def record() -> None:
-    from app.api.server import ApiServer
+    from decider.app.api.server import ApiServer
 
     def make(service, **kwargs):
         return ApiServer(service, "127.0.0.1", 0, **kwargs)

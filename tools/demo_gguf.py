@@ -111,8 +111,8 @@ def checkpoint(folder: Path, out: Path) -> Path:
 def _check_against_ir(model, folder: Path) -> None:
     import torch
 
-    from engine.decision_prompt import build_decision_prompt
-    from engine.runner import ModelRunner
+    from decider.engine.decision_prompt import build_decision_prompt
+    from decider.engine.runner import ModelRunner
 
     runner = ModelRunner(folder)
     worst = 0.0

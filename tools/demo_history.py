@@ -22,11 +22,11 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import demo_tasks  # noqa: E402
 
-from app.config import demo_model_dir  # noqa: E402
-from app.history import default_store  # noqa: E402
-from app.service import EngineService  # noqa: E402
-from engine.decide import DecisionRequest  # noqa: E402
-from engine.settings import SamplingSettings  # noqa: E402
+from decider.app.config import demo_model_dir  # noqa: E402
+from decider.app.history import default_store  # noqa: E402
+from decider.app.service import EngineService  # noqa: E402
+from decider.engine.decide import DecisionRequest  # noqa: E402
+from decider.engine.settings import SamplingSettings  # noqa: E402
 
 SEED = 7_2028  # the test seed of tests/test_demo_model.py: items training never saw
 COUNTS = {"retrieval": 80, "category": 80, "retrieval_none": 14, "category_none": 13, "category_two": 13}

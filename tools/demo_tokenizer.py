@@ -20,7 +20,7 @@ for p in (str(ROOT), str(TOOLS)):
         sys.path.insert(0, p)
 
 import demo_tasks  # noqa: E402
-from engine.decision_prompt import LABELS, load_templates, render_user_text  # noqa: E402
+from decider.engine.decision_prompt import LABELS, load_templates, render_user_text  # noqa: E402
 from make_fixtures import (  # noqa: E402  (the fixture tokenizer's specials, regex and chat template)
     ADDED_TOKENS,
     CHAT_TEMPLATE,
@@ -111,8 +111,8 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as d:
         t = write(Path(d))
         print("tokenizer size", t.get_vocab_size(), "regular", t.get_vocab_size(with_added_tokens=False))
-        from engine.decision_prompt import build_decision_prompt
-        from engine.tokenizer import ChatTokenizer
+        from decider.engine.decision_prompt import build_decision_prompt
+        from decider.engine.tokenizer import ChatTokenizer
 
         ct = ChatTokenizer(Path(d) / "tokenizer.json")
         p = build_decision_prompt(ct, demo_tasks.RETRIEVAL_QUESTION.format(x="Attack"), ["Defend", "Attack", "Hide", "Wait"])

@@ -88,9 +88,9 @@ CHATS = [("chat_think_off", "Should we attack or retreat?", False), ("chat_think
 
 
 def engine_cases(model_dir: Path) -> list[dict]:
-    from engine.chat_template import Message, build_chat_prompt
-    from engine.decision_prompt import build_decision_prompt
-    from engine.tokenizer import ChatTokenizer
+    from decider.engine.chat_template import Message, build_chat_prompt
+    from decider.engine.decision_prompt import build_decision_prompt
+    from decider.engine.tokenizer import ChatTokenizer
 
     tok = ChatTokenizer(Path(model_dir) / "tokenizer.json")
     out: list[dict] = []

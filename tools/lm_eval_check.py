@@ -103,14 +103,14 @@ def decision_items(count: int, seed: int) -> list[dict]:
 
 def chat_prompt(question: str, options: list[str]) -> str:
     """The decision prompt as text, in Decider's wording (special tokens written out: /tokenize honours them)."""
-    from engine.decision_prompt import load_templates, render_user_text
+    from decider.engine.decision_prompt import load_templates, render_user_text
 
     user = render_user_text(question, options, False, load_templates())
     return f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 
 def write_tasks(folder: Path, items: list[dict]) -> None:
-    from engine.decision_prompt import LABELS
+    from decider.engine.decision_prompt import LABELS
 
     mc = folder / "mc.jsonl"
     with mc.open("w", encoding="utf-8") as out:
@@ -132,7 +132,7 @@ def free_port() -> int:
 
 def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    command = [sys.executable, "-m", "app.cli", "serve", "--model", str(model), "--port", str(port), "--device", "CPU"]
+    command = [sys.executable, "-m", "decider.app.cli", "serve", "--model", str(model), "--port", str(port), "--device", "CPU"]
     server = subprocess.Popen(command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -176,8 +176,8 @@ def encode_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], 
 
 
 def check(service, items: list[dict], out: Path) -> dict:
-    from engine.decide import DecisionRequest
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
 
     tokenizer = service.runner.tokenizer
     report = {"choices": 0, "choice_delta": 0.0, "probability_delta": 0.0, "docs": 0, "doc_delta": 0.0, "accuracy": 0.0}
@@ -222,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the tasks and lm-eval's output in this folder")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from app.service import EngineService
-    from engine.devices import DeviceOptions
+    from decider.app.service import EngineService
+    from decider.engine.devices import DeviceOptions
 
     items = decision_items(args.items, seed=0)
     work = args.keep or Path(tempfile.mkdtemp(prefix="lm-eval-check-"))

@@ -24,12 +24,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(ROOT / "tests")]
 
-from engine import static_runner  # noqa: E402
-from engine.decide import DecisionRequest, decide  # noqa: E402
-from engine.devices import DeviceOptions  # noqa: E402
-from engine.logprobs import log_softmax  # noqa: E402
-from engine.runner import ModelRunner  # noqa: E402
-from engine.settings import SamplingSettings  # noqa: E402
+from decider.engine import static_runner  # noqa: E402
+from decider.engine.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.devices import DeviceOptions  # noqa: E402
+from decider.engine.logprobs import log_softmax  # noqa: E402
+from decider.engine.runner import ModelRunner  # noqa: E402
+from decider.engine.settings import SamplingSettings  # noqa: E402
 
 FOLDERS = [ROOT / "tests/fixtures/models" / n for n in ("qwen35-text", "qwen35-moe-text", "qwen35-vl")] + [ROOT / "resources/demo-model"]
 

@@ -16,10 +16,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.generate import generate_step, make_rng  # noqa: E402
-from engine.logprobs import log_softmax  # noqa: E402
-from engine.runner import ModelRunner  # noqa: E402
-from engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.generate import generate_step, make_rng  # noqa: E402
+from decider.engine.logprobs import log_softmax  # noqa: E402
+from decider.engine.runner import ModelRunner  # noqa: E402
+from decider.engine.settings import SamplingSettings  # noqa: E402
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 

@@ -91,7 +91,7 @@ def stop(process: subprocess.Popen) -> None:
 
 def ask(url: str, question: str, options: tuple[str, ...], method: str | None = None) -> dict:
     """`decider ask --engine URL --json --no-history` in this process (the command's own code path)."""
-    from app.cli import main
+    from decider.app.cli import main
 
     argv = ["ask", question, *[a for o in options for a in ("--option", o)], "--engine", url, "--json", "--no-history"]
     argv += ["--engine-method", method] if method else []
@@ -131,18 +131,18 @@ def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict
 
 
 def local_results(cases: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
-    from app.config import demo_model_dir
-    from app.service import EngineService
-    from engine.decide import DecisionRequest
+    from decider.app.config import demo_model_dir
+    from decider.app.service import EngineService
+    from decider.engine.decide import DecisionRequest
 
     service = EngineService(demo_model_dir())
     return [service.decide(DecisionRequest(q, o, sampling=service.defaults)).to_dict() for q, o in cases]
 
 
 def decider_server():
-    from app.config import demo_model_dir
-    from app.api.server import ApiServer
-    from app.service import EngineService
+    from decider.app.config import demo_model_dir
+    from decider.app.api.server import ApiServer
+    from decider.app.service import EngineService
 
     server = ApiServer(EngineService(demo_model_dir()), "127.0.0.1", 0)
     port = server.start()

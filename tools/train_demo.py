@@ -117,8 +117,8 @@ class Encoder:
     """Items -> (prompt ids, answer-letter ids) with the engine's own prompt builder."""
 
     def __init__(self, tokenizer_json: Path):
-        from engine.decision_prompt import build_decision_prompt, letter_ids
-        from engine.tokenizer import ChatTokenizer
+        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
+        from decider.engine.tokenizer import ChatTokenizer
 
         self.tok = ChatTokenizer(tokenizer_json)
         self._build = build_decision_prompt
@@ -568,7 +568,7 @@ def parity(checkpoint: Path, folder: Path, count: int = 40) -> float:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from engine.runner import ModelRunner
+    from decider.engine.runner import ModelRunner
 
     model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float64).eval()
     enc = Encoder(checkpoint / "tokenizer.json")
@@ -591,8 +591,8 @@ def parity(checkpoint: Path, folder: Path, count: int = 40) -> float:
 # ---------------------------------------------------------------------------------------------------------------------
 
 def engine_probabilities(runner, items):
-    from engine.decide import DecisionRequest, decide
-    from engine.settings import SamplingSettings
+    from decider.engine.decide import DecisionRequest, decide
+    from decider.engine.settings import SamplingSettings
 
     out, coverage = [], []
     for it in items:
@@ -608,7 +608,7 @@ def test_items():
 
 
 def evaluate_engine(folder: Path = OUT) -> dict:
-    from engine.runner import ModelRunner
+    from decider.engine.runner import ModelRunner
 
     runner = ModelRunner(folder)
     items, reshuffled = test_items()
@@ -689,7 +689,7 @@ def _outcome(probs, right) -> str:
 
 
 def out_of_scope(folder: Path):
-    from engine.runner import ModelRunner
+    from decider.engine.runner import ModelRunner
 
     runner = ModelRunner(folder)
     rows = []
@@ -706,7 +706,7 @@ def write_card(args) -> Path:
     m = json.loads((work / "engine_metrics.json").read_text())
     arch = summary["arch"]
     par = json.loads((work / "parity.json").read_text())
-    from engine.decision_prompt import load_templates, render_user_text
+    from decider.engine.decision_prompt import load_templates, render_user_text
 
     templates = load_templates()
     example = render_user_text(demo_tasks.RETRIEVAL_QUESTION.format(x="Hide"), ["Attack", "Hide", "Wait"], False, templates)

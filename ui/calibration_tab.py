@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import SettingsError
+from decider.engine.errors import SettingsError
 
 from .ports import Calibration, History
 from .reliability_chart import ReliabilityChart

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from engine.decision_prompt import LABELS
-from engine.errors import SettingsError
+from decider.engine.decision_prompt import LABELS
+from decider.engine.errors import SettingsError
 
 MAX_OPTIONS = len(LABELS)  # one per answer letter
 _MARKER = re.compile(r"^\s*(?:\(?[A-Ja-j][.)]|\([A-Ja-j]\)|\d{1,2}[.)]|[-*•–])\s+")

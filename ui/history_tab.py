@@ -10,8 +10,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QPushButton, QVBoxLayout, QWidget
 
-from engine.decide import LABELS
-from engine.errors import SettingsError
+from decider.engine.decide import LABELS
+from decider.engine.errors import SettingsError
 
 from .bars import percent_text
 from .ports import History

@@ -17,8 +17,8 @@ from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from engine.decide import DecisionRequest
-from engine.errors import SettingsError
+from decider.engine.decide import DecisionRequest
+from decider.engine.errors import SettingsError
 
 from .calibration_tab import CalibrationView
 from .history_tab import HistoryView

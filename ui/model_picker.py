@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import ModelError
-from engine.model_folder import inspect_folder
+from decider.engine.errors import ModelError
+from decider.engine.model_folder import inspect_folder
 
 from .ports import ModelTools
 from .theme import set_role

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from PySide6.QtCore import SignalInstance
 
-from engine.info import EngineInfo
+from decider.engine.info import EngineInfo
 
 
 @runtime_checkable

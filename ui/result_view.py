@@ -30,7 +30,7 @@ from .bars import BarsView, bound_text, choice_note, percent_text, shown_probabi
 from .theme import set_role
 
 if TYPE_CHECKING:
-    from engine.info import EngineInfo
+    from decider.engine.info import EngineInfo
 
 
 def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:

@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.devices import DEVICES
-from engine.errors import SettingsError
-from engine.settings import SAMPLING_NAMES, SETTINGS
+from decider.engine.devices import DEVICES
+from decider.engine.errors import SettingsError
+from decider.engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .ports import Settings, SettingsRules
 from .theme import set_role

@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QGuiApplication, QKeySequence
 
-from engine.errors import SettingsError
+from decider.engine.errors import SettingsError
 
 from .clipboard import parse_situation
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.errors import SettingsError
+from decider.engine.errors import SettingsError
 
 from .model_picker import ModelPickerDialog
 from .result_view import engine_summary

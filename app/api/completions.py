@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.echo import echo_prompt
-from engine.errors import Cancelled
-from engine.generate import Completion
-from engine.openai_format import completion_choice
+from decider.engine.echo import echo_prompt
+from decider.engine.errors import Cancelled
+from decider.engine.generate import Completion
+from decider.engine.openai_format import completion_choice
 
 from .protocol import CompletionJob, CompletionRequest
 

@@ -13,14 +13,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, create_model, model_validator
 
-from engine.chat_template import Message
-from engine.decide import DecisionRequest
-from engine.errors import SettingsError
-from engine.generate import GenerationRequest
-from engine.logit_bias import check_logit_bias
-from engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
-from engine.settings import SamplingSettings
-from engine.structured import ResponseFormat, grammar_tokenizer
+from decider.engine.chat_template import Message
+from decider.engine.decide import DecisionRequest
+from decider.engine.errors import SettingsError
+from decider.engine.generate import GenerationRequest
+from decider.engine.logit_bias import check_logit_bias
+from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.settings import SamplingSettings
+from decider.engine.structured import ResponseFormat, grammar_tokenizer
 
 from ..images import decode_data_url
 from ..requests import SAMPLING_FIELDS, sampling_from

@@ -22,9 +22,9 @@ from starlette.responses import Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from engine.errors import Cancelled, ContextLimitError, SettingsError
-from engine.generate import Completion, Delta
-from engine.openai_format import (
+from decider.engine.errors import Cancelled, ContextLimitError, SettingsError
+from decider.engine.generate import Completion, Delta
+from decider.engine.openai_format import (
     chat_chunk,
     chat_completion,
     chat_delta,

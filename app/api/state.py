@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from engine.chat_template import Message
-from engine.decide import DecisionRequest, DecisionResult
-from engine.errors import Cancelled, SettingsError
-from engine.generate import Completion
+from decider.engine.chat_template import Message
+from decider.engine.decide import DecisionRequest, DecisionResult
+from decider.engine.errors import Cancelled, SettingsError
+from decider.engine.generate import Completion
 
 from .errors import QueueFull
 

@@ -13,7 +13,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.errors import Cancelled
+from decider.engine.errors import Cancelled
 
 from .errors import ApiError, dumps
 from .limits import refuse_surrogates

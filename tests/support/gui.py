@@ -11,8 +11,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 
-from app.preferences import GuiSettings  # noqa: E402
-from engine.settings import SamplingSettings  # noqa: E402
+from decider.app.preferences import GuiSettings  # noqa: E402
+from decider.engine.settings import SamplingSettings  # noqa: E402
 
 from conftest import model_dir  # noqa: E402
 
@@ -38,7 +38,7 @@ def dirs(tmp_path, monkeypatch):
 
 @pytest.fixture
 def make_window(qtbot, dirs):
-    from app.gui import build_window, create_app
+    from decider.app.gui import build_window, create_app
 
     create_app()
     made = []
@@ -58,8 +58,8 @@ def make_window(qtbot, dirs):
 
 @pytest.fixture(scope="module")
 def direct_service():
-    from app.service import EngineService
-    from engine.devices import DeviceOptions
+    from decider.app.service import EngineService
+    from decider.engine.devices import DeviceOptions
 
     return EngineService(FIXTURE, DeviceOptions(device="CPU"))
 
