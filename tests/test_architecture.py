@@ -120,3 +120,19 @@ def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
     assert "serve_api" in members and "progress" in members
     assert isinstance(SimpleNamespace(**{n: getattr(worker, n) for n in members}), ports.EngineClient)
     assert not isinstance(SimpleNamespace(**{n: getattr(worker, n) for n in members if n != "serve_api"}), ports.EngineClient)
+
+
+def test_code_imports_the_layers_only_as_decider():
+    """The layers are installed only as `decider.engine` / `decider.app` / `decider.ui`: a top-level
+    `import engine` would work from the repository root (python -m puts it on sys.path) and nowhere else."""
+    import re
+
+    top_level = re.compile(r"^\s*(?:from|import)\s+(?:app|engine|ui)(?:\.|\s|$)", re.M)
+    offenders = []
+    for folder in ("app", "engine", "ui", "tests", "tools", "bench"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if "fixtures" in path.parts:
+                continue
+            offenders += [f"{path.relative_to(ROOT)}: {m.group(0).strip()}" for m in top_level.finditer(path.read_text())]
+    assert offenders == []
+    assert top_level.search("from engine.runner import ModelRunner\n")  # and the pattern does catch one
