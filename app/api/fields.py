@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
 from .errors import field_error
 
@@ -104,3 +104,9 @@ def empty(neutral: object) -> Callable[[object], bool]:
 
 def absent(value: object) -> bool:
     return value is None
+
+
+class Strict(BaseModel):
+    """The base of every request class: unknown fields refused (a typo never passes silently), immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, create_model, model_validator
 
-from decider.engine.chat_template import Message
 from decider.engine.decide import DecisionRequest
 from decider.engine.errors import SettingsError
 from decider.engine.generate import GenerationRequest
@@ -22,26 +21,23 @@ from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, grammar_tokenizer
 
-from ..images import decode_data_url
 from ..requests import SAMPLING_FIELDS, sampling_from
-from .errors import ApiError, field_error, located_error
-from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Text, absent, empty, int_in, one, refused
+from .content import ChatMessage, check_messages, parse_images
+from .errors import ApiError, field_error
+from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Strict, Text, absent, empty, int_in, one, refused
 
 MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is loaded
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_GUIDED_CHOICES = 64
-MAX_IMAGES_PER_REQUEST = 8
 MAX_LOGIT_BIAS = 1024  # tokens in one logit_bias
 MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its batch size)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # The sampling fields, generated from the one list of sampling settings the CLI and the GUI use too.
-SamplingFields: type[_Strict] = create_model(
-    "SamplingFields", __base__=_Strict,
+SamplingFields: type[Strict] = create_model(
+    "SamplingFields", __base__=Strict,
     **{name: (EngineInt if kind is int else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()},
 )
 
@@ -68,7 +64,7 @@ def _stop(value: object) -> tuple[str, ...]:
 Stop = Annotated[tuple[str, ...], BeforeValidator(_stop), Field(default=())]
 
 
-class StreamOptions(_Strict):
+class StreamOptions(Strict):
     include_usage: Boolean = None
     include_obfuscation: Any = None  # OpenAI's padding switch: nothing to pad here
 
@@ -138,98 +134,8 @@ class _Generation(SamplingFields):
 
 # ----- /v1/chat/completions -----
 
-ROLES = ("system", "user", "assistant")
 
-
-def _role(value: object) -> str:
-    if value == "developer":
-        return "system"  # OpenAI's newer name for the system message
-    if value not in ROLES:
-        raise located_error("invalid_value", f" must be system, developer, user or assistant (got {value!r:.40})")
-    return value
-
-
-def _content(value: object) -> str | tuple:
-    """A string, or OpenAI content parts: text parts and image_url parts (base64 data URLs), in order.
-    Text-only parts join into one string; with an image, the parts stay in order (text and pixels)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts: list = []
-        for index, part in enumerate(value):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "text" and isinstance(part.get("text"), str):
-                if parts and isinstance(parts[-1], str):
-                    parts[-1] += part["text"]
-                else:
-                    parts.append(part["text"])
-            elif kind == "image_url":
-                parts.append(_image_part(part.get("image_url"), index))
-            else:
-                raise located_error("invalid_value", f'[{index}]: only text parts ({{"type": "text", "text": ...}}) and '
-                                    'image_url parts ({"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}) '
-                                    "are supported")
-        if sum(not isinstance(p, str) for p in parts) > MAX_IMAGES_PER_REQUEST:
-            raise located_error("invalid_value", f": at most {MAX_IMAGES_PER_REQUEST} images")
-        return "".join(parts) if all(isinstance(p, str) for p in parts) else tuple(parts)
-    raise located_error("invalid_type", " must be a string or a list of content parts")
-
-
-def _image_part(value: object, index: int):
-    url = value.get("url") if isinstance(value, dict) else value
-    if isinstance(value, dict) and set(value) - {"url", "detail"}:
-        raise located_error("invalid_value", f"[{index}].image_url: only url and detail are supported")
-    try:
-        return decode_data_url(url, "image_url")
-    except SettingsError as exc:
-        raise located_error("invalid_value", f"[{index}].{exc}") from None
-
-
-def _images(value: object) -> tuple:
-    """/v1/decide's images: base64 data URLs (remote URLs are refused, never fetched)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise field_error("invalid_type", "images must be a list of base64 data URLs (data:image/png;base64,...)")
-    if len(value) > MAX_IMAGES_PER_REQUEST:
-        raise field_error("invalid_value", f"images: at most {MAX_IMAGES_PER_REQUEST}")
-    try:
-        return tuple(decode_data_url(url, f"images[{i}]") for i, url in enumerate(value))
-    except SettingsError as exc:
-        raise field_error("invalid_value", str(exc)) from None
-
-
-class ChatMessage(_Strict):
-    role: Annotated[str, BeforeValidator(_role)]
-    content: Annotated[Any, BeforeValidator(_content), Field(default=None, validate_default=True)]
-    name: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _object(cls, value: object) -> object:
-        if not isinstance(value, dict):
-            raise located_error("invalid_type", " must be an object")
-        unknown = sorted(set(value) - set(cls.model_fields))
-        if unknown:  # tool_calls, tool_call_id, audio, refusal…: OpenAI features this server does not have
-            raise located_error("unsupported_parameter", " is not supported", sub=unknown[0])
-        return value
-
-    def to_message(self) -> Message:
-        return Message(self.role, self.content)
-
-
-def _bad_name():
-    raise located_error("invalid_type", " must be a string")
-
-
-def _messages(value: object) -> object:
-    if not isinstance(value, list) or not value:
-        kind = "invalid_type" if not isinstance(value, list) else "invalid_value"
-        raise field_error(kind, "messages must be a non-empty list", "messages")
-    return value
-
-
-class ChatTemplateKwargs(_Strict):
+class ChatTemplateKwargs(Strict):
     enable_thinking: Boolean = None
 
     @model_validator(mode="before")
@@ -256,7 +162,7 @@ def _guided_choice(value: object, info: ValidationInfo) -> tuple[str, ...] | Non
 
 
 class ChatCompletionRequest(_Generation):
-    messages: Annotated[list[ChatMessage], BeforeValidator(_messages), Field(default=None, validate_default=True)]
+    messages: Annotated[list[ChatMessage], BeforeValidator(check_messages), Field(default=None, validate_default=True)]
     max_tokens: int_in(1) = None
     max_completion_tokens: int_in(1) = None
     logprobs: Boolean = None
@@ -453,7 +359,7 @@ def _tokens(value: object) -> object:
     return tuple(value)
 
 
-class TokenizeRequest(_Strict):
+class TokenizeRequest(Strict):
     """vLLM's /tokenize with a prompt (its chat form is not offered)."""
 
     model: Name = None
@@ -462,7 +368,7 @@ class TokenizeRequest(_Strict):
     return_token_strs: Boolean = None
 
 
-class DetokenizeRequest(_Strict):
+class DetokenizeRequest(Strict):
     model: Name = None
     tokens: Annotated[tuple[int, ...], BeforeValidator(_tokens), Field(default=None, validate_default=True)]
 
@@ -501,7 +407,7 @@ class DecideRequest(SamplingFields):
     sample_choice: Boolean = None  # draw the choice at the sampling settings instead of the largest bar
     reasoning_budget: EngineInt = None
     alternatives: EngineInt = None
-    images: Annotated[tuple, BeforeValidator(_images), Field(default=())]
+    images: Annotated[tuple, BeforeValidator(parse_images), Field(default=())]
 
     def to_request(self, defaults: SamplingSettings) -> DecisionRequest:
         """Counts, duplicates and ranges are the DecisionRequest's own checks."""

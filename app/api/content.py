@@ -1,0 +1,107 @@
+"""Chat messages and images in a request: roles, OpenAI content parts (text and base64 image_url parts, in
+order) and /v1/decide's `images` field. Remote image URLs are refused, never fetched."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from decider.engine.chat_template import Message
+from decider.engine.errors import SettingsError
+
+from ..images import decode_data_url
+from .errors import field_error, located_error
+from .fields import Strict
+
+MAX_IMAGES_PER_REQUEST = 8
+
+ROLES = ("system", "user", "assistant")
+
+
+def _role(value: object) -> str:
+    if value == "developer":
+        return "system"  # OpenAI's newer name for the system message
+    if value not in ROLES:
+        raise located_error("invalid_value", f" must be system, developer, user or assistant (got {value!r:.40})")
+    return value
+
+
+def _content(value: object) -> str | tuple:
+    """A string, or OpenAI content parts: text parts and image_url parts (base64 data URLs), in order.
+    Text-only parts join into one string; with an image, the parts stay in order (text and pixels)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts: list = []
+        for index, part in enumerate(value):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                if parts and isinstance(parts[-1], str):
+                    parts[-1] += part["text"]
+                else:
+                    parts.append(part["text"])
+            elif kind == "image_url":
+                parts.append(_image_part(part.get("image_url"), index))
+            else:
+                raise located_error("invalid_value", f'[{index}]: only text parts ({{"type": "text", "text": ...}}) and '
+                                    'image_url parts ({"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}) '
+                                    "are supported")
+        if sum(not isinstance(p, str) for p in parts) > MAX_IMAGES_PER_REQUEST:
+            raise located_error("invalid_value", f": at most {MAX_IMAGES_PER_REQUEST} images")
+        return "".join(parts) if all(isinstance(p, str) for p in parts) else tuple(parts)
+    raise located_error("invalid_type", " must be a string or a list of content parts")
+
+
+def _image_part(value: object, index: int):
+    url = value.get("url") if isinstance(value, dict) else value
+    if isinstance(value, dict) and set(value) - {"url", "detail"}:
+        raise located_error("invalid_value", f"[{index}].image_url: only url and detail are supported")
+    try:
+        return decode_data_url(url, "image_url")
+    except SettingsError as exc:
+        raise located_error("invalid_value", f"[{index}].{exc}") from None
+
+
+def parse_images(value: object) -> tuple:
+    """/v1/decide's images: base64 data URLs (remote URLs are refused, never fetched)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise field_error("invalid_type", "images must be a list of base64 data URLs (data:image/png;base64,...)")
+    if len(value) > MAX_IMAGES_PER_REQUEST:
+        raise field_error("invalid_value", f"images: at most {MAX_IMAGES_PER_REQUEST}")
+    try:
+        return tuple(decode_data_url(url, f"images[{i}]") for i, url in enumerate(value))
+    except SettingsError as exc:
+        raise field_error("invalid_value", str(exc)) from None
+
+
+class ChatMessage(Strict):
+    role: Annotated[str, BeforeValidator(_role)]
+    content: Annotated[Any, BeforeValidator(_content), Field(default=None, validate_default=True)]
+    name: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _object(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            raise located_error("invalid_type", " must be an object")
+        unknown = sorted(set(value) - set(cls.model_fields))
+        if unknown:  # tool_calls, tool_call_id, audio, refusal…: OpenAI features this server does not have
+            raise located_error("unsupported_parameter", " is not supported", sub=unknown[0])
+        return value
+
+    def to_message(self) -> Message:
+        return Message(self.role, self.content)
+
+
+def _bad_name():
+    raise located_error("invalid_type", " must be a string")
+
+
+def check_messages(value: object) -> object:
+    if not isinstance(value, list) or not value:
+        kind = "invalid_type" if not isinstance(value, list) else "invalid_value"
+        raise field_error(kind, "messages must be a non-empty list", "messages")
+    return value
