@@ -16,42 +16,21 @@ Every failure is one line naming the repository or the file.
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit
 
-from decider.engine.errors import Cancelled, DeciderError, SettingsError
+from decider.engine.errors import SettingsError
 
 from .models import PARTIAL_DIR, PULL_MANIFEST, ModelEntry, describe, human_size, models_root, read_manifest, repo_folder_name
+from .pull_transfer import Progress, PullError, RemoteFile, Transfer, fetch, network_errors, reason, verify_existing
 
-CHUNK = 1024 * 1024
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
-Progress = Callable[[int, int], None]
-
-
-class PullError(DeciderError):
-    """A download that failed; the message names the repository or the file and what to do."""
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    name: str  # path inside the repository, "/"-separated
-    size: int
-    sha256: str | None = None  # LFS files: the hub's sha256 of the content
-    blob_id: str | None = None  # other files: git blob sha1
-
-    @property
-    def key(self) -> str:
-        return self.sha256 or self.blob_id or f"size-{self.size}"
 
 
 @dataclass
@@ -85,13 +64,6 @@ def hub_endpoint(endpoint: str | None = None) -> str:
     from huggingface_hub import constants
 
     return (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-
-
-def _network_errors(session) -> tuple[type[BaseException], ...]:
-    """The transport errors of the HTTP library huggingface_hub uses (httpx in 1.x, httpx2 in 2.x)."""
-    module = sys.modules.get(type(session).__module__.split(".")[0])
-    errors = tuple(getattr(module, name) for name in ("TransportError",) if module and hasattr(module, name))
-    return errors or (OSError,)
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -139,8 +111,8 @@ def remote_files(repo_id: str, revision: str | None, endpoint: str, token: str |
         if status == 404:
             raise PullError(f"repository {repo_id} not found on {endpoint}") from None
         raise PullError(f"the hub at {endpoint} answered HTTP {status} for {repo_id}") from None
-    except _network_errors(get_session()) as exc:
-        raise PullError(f"cannot reach the hub at {endpoint} ({_reason(exc)})") from None
+    except network_errors(get_session()) as exc:
+        raise PullError(f"cannot reach the hub at {endpoint} ({reason(exc)})") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise PullError(f"the hub at {endpoint} sent an unexpected answer for {repo_id} ({exc})") from None
     files = []
@@ -158,191 +130,6 @@ def remote_files(repo_id: str, revision: str | None, endpoint: str, token: str |
     if not files:
         raise PullError(f"repository {repo_id} has no files")
     return info.sha, files
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-# ----- verification ---------------------------------------------------------------------------------------------
-
-
-class _Digest:
-    """sha256 of the content (LFS) or git's blob sha1 ("blob <size>\\0" + content)."""
-
-    def __init__(self, remote: RemoteFile):
-        self.remote = remote
-        if remote.sha256:
-            self._hash, self.kind, self.expected = hashlib.sha256(), "sha256", remote.sha256.lower()
-        elif remote.blob_id:
-            self._hash, self.kind, self.expected = hashlib.sha1(), "git blob sha1", remote.blob_id.lower()
-            self._hash.update(b"blob %d\0" % remote.size)
-        else:
-            self._hash, self.kind, self.expected = None, "size", None
-
-    def update(self, data: bytes) -> None:
-        if self._hash is not None:
-            self._hash.update(data)
-
-    def update_from_file(self, path: Path) -> None:
-        if self._hash is None:
-            return
-        with path.open("rb") as handle:
-            while block := handle.read(CHUNK):
-                self._hash.update(block)
-
-    def check(self) -> str | None:
-        """None when the content matches, else the actual digest."""
-        if self._hash is None:
-            return None
-        actual = self._hash.hexdigest()
-        return None if actual == self.expected else actual
-
-
-def _verify_existing(path: Path, remote: RemoteFile) -> bool:
-    try:
-        if path.stat().st_size != remote.size:
-            return False
-    except OSError:
-        return False
-    digest = _Digest(remote)
-    digest.update_from_file(path)
-    return digest.check() is None
-
-
-def _append(handle, chunk: bytes) -> None:
-    handle.write(chunk)
-
-
-# ----- one file -------------------------------------------------------------------------------------------------
-
-
-class _Transfer:
-    def __init__(self, total: int, done: int, progress: Progress | None, cancel: Callable[[], bool] | None):
-        self.total, self.done = total, done
-        self.progress, self.cancel = progress, cancel
-        self.downloaded = 0
-        self.resumed = 0
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        if self.progress is not None:
-            self.progress(self.done, self.total)
-
-    def check_cancel(self, repo_id: str) -> None:
-        if self.cancel is not None and self.cancel():
-            raise Cancelled(f"download of {repo_id} cancelled; run the same pull again to resume")
-
-
-def _fetch(
-    session, url: str, headers: dict[str, str], remote: RemoteFile, part: Path, target: Path, repo_id: str,
-    transfer: _Transfer, retries: int, retry_wait: float,
-) -> None:
-    """Download one file into `part` (resuming what is there), verify it, move it to `target`."""
-    network_errors = _network_errors(session)
-    attempts = 0
-    have = part.stat().st_size if part.exists() else 0
-    if have > remote.size:
-        part.unlink()
-        have = 0
-    transfer.resumed += have
-    transfer.advance(have)
-    while True:
-        # Every byte in `part` has been counted in transfer.done; undo that when the bytes are dropped.
-        have = part.stat().st_size if part.exists() else 0
-        request_headers = dict(headers)
-        if have:
-            request_headers["Range"] = f"bytes={have}-"
-        written = 0
-        try:
-            if have < remote.size:
-                with session.stream("GET", url, headers=request_headers, timeout=30.0) as response:
-                    status = response.status_code
-                    if status == 416:  # the partial file does not fit what the server has: start over
-                        transfer.advance(-have)
-                        part.unlink(missing_ok=True)
-                        attempts += 1
-                        if attempts > retries:
-                            raise PullError(f"{remote.name}: the server refuses to resume it; run the pull again")
-                        continue
-                    if status == 404:
-                        raise PullError(f"{remote.name}: not found in repository {repo_id} (HTTP 404)")
-                    if status in (401, 403):
-                        raise PullError(f"{remote.name}: access denied by the hub (HTTP {status}); log in with `hf auth login`")
-                    if status >= 400:
-                        raise PullError(f"{remote.name}: the hub answered HTTP {status}")
-                    if status == 206 and _range_start(response) != have:  # not the part asked for: start over
-                        transfer.advance(-have)
-                        part.unlink(missing_ok=True)
-                        raise _ShortRead(0)
-                    if status != 206 and have:  # the server ignored the Range request: the whole file comes again
-                        transfer.advance(-have)
-                        have = 0
-                    part.parent.mkdir(parents=True, exist_ok=True)
-                    try:
-                        with part.open("ab" if have else "wb") as handle:
-                            for chunk in response.iter_bytes():  # as it arrives: an interruption loses nothing
-                                transfer.check_cancel(repo_id)
-                                if not chunk:
-                                    continue
-                                if have + written + len(chunk) > remote.size:
-                                    raise _Overflow()
-                                _append(handle, chunk)
-                                written += len(chunk)
-                                transfer.downloaded += len(chunk)
-                                transfer.advance(len(chunk))
-                    except _Overflow:
-                        transfer.advance(-(have + written))
-                        part.unlink(missing_ok=True)
-                        raise PullError(
-                            f"{remote.name}: the server sent more than the {remote.size} bytes the hub lists; "
-                            "the corrupt file was removed, run the pull again"
-                        ) from None
-                    except OSError as exc:
-                        if exc.errno == errno.ENOSPC:
-                            raise PullError(f"disk full while writing {part}; free some space and run the pull again") from None
-                        raise PullError(f"cannot write {part}: {exc.strerror or exc}") from None
-            size = part.stat().st_size if part.exists() else 0
-            if size < remote.size:  # the connection ended early without an error
-                raise _ShortRead(size)
-        except (network_errors + (_ShortRead,)) as exc:
-            attempts += 1
-            if attempts > retries:
-                got = part.stat().st_size if part.exists() else 0
-                host = urlsplit(url).netloc
-                why = "the connection ended early" if isinstance(exc, _ShortRead) else _reason(exc)
-                raise PullError(
-                    f"{remote.name}: connection to {host} lost after {human_size(got)} of {human_size(remote.size)} "
-                    f"({why}); run the same pull again to resume"
-                ) from None
-            time.sleep(retry_wait * attempts)
-            continue
-        break
-    digest = _Digest(remote)
-    digest.update_from_file(part)
-    actual = digest.check()
-    if actual is not None:
-        part.unlink(missing_ok=True)
-        raise PullError(
-            f"{remote.name}: {digest.kind} mismatch (the hub lists {digest.expected}, the download has {actual}); "
-            "the corrupt file was removed, run the pull again"
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(part, target)
-
-
-class _ShortRead(Exception):
-    pass
-
-
-class _Overflow(Exception):
-    pass
-
-
-def _range_start(response) -> int | None:
-    match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
-    return int(match.group(1)) if match else None
 
 
 # ----- the repository -------------------------------------------------------------------------------------------
@@ -448,7 +235,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
             stat is not None and record.get("key") == remote.key and record.get("size") == remote.size
             and record.get("mtime_ns") == stat.st_mtime_ns and stat.st_size == remote.size
         )
-        if known or (stat is not None and _verify_existing(target, remote)):
+        if known or (stat is not None and verify_existing(target, remote)):
             manifest["files"][remote.name] = {"size": remote.size, "key": remote.key, "mtime_ns": target.stat().st_mtime_ns}
             present += remote.size
         else:
@@ -462,7 +249,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
             f"not enough disk space for {repo_id}: {human_size(needed)} still to download, "
             f"{human_size(free)} free at {dest}"
         )
-    transfer = _Transfer(total, present, progress, cancel)
+    transfer = Transfer(total, present, progress, cancel)
     if progress is not None:
         progress(present, total)
     session = get_session()
@@ -472,7 +259,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
         transfer.check_cancel(repo_id)
         target = dest / _safe_relative(remote.name)
         url = hf_hub_url(repo_id, remote.name, revision=commit, endpoint=base)
-        _fetch(session, url, headers, remote, _part_path(partial_root, remote), target, repo_id, transfer,
+        fetch(session, url, headers, remote, _part_path(partial_root, remote), target, repo_id, transfer,
                retries, retry_wait)
         manifest["files"][remote.name] = {"size": remote.size, "key": remote.key, "mtime_ns": target.stat().st_mtime_ns}
         _write_manifest(dest, manifest)

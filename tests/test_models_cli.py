@@ -40,6 +40,7 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
 
 from decider.app import pull as pull_module  # noqa: E402
+from decider.app import pull_transfer  # noqa: E402
 from decider.app.cli import main  # noqa: E402
 from decider.app.models import PARTIAL_DIR, PULL_MANIFEST, known_models, weight_precision  # noqa: E402
 from decider.app.pull import PullError, pull  # noqa: E402
@@ -413,7 +414,7 @@ def test_offline_mode_uses_a_complete_copy_or_says_it_is_missing(hub, capsys, mo
 
 
 def test_cancel_keeps_what_arrived_for_the_next_pull(hub, tmp_path, monkeypatch):
-    monkeypatch.setattr(pull_module, "CHUNK", 64 * 1024)
+    monkeypatch.setattr(pull_transfer, "CHUNK", 64 * 1024)
     state = {"bytes": 0}
 
     def progress(done, total):
@@ -431,7 +432,7 @@ def test_disk_full_is_one_line_naming_the_file(hub, capsys, monkeypatch):
     def full(handle, chunk):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(pull_module, "_append", full)
+    monkeypatch.setattr(pull_transfer, "_append", full)
     code, _, err = run(capsys, "pull", REPO)
     assert code == 1 and "disk full while writing " in err and PARTIAL_DIR in err and err.count("\n") == 1
 
