@@ -1,0 +1,128 @@
+"""The bundled seeing demo model (resources/demo-vl-model) answers picture questions through the real engine.
+
+Held-out items: scene layouts that training never generated (tools/demo_vl_tasks.py's hash split), drawn with a
+seed training did not use. Every decision goes through engine.decide.decide() with the rendered picture, exactly
+as `decider ask --image` asks. No torch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_VL = ROOT / "resources" / "demo-vl-model"
+
+if not (DEMO_VL / "config.json").is_file():
+    pytest.skip("resources/demo-vl-model is absent (no seeing demo model shipped)", allow_module_level=True)
+
+sys.path.insert(0, str(ROOT / "tools"))
+import demo_tasks  # noqa: E402
+import demo_vl_tasks as tasks  # noqa: E402
+
+from decider.engine.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.runner import ModelRunner  # noqa: E402
+from decider.engine.settings import SamplingSettings  # noqa: E402
+
+# Must differ from the seeds tools/train_demo_vl.py trains and validates with (8_2026, 8_2027).
+TEST_SEED = 8_2028
+SHUFFLE_SEED = 8_2029
+COUNTS = {"colour": 40, "star": 30, "door": 40, "colour_none": 10, "star_none": 10, "door_none": 10}
+GREEDY = SamplingSettings(temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return ModelRunner(DEMO_VL)
+
+
+def _bars(runner, item, pixels=None):
+    image = item.image() if pixels is None else pixels
+    result = decide(runner, DecisionRequest(item.question, item.options, images=(image,), sampling=GREEDY))
+    assert [o.text for o in result.options] == list(item.options)
+    probs = [o.probability for o in result.options]
+    assert result.choice_index == demo_tasks.argmax(probs)
+    return probs
+
+
+@pytest.fixture(scope="module")
+def measured(runner):
+    items = tasks.heldout_items(TEST_SEED, COUNTS)
+    m = demo_tasks.metrics(items, [_bars(runner, item) for item in items])
+    print("\nseeing demo model, held-out:", json.dumps({k: v for k, v in m.items() if k != "bins"}, indent=1))
+    return items, m
+
+
+def test_items_are_held_out_and_varied(measured):
+    items, _ = measured
+    assert len(items) == sum(COUNTS.values())
+    assert all(tasks.is_heldout(i.scene["layout"]) for i in items)
+    assert {len(i.options) for i in items} == {2, 3, 4}
+    assert {i.answer for i in items if not i.ambiguous} == {0, 1, 2, 3}  # the right option sits at every letter
+
+
+def test_accuracy_on_held_out_pictures(measured):
+    _, m = measured
+    assert m["accuracy"] >= 0.9
+    for kind in ("colour", "star", "door"):
+        assert m["by_kind"][kind] >= 0.8, kind
+
+
+def test_expected_calibration_error(measured):
+    _, m = measured
+    assert m["ece"] <= 0.10
+
+
+def test_option_order_does_not_decide(runner):
+    items = [i for i in tasks.heldout_items(TEST_SEED + 1, {"colour": 8, "door": 8}) if len(i.options) > 2]
+    for item in items:
+        first = _bars(runner, item)
+        order = list(range(len(item.options)))[::-1]
+        again = _bars(runner, item.reordered(order))
+        assert demo_tasks.argmax(first) == order[demo_tasks.argmax(again)]
+
+
+@pytest.mark.parametrize("colour", [(128, 128, 128), (255, 255, 255), (30, 60, 90)])
+def test_a_blank_picture_gives_near_even_bars(runner, colour):
+    """The picture matters: with nothing to see, no option stands out (and the same questions over real scenes
+    are answered confidently, above)."""
+    items = tasks.heldout_items(TEST_SEED + 2, {"colour": 3, "star": 2, "door": 3})
+    for item in items:
+        probs = _bars(runner, item, tasks.blank(colour))
+        n = len(probs)
+        assert max(abs(p - 1 / n) for p in probs) <= 0.15, (item.question, item.options, probs)
+        with_scene = _bars(runner, item)
+        assert max(with_scene) > max(probs)
+
+
+def test_folder_is_marked_small_and_vision_language():
+    config = json.loads((DEMO_VL / "config.json").read_text())
+    assert config.get("decider_demo") is True
+    assert config["model_type"] == "qwen3_5" and "vision_config" in config
+    assert {"linear_attention", "full_attention"} <= set(config["text_config"]["layer_types"])
+    assert (DEMO_VL / "DEMO").is_file() and (DEMO_VL / "MODEL_CARD.md").is_file()
+    assert (DEMO_VL / "preprocessor_config.json").is_file()
+    assert sum(f.stat().st_size for f in DEMO_VL.rglob("*") if f.is_file()) <= 10_000_000
+
+
+def test_the_cli_decides_from_an_image_file(tmp_path, capsys):
+    from PIL import Image
+
+    from decider.app.cli import main
+
+    item = tasks.heldout_items(TEST_SEED + 3, {"colour": 1})[0]
+    path = tmp_path / "scene.png"
+    Image.fromarray(item.image()).save(path)
+    args = ["ask", "--model", str(DEMO_VL), "--image", str(path), item.question, "--json", "--temperature", "0"]
+    for option in item.options:
+        args += ["--option", option]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [o["text"] for o in out["options"]] == list(item.options)
+    assert out["usage"]["image_tokens"] == 9  # a 96 × 96 scene: 3 × 3 merged tokens
+    probs = np.array([o["probability"] for o in out["options"]])
+    assert int(np.argmax(probs)) == item.answer

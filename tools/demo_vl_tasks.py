@@ -1,0 +1,249 @@
+"""The seeing demo model's tasks: synthetic scenes (numpy + Pillow), questions, a held-out split, metrics.
+
+Shared by tools/train_demo_vl.py (training data) and tests/test_demo_vl_model.py (held-out items through the
+real engine). No torch.
+
+Every item is a question, 2-4 options in shuffled order, a target distribution over the options and a scene
+(a small dict of drawing parameters; `render(scene)` makes the 96×96 RGB picture):
+  colour   "Which colour is the circle?"        one circle of red / green / blue / yellow; 2-4 colour options
+  star     "Where is the star: left or right?"  one star in the left or the right half; options left, right
+  door     "Which door is open?"                 2 or 3 doors in a row, one open; options left, (middle,) right
+  *_none   the same questions over a scene without the answer (a blank picture, or doors all closed):
+           target uniform over the options, so the bars say "no idea" when the picture does not tell.
+
+Option words are shown as listed or with the first letter's case flipped ("red" / "Red"), independently.
+
+Held-out split: a scene's coarse layout (task, option set, answer, object position and size cells, background
+shade cell, ...) is hashed; layouts in the held-out bucket are never generated for training and are the only
+ones generated for tests, so a test picture is never a layout the model trained on.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SIZE = 96  # pictures are SIZE × SIZE: three 32-pixel image tokens a side at the model's patch 16 / merge 2
+
+COLOURS = {  # name -> base RGB; each picture jitters it a little
+    "red": (220, 40, 40),
+    "green": (40, 190, 60),
+    "blue": (50, 80, 230),
+    "yellow": (235, 220, 40),
+}
+SIDES = ("left", "middle", "right")
+
+QUESTIONS = {
+    "colour": "Which colour is the circle?",
+    "star": "Where is the star: left or right?",
+    "door": "Which door is open?",
+}
+KINDS = ("colour", "star", "door", "colour_none", "star_none", "door_none")
+UNAMBIGUOUS = ("colour", "star", "door")
+TRAIN_MIX = {"colour": 0.3, "star": 0.2, "door": 0.3, "colour_none": 0.07, "star_none": 0.06, "door_none": 0.07}
+HELDOUT_BUCKETS = 10  # 1 in 10 layouts is held out
+FLIP = 0.5
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str
+    question: str
+    options: tuple[str, ...]
+    target: tuple[float, ...]
+    scene: dict = field(compare=False, hash=False)
+
+    @property
+    def ambiguous(self) -> bool:
+        return self.kind not in UNAMBIGUOUS
+
+    @property
+    def answer(self) -> int | None:
+        return self.target.index(1.0) if not self.ambiguous else None
+
+    def image(self) -> np.ndarray:
+        return render(self.scene)
+
+    def reordered(self, order: list[int]) -> "Item":
+        return Item(self.kind, self.question, tuple(self.options[i] for i in order), tuple(self.target[i] for i in order), self.scene)
+
+
+def flip_case(word: str) -> str:
+    return (word[0].upper() if word[0].islower() else word[0].lower()) + word[1:]
+
+
+def variants(word: str) -> tuple[str, str]:
+    return word, flip_case(word)
+
+
+def vocabulary() -> list[str]:
+    """Every option word (as listed; flip_case gives the other casing)."""
+    return list(COLOURS) + list(SIDES)
+
+
+# ----- drawing -----------------------------------------------------------------------------------------------------
+
+def _jitter(rng: random.Random, rgb, amount: int) -> tuple[int, int, int]:
+    return tuple(int(min(255, max(0, c + rng.randint(-amount, amount)))) for c in rgb)
+
+
+def _background(rng: random.Random) -> tuple[int, int, int]:
+    """A grey of any shade with a faint tint: never close to one of the four colours."""
+    level = rng.randint(20, 235)
+    return _jitter(rng, (level, level, level), 12)
+
+
+def _star_points(cx: float, cy: float, r: float, rotation: float) -> list[tuple[float, float]]:
+    points = []
+    for k in range(10):
+        radius = r if k % 2 == 0 else r * 0.42
+        angle = rotation + k * math.pi / 5 - math.pi / 2
+        points.append((cx + radius * math.cos(angle), cy + radius * math.sin(angle)))
+    return points
+
+
+def _contrast(rng: random.Random, background) -> tuple[int, int, int]:
+    """An object colour that stands out from the background (dark on light, light on dark), not one of COLOURS."""
+    level = 235 if sum(background) / 3 < 128 else 25
+    return _jitter(rng, (level, level, level - 10), 15)
+
+
+def render(scene: dict) -> np.ndarray:
+    """The scene's picture: [SIZE, SIZE, 3] uint8 RGB. Same scene → same pixels."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(scene["seed"])
+    image = Image.new("RGB", (SIZE, SIZE), tuple(scene["background"]))
+    draw = ImageDraw.Draw(image)
+    task = scene["task"]
+    if task == "colour" and scene.get("colour"):
+        cx, cy, r = scene["x"], scene["y"], scene["r"]
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=_jitter(rng, COLOURS[scene["colour"]], 25))
+    elif task == "star" and scene.get("side"):
+        draw.polygon(_star_points(scene["x"], scene["y"], scene["r"], scene["rotation"]), fill=tuple(scene["ink"]))
+    elif task == "door":
+        n = scene["doors"]
+        width = SIZE // n
+        for i in range(n):
+            left = i * width + scene["margin"]
+            right = (i + 1) * width - scene["margin"]
+            top, bottom = scene["top"], SIZE - 6
+            frame = tuple(scene["frame"])
+            draw.rectangle((left - 2, top - 2, right + 2, bottom), fill=frame)
+            if i == scene["open"]:
+                # The doorway is dark; the door leaf swung open shows as a narrow panel at the hinge side.
+                draw.rectangle((left, top, right, bottom), fill=(10, 10, 14))
+                leaf = max(3, (right - left) // 4)
+                draw.polygon([(left, top), (left + leaf, top + 5), (left + leaf, bottom - 3), (left, bottom)], fill=tuple(scene["wood"]))
+            else:
+                draw.rectangle((left, top, right, bottom), fill=tuple(scene["wood"]))
+                knob_x = right - max(3, (right - left) // 5)
+                knob_y = (top + bottom) // 2
+                draw.ellipse((knob_x - 2, knob_y - 2, knob_x + 2, knob_y + 2), fill=(230, 200, 60))
+    pixels = np.asarray(image, dtype=np.uint8).copy()
+    if scene.get("noise"):
+        noise = np.random.default_rng(scene["seed"]).integers(-scene["noise"], scene["noise"] + 1, pixels.shape)
+        pixels = np.clip(pixels.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+    return pixels
+
+
+# ----- scenes and items --------------------------------------------------------------------------------------------
+
+def _cell(value: float, cells: int) -> int:
+    return min(cells - 1, int(value * cells / SIZE))
+
+
+def _scene(rng: random.Random, kind: str, n: int):
+    """(scene, options as listed, answer word or None, layout key)."""
+    task = kind.removesuffix("_none")
+    none = kind.endswith("_none")
+    background = _background(rng)
+    scene = {"task": task, "seed": rng.randrange(2**31), "background": background, "noise": rng.choice((0, 0, 4, 8))}
+    shade = _cell(sum(background) / 3 * SIZE / 256, 4)
+    if task == "colour":
+        options = rng.sample(sorted(COLOURS), n)
+        answer = None if none else rng.choice(options)
+        r = rng.randint(9, 22)
+        x, y = rng.randint(r + 2, SIZE - r - 2), rng.randint(r + 2, SIZE - r - 2)
+        scene.update(colour=answer, x=x, y=y, r=r)
+        key = (kind, tuple(sorted(options)), answer, _cell(x, 3), _cell(y, 3), r // 8, shade)
+    elif task == "star":
+        options = ["left", "right"]
+        side = None if none else rng.choice(options)
+        r = rng.randint(8, 18)
+        lo, hi = (r + 2, SIZE // 2 - r // 2) if side == "left" else (SIZE // 2 + r // 2, SIZE - r - 2)
+        x, y = rng.randint(lo, hi), rng.randint(r + 2, SIZE - r - 2)
+        scene.update(side=side, x=x, y=y, r=r, rotation=rng.uniform(0, 2 * math.pi / 5), ink=_contrast(rng, background))
+        answer = side
+        key = (kind, side, _cell(x, 4), _cell(y, 3), r // 6, shade)
+    else:
+        doors = 3 if n >= 3 else 2
+        options = ["left", "middle", "right"] if doors == 3 else ["left", "right"]
+        opened = None if none else rng.randrange(doors)
+        answer = None if none else options[opened]
+        wood = _jitter(rng, rng.choice(((140, 90, 40), (110, 70, 35), (170, 120, 60), (90, 100, 120))), 20)
+        scene.update(doors=doors, open=opened, margin=rng.randint(4, 8), top=rng.randint(10, 40), wood=wood,
+                     frame=_contrast(rng, background))
+        key = (kind, doors, opened, scene["margin"] // 3, scene["top"] // 10, shade)
+    scene["layout"] = key  # not drawn: what the held-out split hashes
+    return scene, options, answer, key
+
+
+def is_heldout(key) -> bool:
+    return zlib.crc32(repr(key).encode()) % HELDOUT_BUCKETS == 0
+
+
+def _cased(rng: random.Random, word: str, flip: float) -> str:
+    return flip_case(word) if rng.random() < flip else word
+
+
+def make_item(rng: random.Random, kind: str, split: str = "train", flip: float = FLIP) -> Item:
+    """One item of `kind`; split 'train' never yields a held-out layout, 'heldout' only yields those."""
+    if split not in ("train", "heldout", "any"):
+        raise ValueError(split)
+    while True:
+        n = rng.randint(2, 4)
+        scene, options, answer, key = _scene(rng, kind, n)
+        if split == "any" or is_heldout(key) == (split == "heldout"):
+            break
+    rng.shuffle(options)
+    if answer is None:
+        target = [1.0 / len(options)] * len(options)
+    else:
+        target = [1.0 if o == answer else 0.0 for o in options]
+    return Item(kind, QUESTIONS[scene["task"]], tuple(_cased(rng, o, flip) for o in options), tuple(target), scene)
+
+
+def sample_kind(rng: random.Random, mix: dict[str, float] = TRAIN_MIX) -> str:
+    r = rng.random() * sum(mix.values())
+    for kind, weight in mix.items():
+        r -= weight
+        if r < 0:
+            return kind
+    return kind
+
+
+def heldout_items(seed: int, counts: dict[str, int]) -> list[Item]:
+    rng = random.Random(seed)
+    return [make_item(rng, kind, "heldout") for kind, count in counts.items() for _ in range(count)]
+
+
+def shuffled(items: list[Item], seed: int) -> list[Item]:
+    """The same items with every option list permuted again (a different order wherever possible)."""
+    rng = random.Random(seed)
+    out = []
+    for item in items:
+        order = list(range(len(item.options)))
+        while order == list(range(len(item.options))):
+            rng.shuffle(order)
+        out.append(item.reordered(order))
+    return out
+
+
+def blank(colour=(128, 128, 128)) -> np.ndarray:
+    """A picture with nothing in it."""
+    return np.full((SIZE, SIZE, 3), colour, dtype=np.uint8)

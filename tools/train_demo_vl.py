@@ -1,0 +1,898 @@
+#!/usr/bin/env python
+"""Train, export and evaluate Decider's seeing demo model (resources/demo-vl-model/).
+
+A tiny Qwen3.5 vision-language model (Qwen3_5ForConditionalGeneration, model_type qwen3_5: a small vision tower,
+Gated DeltaNet and gated full-attention text layers) trained from scratch on the picture questions of
+tools/demo_vl_tasks.py, asked exactly the way the engine asks about an image: engine.decision_prompt's
+build_decision_prompt with the image's placeholder tokens (engine/vision_tokens.py) first in the user turn,
+thinking off, the answer being the option letter's token right after the prompt. The pixels are preprocessed by
+the engine's own preprocess() (engine/vision_preprocess.py), so training sees the patches the engine feeds.
+
+    python tools/train_demo_vl.py train  [--steps N] [--minutes M] [--threads 1] [--work DIR]
+    python tools/train_demo_vl.py export [--work DIR]     # checkpoint -> resources/demo-vl-model (optimum-intel)
+    python tools/train_demo_vl.py evaluate                # the held-out items through the real engine
+    python tools/train_demo_vl.py card   [--work DIR]     # MODEL_CARD.md (+ docs/demo-model/curve_vl.csv / .png)
+    python tools/train_demo_vl.py all    [...]            # train, export, evaluate, card (ships only if targets met)
+
+Seeded (data, init, order). The recipe is the text demo's (tools/train_demo.py): small DeltaNet decay, an
+auxiliary LM loss on the prompt's text, soft-label cross-entropy at the answer, and the training-only probe on
+each option's token (does this option answer the question about this picture?) that got the text demo off the
+prior; the exact one-chunk delta rule makes training faster, the export uses the stock code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "tools"
+for _p in (str(ROOT), str(TOOLS)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import demo_tasks  # noqa: E402  (metrics and argmax: the same definitions as the text demo's)
+import demo_vl_tasks as tasks  # noqa: E402
+from train_demo import _block_broken_torchvision, curve_summary, dir_size, fast_chunk_gated_delta_rule, versions  # noqa: E402
+
+OUT = ROOT / "resources" / "demo-vl-model"
+DOCS = ROOT / "docs" / "demo-model"
+DEFAULT_WORK = Path(os.environ.get("DECIDER_DEMO_VL_WORK", "/tmp/decider-demo-vl-train"))
+
+SEED = 8_2026
+VAL_SEED = 8_2027
+TEST_SEED = 8_2028  # tests/test_demo_vl_model.py uses the same seeds and counts
+TEST_SHUFFLE_SEED = 8_2029
+TEST_COUNTS = {"colour": 40, "star": 30, "door": 40, "colour_none": 10, "star_none": 10, "door_none": 10}
+
+PAD_MULTIPLE = 64
+
+TEXT = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=4,
+    layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    linear_conv_kernel_dim=4,
+    linear_num_key_heads=4,
+    linear_num_value_heads=4,
+    linear_key_head_dim=32,
+    linear_value_head_dim=32,
+)
+
+VISION = dict(
+    depth=2,
+    hidden_size=64,
+    intermediate_size=128,
+    num_heads=2,
+    in_channels=3,
+    patch_size=16,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+    out_hidden_size=TEXT["hidden_size"],
+    num_position_embeddings=36,  # a 6 × 6 table: exactly the patch grid of a 96 × 96 picture
+    hidden_act="gelu_pytorch_tanh",
+    initializer_range=0.02,
+)
+
+# The engine reads this file (engine/vision_preprocess.py). The budget keeps every picture small: a 96 × 96 scene is
+# used as it is (9 image tokens); a larger screenshot is scaled down into at most 96 × 96 pixels' worth of tokens.
+PREPROCESSOR = {
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "do_convert_rgb": True,
+    "do_resize": True,
+    "size": {"shortest_edge": 64 * 64, "longest_edge": tasks.SIZE * tasks.SIZE},
+    "resample": 3,
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "patch_size": VISION["patch_size"],
+    "temporal_patch_size": VISION["temporal_patch_size"],
+    "merge_size": VISION["spatial_merge_size"],
+}
+
+HPARAMS = dict(
+    batch=16,
+    lr=3e-3,
+    min_lr_frac=0.05,
+    warmup=50,
+    weight_decay=0.01,
+    clip=1.0,
+    lm_weight=0.3,
+    probe_weight=1.0,
+    a_min=0.003,
+    a_max=0.3,
+    dt_bias=0.0,
+    eval_every=250,
+    val_items=400,
+)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+def log(msg: str) -> None:
+    print(f"[train_demo_vl {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Tokenizer: byte-level BPE whose merges come from the task prompts (every option word, both casings, one token)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def tokenizer_corpus() -> list[str]:
+    from decider.engine.decision_prompt import LABELS, load_templates, render_user_text
+
+    templates = load_templates()
+    words = [v for w in tasks.vocabulary() for v in tasks.variants(w)]
+    lines = ["system\n", "user\n", "assistant\n", "\n", "\n\n"]
+    for i, question in enumerate(tasks.QUESTIONS.values()):
+        for k in range(0, len(words), 2):
+            lines.append(render_user_text(question, [words[(k + j) % len(words)] for j in range(4)], False, templates))
+    for n in range(2, len(LABELS) + 1):
+        lines.append(render_user_text(tasks.QUESTIONS["colour"], (words * 3)[:n], False, templates))
+    return lines + list(LABELS)
+
+
+def write_tokenizer(out: Path):
+    from make_fixtures import ADDED_TOKENS, CHAT_TEMPLATE, QWEN_SPLIT_REGEX, special_tokens_map_dict, tokenizer_config_dict
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=100_000, min_frequency=1, show_progress=False, special_tokens=[],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(tokenizer_corpus(), trainer=trainer)
+    n_regular = tok.get_vocab_size(with_added_tokens=False)
+    tok.add_tokens([AddedToken(t, special=s, normalized=False, single_word=False, lstrip=False, rstrip=False) for t, s in ADDED_TOKENS])
+    for i, (t, _) in enumerate(ADDED_TOKENS):
+        assert tok.token_to_id(t) == n_regular + i, t
+    for w in [v for w in tasks.vocabulary() for v in tasks.variants(w)]:
+        assert len(tok.encode(" " + w, add_special_tokens=False).ids) == 1, w
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out / "tokenizer.json"), pretty=False)
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config_dict(tok), indent=2, ensure_ascii=False) + "\n")
+    (out / "special_tokens_map.json").write_text(json.dumps(special_tokens_map_dict(), indent=2) + "\n")
+    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    return tok
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Data: items -> the engine's prompt ids (image tokens as <|image_pad|>) and the engine's patches
+# ---------------------------------------------------------------------------------------------------------------------
+
+class Encoder:
+    def __init__(self, tokenizer_json: Path):
+        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
+        from decider.engine.tokenizer import ChatTokenizer
+        from decider.engine.vision_preprocess import ProcessorConfig
+        from decider.engine.vision_tokens import IMAGE_PAD
+
+        self.tok = ChatTokenizer(tokenizer_json)
+        self._build = build_decision_prompt
+        self.processor = ProcessorConfig.from_dict(PREPROCESSOR, VISION)
+        self.letters = letter_ids(self.tok, 4)
+        self.letters_all = letter_ids(self.tok, 10)
+        self.pad = self.tok.end_of_text
+        self.image_pad = self.tok.special_id(IMAGE_PAD)
+        self.dot = self.tok.encode_text(".")[0]
+        self.options_word = self.tok.encode_text("Options")[0]
+
+    def encode(self, item: tasks.Item, pixels=None):
+        """(prompt ids, patches): exactly the prompt the engine builds for this question about this picture."""
+        from decider.engine.vision_preprocess import preprocess
+        from decider.engine.vision_tokens import image_tokens, token_ids
+
+        patches = preprocess(item.image() if pixels is None else pixels, self.processor)
+        rows, cols = (side // self.processor.merge_size for side in patches.token_grid)
+        prompt = self._build(self.tok, item.question, list(item.options), think=False, images=[image_tokens("x", rows, cols)])
+        return [int(i) for i in token_ids(prompt.ids, self.image_pad)], patches
+
+    def option_positions(self, ids: list[int], n: int) -> list[int]:
+        """Index of each option's (one-token) word: the token after 'X' '.' on its line."""
+        start = ids.index(self.options_word)
+        out = []
+        for i in range(n):
+            j = start
+            while not (ids[j] == self.letters_all[i] and ids[j + 1] == self.dot):
+                j += 1
+            out.append(j + 2)
+            start = j + 2
+        return out
+
+    def batch(self, items):
+        import torch
+
+        encoded = [self.encode(it) for it in items]
+        S = max(len(ids) for ids, _ in encoded)
+        B = len(items)
+        ids = torch.full((B, S), self.pad, dtype=torch.long)
+        lm_mask = torch.zeros((B, S), dtype=torch.bool)
+        target = torch.zeros((B, 4))
+        fits = torch.zeros((B, 4))
+        opt_pos = torch.zeros((B, 4), dtype=torch.long)
+        last = torch.tensor([len(s) - 1 for s, _ in encoded])
+        nopt = torch.tensor([len(it.options) for it in items])
+        for b, ((s, _), it) in enumerate(zip(encoded, items)):
+            n = len(it.options)
+            ids[b, : len(s)] = torch.tensor(s)
+            nxt = torch.tensor(s[1:])
+            # The LM loss predicts the prompt's text only: never an image placeholder (there is nothing to predict).
+            lm_mask[b, : len(s) - 1] = (nxt != self.image_pad) & (torch.tensor(s[:-1]) != self.image_pad)
+            target[b, :n] = torch.tensor(it.target)
+            fits[b, :n] = torch.tensor([0.0 if it.ambiguous else t for t in it.target])
+            opt_pos[b, :n] = torch.tensor(self.option_positions(s, n))
+        pixel_values = torch.from_numpy(__import__("numpy").concatenate([p.values for _, p in encoded]))
+        grid = torch.tensor([list(p.grid) for _, p in encoded], dtype=torch.long)
+        return ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------------------------------------
+
+def config_for(tokenizer_size: int, special: dict):
+    from transformers import Qwen3_5Config
+
+    vocab = int(math.ceil(tokenizer_size / PAD_MULTIPLE) * PAD_MULTIPLE)
+    text = dict(
+        vocab_size=vocab, **TEXT, hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=4096, initializer_range=0.02,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.25,
+                         "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        tie_word_embeddings=True, eos_token_id=special["<|im_end|>"], pad_token_id=special["<|endoftext|>"], bos_token_id=None,
+    )
+    return Qwen3_5Config(
+        text_config=text, vision_config=dict(VISION),
+        image_token_id=special["<|image_pad|>"], video_token_id=special["<|video_pad|>"],
+        vision_start_token_id=special["<|vision_start|>"], vision_end_token_id=special["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+
+
+def language_layers(model):
+    return model.model.language_model.layers
+
+
+def build_model(config, seed: int, hp: dict):
+    import torch
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    torch.manual_seed(seed)
+    model = Qwen3_5ForConditionalGeneration(config)
+    with torch.no_grad():
+        for layer in language_layers(model):
+            if layer.layer_type == "linear_attention":
+                attn = layer.linear_attn
+                A = torch.logspace(math.log10(hp["a_min"]), math.log10(hp["a_max"]), attn.A_log.numel())
+                attn.A_log.copy_(A.log())
+                attn.dt_bias.fill_(hp["dt_bias"])
+    return model
+
+
+def patch_fast_paths(model) -> None:
+    """Training-only, exact: the one-chunk delta rule, and the patch embedding's Conv3d (kernel = stride = one
+    patch, so one output per patch) as the matrix product it is -- the Conv3d's backward was the slowest op."""
+    import torch.nn.functional as F
+
+    for layer in language_layers(model):
+        if layer.layer_type == "linear_attention":
+            layer.linear_attn.chunk_gated_delta_rule = fast_chunk_gated_delta_rule
+    embed = model.model.visual.patch_embed
+
+    def linear_patch_embed(hidden_states):
+        weight = embed.proj.weight
+        return F.linear(hidden_states.to(weight.dtype).reshape(-1, weight[0].numel()), weight.reshape(weight.shape[0], -1), embed.proj.bias)
+
+    embed.forward = linear_patch_embed
+
+
+def probe_layer(model) -> int:
+    types = [layer.layer_type for layer in language_layers(model)]
+    return max(i for i, t in enumerate(types) if t == "full_attention") - 1
+
+
+def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
+    import torch
+    import torch.nn.functional as F
+
+    ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos = batch
+    mask = (torch.arange(ids.shape[1])[None, :] <= last[:, None]).long()  # right padding
+    captured = {}
+    handle = None
+    if probe is not None:
+        layer = language_layers(model)[probe_layer(model)]
+        handle = layer.register_forward_hook(lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out))
+    try:
+        model.model.rope_deltas = None  # every batch is a fresh prompt
+        # The attention mask is not optional here: without one, transformers reads the image tokens' repeated
+        # temporal positions as the starts of packed sequences and cuts the full attention at every image token.
+        hidden = model.model(input_ids=ids, attention_mask=mask, pixel_values=pixel_values.to(model.dtype), image_grid_thw=grid,
+                             use_cache=False).last_hidden_state
+    finally:
+        if handle is not None:
+            handle.remove()
+    logits = model.lm_head(hidden)[..., :T]
+    logp = F.log_softmax(logits.float(), dim=-1)
+    B = ids.shape[0]
+    letter_logp = logp[torch.arange(B), last][:, letters]
+    answer_loss = -(target * letter_logp).sum(-1).mean()
+    lm_loss = torch.zeros(())
+    if lm_weight > 0:
+        tok_logp = logp[:, :-1].gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        m = lm_mask[:, :-1]
+        lm_loss = -(tok_logp * m).sum() / m.sum()
+    probe_loss = torch.zeros(())
+    if probe is not None:
+        h = captured["h"]
+        at = h[torch.arange(B)[:, None], opt_pos]
+        z = probe(F.rms_norm(at, (at.shape[-1],))).squeeze(-1)
+        valid = torch.arange(4)[None, :] < nopt[:, None]
+        probe_loss = (F.binary_cross_entropy_with_logits(z, fits, reduction="none") * valid).sum() / valid.sum()
+    return answer_loss, lm_loss, letter_logp, probe_loss
+
+
+def evaluate_torch(model, enc: Encoder, items, T: int) -> dict:
+    import torch
+
+    model.eval()
+    probs, losses = [], []
+    with torch.no_grad():
+        for i in range(0, len(items), 64):
+            chunk = items[i:i + 64]
+            batch = enc.batch(chunk)
+            _, _, letter_logp, _ = forward_losses(model, batch, T, enc.letters, 0.0)
+            target = batch[5]
+            for b, it in enumerate(chunk):
+                lp = letter_logp[b, : len(it.options)]
+                probs.append([float(x) for x in torch.softmax(lp, -1)])
+                losses.append(-float((target[b, : len(it.options)] * torch.log_softmax(lp, -1)).sum()))
+    model.train()
+    m = demo_tasks.metrics(items, probs)
+    m["loss"] = sum(losses) / len(losses)
+    return m
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------------------------------
+
+def train(args) -> Path:
+    _block_broken_torchvision()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    torch.use_deterministic_algorithms(True)
+    hp = dict(HPARAMS)
+    for k in ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every"):
+        v = getattr(args, k, None)
+        if v is not None:
+            hp[k] = v
+    work = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    tokdir = work / "tokenizer"
+    write_tokenizer(tokdir)
+    enc = Encoder(tokdir / "tokenizer.json")
+    T = enc.tok.size
+    special = {t: enc.tok.special_id(t) for t in ("<|im_end|>", "<|endoftext|>", "<|image_pad|>", "<|video_pad|>",
+                                                   "<|vision_start|>", "<|vision_end|>")}
+    config = config_for(T, special)
+    model = build_model(config, SEED, hp)
+    patch_fast_paths(model)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    n_vision = sum(p.numel() for p in model.model.visual.parameters())
+    log(f"tokenizer {T} ids (logits width {config.text_config.vocab_size}); model {n_params:,} parameters "
+        f"({n_vision:,} in the vision tower); text layers {TEXT['layer_types']}")
+    log(f"hyperparameters {json.dumps(hp)}; steps {args.steps}; threads {args.threads}")
+
+    probe = torch.nn.Linear(config.text_config.hidden_size, 1)  # training-only; never exported
+    decay, no_decay = list(probe.parameters()), []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "norm" in name or name.endswith(("A_log", "dt_bias")) else decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=hp["lr"], betas=(0.9, 0.98), eps=1e-8)
+
+    def lr_at(step):
+        if step < hp["warmup"]:
+            return hp["lr"] * (step + 1) / hp["warmup"]
+        progress = min(1.0, (step - hp["warmup"]) / max(1, args.steps - hp["warmup"]))
+        return hp["lr"] * (hp["min_lr_frac"] + (1 - hp["min_lr_frac"]) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    rng = random.Random(SEED)
+    vrng = random.Random(VAL_SEED)
+    val_items = [tasks.make_item(vrng, tasks.sample_kind(vrng), "heldout") for _ in range(hp["val_items"])]
+    chance = sum(math.log(len(it.options)) for it in val_items) / len(val_items)
+    log(f"validation: {len(val_items)} held-out items; answer loss of a uniform guess {chance:.4f}")
+    curve_path = work / "curve.csv"
+    fields = ["step", "elapsed_s", "lr", "train_answer_loss", "train_lm_loss", "train_probe_loss", "val_answer_loss",
+              "val_chance_loss", "val_accuracy", "val_ece", "val_conf_gap"] + [f"val_{k}" for k in tasks.KINDS]
+    curve = open(curve_path, "w", newline="")
+    writer = csv.DictWriter(curve, fieldnames=fields)
+    writer.writeheader()
+
+    t0 = time.time()
+    acc_a = acc_l = acc_p = 0.0
+    n_acc = 0
+    best = None
+    deadline = t0 + args.minutes * 60 if args.minutes else None
+    step = 0
+    for step in range(args.steps + 1):
+        out_of_time = bool(deadline and time.time() > deadline)
+        if step % hp["eval_every"] == 0 or step == args.steps or out_of_time:
+            m = evaluate_torch(model, enc, val_items, T)
+            row = {
+                "step": step, "elapsed_s": round(time.time() - t0, 1), "lr": f"{lr_at(step):.2e}",
+                "train_answer_loss": f"{acc_a / n_acc:.4f}" if n_acc else "",
+                "train_lm_loss": f"{acc_l / n_acc:.4f}" if n_acc else "",
+                "train_probe_loss": f"{acc_p / n_acc:.4f}" if n_acc else "",
+                "val_answer_loss": f"{m['loss']:.4f}", "val_chance_loss": f"{chance:.4f}",
+                "val_accuracy": f"{m['accuracy']:.4f}", "val_ece": f"{m['ece']:.4f}", "val_conf_gap": f"{m['confidence_gap']:.4f}",
+            }
+            for k in tasks.KINDS:
+                row[f"val_{k}"] = f"{m['by_kind'].get(k, float('nan')):.4f}"
+            writer.writerow(row)
+            curve.flush()
+            log(f"step {step:6d} {row['elapsed_s']:7.0f}s lr {row['lr']} train ans {row['train_answer_loss'] or '-':>6} "
+                f"lm {row['train_lm_loss'] or '-':>6} probe {row['train_probe_loss'] or '-':>6} | val ans {m['loss']:.4f} "
+                f"(uniform {chance:.4f}) acc {m['accuracy']:.3f} ece {m['ece']:.3f} "
+                f"[{' '.join(f'{k} {v:.2f}' for k, v in m['by_kind'].items())}]")
+            acc_a = acc_l = acc_p = 0.0
+            n_acc = 0
+            if best is None or m["loss"] < best[0]:
+                best = (m["loss"], step)
+                save_checkpoint(model, work / "checkpoint", tokdir, {"step": step, "val": m, "hparams": hp})
+            if out_of_time:
+                log(f"time budget of {args.minutes} min reached at step {step}")
+                break
+        if step == args.steps:
+            break
+        items = [tasks.make_item(rng, tasks.sample_kind(rng), "train") for _ in range(hp["batch"])]
+        batch = enc.batch(items)
+        for g_ in opt.param_groups:
+            g_["lr"] = lr_at(step)
+        a_loss, l_loss, _, p_loss = forward_losses(model, batch, T, enc.letters, hp["lm_weight"],
+                                                   probe if hp["probe_weight"] > 0 else None)
+        loss = a_loss + hp["lm_weight"] * l_loss + hp["probe_weight"] * p_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hp["clip"])
+        opt.step()
+        acc_a += float(a_loss.detach())
+        acc_l += float(l_loss.detach())
+        acc_p += float(p_loss.detach())
+        n_acc += 1
+    curve.close()
+    elapsed = time.time() - t0
+    (work / "train_summary.json").write_text(json.dumps({
+        "steps_run": step, "elapsed_s": elapsed, "best_val_loss": best[0], "best_step": best[1], "parameters": n_params,
+        "vision_parameters": n_vision, "tokenizer_size": T, "vocab_size": config.text_config.vocab_size, "hparams": hp,
+        "text": TEXT, "vision": VISION, "threads": args.threads, "seed": SEED, "versions": versions(),
+    }, indent=1))
+    log(f"done: {step} steps in {elapsed / 60:.1f} min; best val answer loss {best[0]:.4f} at step {best[1]}; curve -> {curve_path}")
+    return work / "checkpoint"
+
+
+def save_checkpoint(model, out: Path, tokdir: Path, meta: dict) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(str(tmp))
+    model.generation_config.save_pretrained(str(tmp))
+    for f in TOKENIZER_FILES:
+        shutil.copyfile(tokdir / f, tmp / f)
+    (tmp / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
+    (tmp / "train_meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------------------------------------------------
+
+def export_worker(checkpoint: str, out: str) -> None:
+    _block_broken_torchvision()
+    from optimum.exporters.openvino import main_export
+    from optimum.intel import OVConfig
+
+    main_export(checkpoint, output=out, task="image-text-to-text", ov_config=OVConfig(dtype="fp32"),
+                convert_tokenizer=False, stateful=True)
+
+
+def export(args) -> Path:
+    checkpoint = args.work / "checkpoint"
+    tmp = OUT.with_name(OUT.name + ".export")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    log(f"exporting {checkpoint} with optimum-intel (image-text-to-text, fp32) ...")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, __file__, "export-worker", str(checkpoint), str(tmp)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONHASHSEED="0"))
+    if proc.returncode != 0:
+        print(proc.stdout[-5000:])
+        raise SystemExit("export failed")
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json"):
+        if not (tmp / f).exists():
+            shutil.copyfile(checkpoint / f, tmp / f)
+    (tmp / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
+    for f in ("special_tokens_map.json", "openvino_config.json"):  # the engine reads neither; keep the folder plain
+        if (tmp / f).exists():
+            (tmp / f).unlink()
+    config = json.loads((tmp / "config.json").read_text())
+    config["decider_demo"] = True
+    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (tmp / "DEMO").write_text(
+        "Decider's seeing demo model: a tiny Qwen3.5 vision-language model trained on three synthetic picture\n"
+        "questions. It is not a general assistant and sees nothing but those scenes. See MODEL_CARD.md.\n"
+    )
+    delta = parity(checkpoint, tmp)
+    log(f"parity: max |p_torch(float64) - p_engine| over the option probabilities of 30 items {delta:.2e}")
+    (args.work / "parity.json").write_text(json.dumps({"max_abs_probability_delta": delta, "dtype": "fp32"}))
+    if delta > 1e-3:
+        raise SystemExit(f"export does not match the checkpoint (max probability delta {delta:.2e})")
+    if OUT.exists():
+        card = OUT / "MODEL_CARD.md"
+        if card.exists():
+            shutil.copyfile(card, tmp / "MODEL_CARD.md")
+        shutil.rmtree(OUT)
+    tmp.rename(OUT)
+    log(f"exported in {time.time() - t0:.0f}s -> {OUT} ({dir_size(OUT) / 1e6:.2f} MB): {', '.join(sorted(f.name for f in OUT.iterdir()))}")
+    return OUT
+
+
+def parity(checkpoint: Path, folder: Path, count: int = 30) -> float:
+    """Largest |p_torch - p_engine| over the option probabilities of `count` items: transformers (stock code,
+    float64) on the checkpoint against decide() on the exported folder."""
+    _block_broken_torchvision()
+    import torch
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    from decider.engine.runner import ModelRunner
+
+    model = Qwen3_5ForConditionalGeneration.from_pretrained(str(checkpoint), dtype=torch.float64, attn_implementation="eager").eval()
+    enc = Encoder(checkpoint / "tokenizer.json")
+    T = enc.tok.size
+    rng = random.Random(SEED + 99)
+    items = [tasks.make_item(rng, tasks.sample_kind(rng), "any") for _ in range(count)]
+    engine_probs, _ = engine_probabilities(ModelRunner(folder), items)
+    worst = 0.0
+    with torch.no_grad():
+        for it, pe in zip(items, engine_probs):
+            ids, patches = enc.encode(it)
+            model.model.rope_deltas = None
+            out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones((1, len(ids)), dtype=torch.long), pixel_values=torch.from_numpy(patches.values).double(),
+                        image_grid_thw=torch.tensor([list(patches.grid)]), use_cache=False)
+            pt = torch.softmax(out.logits[0, -1, :T][enc.letters[: len(it.options)]], -1)
+            worst = max(worst, max(abs(float(a) - b) for a, b in zip(pt, pe)))
+    return worst
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Evaluation through the real engine (no torch)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def engine_probabilities(runner, items, pixels=None):
+    """Bars from decide() with each item's picture (or the one `pixels` picture for every item)."""
+    from decider.engine.decide import DecisionRequest, decide
+    from decider.engine.settings import SamplingSettings
+
+    out, coverage = [], []
+    for it in items:
+        image = it.image() if pixels is None else pixels
+        result = decide(runner, DecisionRequest(it.question, tuple(it.options), images=(image,), sampling=SamplingSettings(temperature=0.0)))
+        out.append([o.probability for o in result.options])
+        coverage.append(result.coverage)
+    return out, coverage
+
+
+def test_items():
+    items = tasks.heldout_items(TEST_SEED, TEST_COUNTS)
+    return items, tasks.shuffled(items, TEST_SHUFFLE_SEED)
+
+
+BLANKS = ((128, 128, 128), (255, 255, 255), (0, 0, 0), (200, 170, 120))
+
+
+def blank_items() -> list[tasks.Item]:
+    """Every question with every option count it has, to be asked over blank pictures."""
+    rng = random.Random(TEST_SEED + 7)
+    out = []
+    for kind in ("colour_none", "star_none", "door_none"):
+        for _ in range(4):
+            out.append(tasks.make_item(rng, kind, "any"))
+    return out
+
+
+def blank_spread(runner) -> float:
+    """Largest |bar - 1/n| over every question asked about plain pictures (nothing to see: the bars should be even)."""
+    items = blank_items()
+    worst = 0.0
+    for colour in BLANKS:
+        probs, _ = engine_probabilities(runner, items, tasks.blank(colour))
+        worst = max(worst, max(abs(p - 1 / len(ps)) for ps in probs for p in ps))
+    return worst
+
+
+def evaluate_engine(folder: Path = OUT) -> dict:
+    from decider.engine.runner import ModelRunner
+
+    runner = ModelRunner(folder)
+    items, reshuffled = test_items()
+    t0 = time.time()
+    probs, coverage = engine_probabilities(runner, items)
+    probs2, _ = engine_probabilities(runner, reshuffled)
+    elapsed = time.time() - t0
+    m = demo_tasks.metrics(items, probs)
+    m2 = demo_tasks.metrics(reshuffled, probs2)
+    m["accuracy_reshuffled"] = m2["accuracy"]
+    m["shuffle_delta_points"] = abs(m["accuracy"] - m2["accuracy"]) * 100
+    m["ece_reshuffled"] = m2["ece"]
+    m["mean_coverage"] = sum(coverage) / len(coverage)
+    m["blank_max_deviation"] = blank_spread(runner)
+    m["seconds"] = elapsed
+    m["items"] = len(items)
+    return m
+
+
+def print_metrics(m: dict) -> None:
+    log(f"engine, {m['items']} held-out items (+ the same reshuffled) in {m['seconds']:.1f}s:")
+    log(f"  accuracy (unambiguous) {m['accuracy'] * 100:.1f}%  reshuffled {m['accuracy_reshuffled'] * 100:.1f}%  "
+        f"delta {m['shuffle_delta_points']:.2f} points")
+    log(f"  ECE {m['ece']:.4f} (reshuffled {m['ece_reshuffled']:.4f})  confidence correct {m['confidence_correct']:.3f} "
+        f"vs wrong/ambiguous {m['confidence_other']:.3f}  gap {m['confidence_gap']:.3f}  coverage {m['mean_coverage']:.3f}")
+    log(f"  blank pictures: largest |bar - 1/n| {m['blank_max_deviation']:.3f}")
+    log(f"  by kind (mean correctness): {json.dumps({k: round(v, 3) for k, v in m['by_kind'].items()})}")
+    for lo, hi, n, acc, conf in m["bins"]:
+        log(f"    bin ({lo:.1f},{hi:.1f}] n={n:3d} accuracy {acc:.3f} confidence {conf:.3f}")
+
+
+def evaluate(args) -> dict:
+    m = evaluate_engine(OUT)
+    print_metrics(m)
+    path = args.work / "engine_metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(m, indent=1))
+    return m
+
+
+def passes(m: dict) -> bool:
+    return m["accuracy"] >= 0.90 and m["ece"] <= 0.10 and m["blank_max_deviation"] <= 0.15
+
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Curves (CSV + PNG, drawn with Pillow: no plotting library needed) and the model card
+# ---------------------------------------------------------------------------------------------------------------------
+
+def plot_curve(rows: list[dict], path: Path) -> None:
+    """Validation answer loss (with the uniform guess's level) and validation accuracy against the step."""
+    from PIL import Image, ImageDraw
+
+    width, height, pad = 720, 300, 48
+    image = Image.new("RGB", (width * 2, height), "white")
+    draw = ImageDraw.Draw(image)
+    steps = [int(r["step"]) for r in rows]
+    last = max(steps) or 1
+    panels = [
+        ("validation answer loss (nats); dashed: uniform guess", [float(r["val_answer_loss"]) for r in rows],
+         float(rows[0]["val_chance_loss"]), (0.0, max(1.2, max(float(r["val_answer_loss"]) for r in rows)))),
+        ("validation accuracy (unambiguous items); dashed: 90 %", [float(r["val_accuracy"]) for r in rows], 0.9, (0.0, 1.0)),
+    ]
+    for k, (title, values, level, (lo, hi)) in enumerate(panels):
+        x0 = k * width
+        def xy(step, v):
+            return (x0 + pad + (width - 2 * pad) * step / last, height - pad - (height - 2 * pad) * (v - lo) / (hi - lo))
+        draw.rectangle((x0 + pad, pad, x0 + width - pad, height - pad), outline="black")
+        draw.text((x0 + pad, 16), title, fill="black")
+        for frac in (0.0, 0.5, 1.0):
+            v = lo + frac * (hi - lo)
+            draw.text((x0 + 6, xy(0, v)[1] - 6), f"{v:.2f}", fill="black")
+        draw.text((x0 + pad, height - pad + 8), "0", fill="black")
+        draw.text((x0 + width - pad - 30, height - pad + 8), f"{last} steps", fill="black")
+        ly = xy(0, level)[1]
+        for x in range(x0 + pad, x0 + width - pad, 12):
+            draw.line((x, ly, x + 6, ly), fill=(150, 150, 150))
+        draw.line([xy(s_, v) for s_, v in zip(steps, values)], fill=(30, 90, 200), width=2)
+        for s_, v in zip(steps, values):
+            cx, cy = xy(s_, v)
+            draw.ellipse((cx - 3, cy - 3, cx + 3, cy + 3), fill=(30, 90, 200))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path)
+
+
+def write_curves(work: Path) -> None:
+    DOCS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(work / "curve.csv", DOCS / "curve_vl.csv")
+    plot_curve(list(csv.DictReader(open(work / "curve.csv"))), DOCS / "curve_vl.png")
+    log(f"curves -> {DOCS / 'curve_vl.csv'}, {DOCS / 'curve_vl.png'}")
+
+
+def write_card(args) -> Path:
+    from decider.engine.decision_prompt import load_templates, render_user_text
+
+    work = args.work
+    summary = json.loads((work / "train_summary.json").read_text())
+    m = json.loads((work / "engine_metrics.json").read_text())
+    par = json.loads((work / "parity.json").read_text())
+    text, vision = summary["text"], summary["vision"]
+    example = render_user_text(tasks.QUESTIONS["colour"], ["red", "Blue", "yellow"], False, load_templates())
+    rows = curve_summary(work / "curve.csv")
+    hp = summary["hparams"]
+    lines = [
+        "# Decider seeing demo model",
+        "",
+        f"**This is a demo model.** A tiny ({summary['parameters']:,}-parameter) Qwen3.5 vision-language model, trained from",
+        "scratch on three synthetic picture questions so that Decider can show a decision made *from an image*, with",
+        "meaningful bars, without a download. It sees nothing but these rendered scenes. `config.json` carries",
+        '`"decider_demo": true` and the folder holds a `DEMO` marker file.',
+        "",
+        "```bash",
+        "decider ask --model resources/demo-vl-model --image scene.png \"Which colour is the circle?\" --option red --option green --option blue",
+        "```",
+        "",
+        "## Architecture",
+        "",
+        f"- `Qwen3_5ForConditionalGeneration` (`model_type` `qwen3_5`), exported with optimum-intel "
+        f"({summary['versions'].get('optimum-intel')}) as `image-text-to-text` (stateful language model, text embeddings, "
+        f"the three vision IRs), {par['dtype']} weights; the export matches transformers (float64) to "
+        f"{par['max_abs_probability_delta']:.0e} on the option probabilities.",
+        f"- Vision tower ({summary['vision_parameters']:,} parameters): patch {vision['patch_size']}, temporal patch "
+        f"{vision['temporal_patch_size']}, {vision['depth']} blocks of width {vision['hidden_size']} ({vision['num_heads']} heads, "
+        f"MLP {vision['intermediate_size']}), a {int(vision['num_position_embeddings'] ** 0.5)}×{int(vision['num_position_embeddings'] ** 0.5)} "
+        f"learned position table, 2×2 merger to the text width {vision['out_hidden_size']}.",
+        f"- Pixel budget (`preprocessor_config.json`): {PREPROCESSOR['size']['shortest_edge']} to "
+        f"{PREPROCESSOR['size']['longest_edge']} pixels, so a {tasks.SIZE}×{tasks.SIZE} scene is 36 patches and 9 image tokens; "
+        "a larger picture is scaled down into the same budget (a 16:9 screenshot becomes 128×64).",
+        f"- Language model: {text['num_hidden_layers']} layers "
+        f"({', '.join('Gated DeltaNet' if t == 'linear_attention' else 'gated full attention' for t in text['layer_types'])}), "
+        f"hidden {text['hidden_size']}, MLP {text['intermediate_size']}, tied embeddings.",
+        f"- Tokenizer: byte-level BPE with Qwen's pre-tokenizer and special tokens (including `<|vision_start|>`, "
+        f"`<|image_pad|>`, `<|vision_end|>`), {summary['tokenizer_size']} ids; its merges were learnt from the task prompts,",
+        "  so every option word is one token. Other text still encodes (byte by byte), but the model never saw it.",
+        f"- Folder size {dir_size(OUT) / 1e6:.2f} MB.",
+        "",
+        "## Tasks and exact prompt wording",
+        "",
+        f"Pictures are {tasks.SIZE}×{tasks.SIZE} RGB, drawn with Pillow (tools/demo_vl_tasks.py): a grey background of any",
+        "shade, sometimes with pixel noise, and",
+        "",
+        "1. **Colour** — `Which colour is the circle?` over one circle (any size and place) of red, green, blue or yellow;",
+        "   2 to 4 colour options, one of them right.",
+        "2. **Star** — `Where is the star: left or right?` over one light-on-dark or dark-on-light star in the left or the",
+        "   right half; options left, right.",
+        "3. **Door** — `Which door is open?` over 2 or 3 doors in a row, one open (a dark doorway and its swung leaf);",
+        "   options left, right (and middle with 3 doors).",
+        "4. **Nothing to see** — the same questions over a blank picture (colour, star) or doors that are all closed:",
+        "   trained towards even bars, so the model says it cannot tell.",
+        "",
+        "Options come in shuffled order; every word may have its first letter's case flipped (`red` / `Red`).",
+        "Example (user turn after the image):",
+        "",
+        "```",
+        example,
+        "```",
+        "",
+        "The full prompt is exactly what the engine builds for a decision with one image: `<|im_start|>user\\n"
+        "<|vision_start|>` + 9 × `<|image_pad|>` + `<|vision_end|>` + the text above + "
+        "`<|im_end|>\\n<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n`, with Qwen3.5's 3-D positions for the image tokens.",
+        "",
+        "## Results (held-out layouts, through the real engine)",
+        "",
+        f"Measured with `decide()` on the exported folder (`--image` path: pixels → engine preprocessing → the vision IRs),"
+        f" on {m['items']} items whose scene layouts (task, option set, answer, object place and size cells, background",
+        "shade cell) were never generated in training (a fixed 1-in-10 hash split), drawn with another seed: "
+        + ", ".join(f"{v} {k}" for k, v in TEST_COUNTS.items()) + ". The same check runs in `tests/test_demo_vl_model.py`.",
+        "",
+        "| metric | value | target |",
+        "|---|---|---|",
+        f"| accuracy, unambiguous items | {m['accuracy'] * 100:.1f} % | ≥ 90 % |",
+        f"| colour / star / door (mean correctness) | {m['by_kind'].get('colour', 0) * 100:.1f} % / {m['by_kind'].get('star', 0) * 100:.1f} % / "
+        f"{m['by_kind'].get('door', 0) * 100:.1f} % | |",
+        f"| expected calibration error, all items (10 equal-width bins) | {m['ece']:.3f} | ≤ 0.10 |",
+        f"| mean confidence on correct answers | {m['confidence_correct']:.3f} | |",
+        f"| mean confidence on wrong or nothing-to-see ones | {m['confidence_other']:.3f} | |",
+        f"| accuracy with every option list reshuffled | {m['accuracy_reshuffled'] * 100:.1f} % (Δ {m['shuffle_delta_points']:.1f} points) | |",
+        f"| blank pictures (4 plain colours × 12 questions): largest \\|bar − 1/n\\| | {m['blank_max_deviation']:.3f} | ≤ 0.15 |",
+        f"| mean probability mass on the option letters (coverage) | {m['mean_coverage']:.3f} | |",
+        "",
+        "Correctness on nothing-to-see items is 1/n (any choice is a guess); confidence is the chosen option's bar.",
+        "",
+        "## Training",
+        "",
+        f"- From scratch, seed {summary['seed']}, {summary['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, "
+        f"cosine to {hp['min_lr_frac']}x, warmup {hp['warmup']}), {summary['elapsed_s'] / 60:.0f} minutes on {summary['threads']} CPU "
+        f"thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, transformers "
+        f"{summary['versions'].get('transformers')}); the checkpoint with the lowest validation answer loss (step {summary['best_step']}) was exported.",
+        f"- Loss: soft-label cross-entropy at the answer position + {hp['lm_weight']} × LM loss on the prompt's text + "
+        f"{hp['probe_weight']} × a training-only probe (not exported) on each option's token, as for the text demo model.",
+        "- Pixels go through the engine's own preprocessing in training too, so the model learnt on the patches the engine feeds.",
+        "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2). Curve:",
+        "  `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
+        "",
+        f"Training curve (validation: {hp['val_items']} held-out items; uniform guess = {float(rows[0]['val_chance_loss']):.3f}):",
+        "",
+        "| step | minutes | train answer loss | val answer loss | val accuracy | val ECE |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['step']} | {float(r['elapsed_s']) / 60:.1f} | {r['train_answer_loss'] or '-'} | {r['val_answer_loss']} | "
+                     f"{float(r['val_accuracy']) * 100:.1f} % | {float(r['val_ece']):.3f} |")
+    lines += [
+        "",
+        "## What it cannot do",
+        "",
+        "- Any other picture or question: photos, screenshots, other shapes or colours, several circles or stars, more",
+        "  doors, other wordings. Its bars there mean nothing (they may be confident and wrong).",
+        f"- Pictures of another size are scaled into the {PREPROCESSOR['size']['longest_edge']}-pixel budget; it only ever saw "
+        f"{tasks.SIZE}×{tasks.SIZE} scenes.",
+        "- It never saw text without a picture, several pictures, a system prompt, context or thinking mode; generated text is gibberish.",
+        "- It is not a small Qwen3.5: same architecture, none of the knowledge.",
+        "",
+    ]
+    path = OUT / "MODEL_CARD.md"
+    path.write_text("\n".join(lines))
+    log(f"model card -> {path}")
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["train", "export", "evaluate", "card", "all", "export-worker"])
+    ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help=f"training directory (default {DEFAULT_WORK})")
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this many minutes (0: no limit)")
+    ap.add_argument("--threads", type=int, default=1)
+    for k in ("lr", "lm_weight", "probe_weight"):
+        ap.add_argument(f"--{k.replace('_', '-')}", dest=k, type=float, default=None)
+    for k in ("batch", "warmup", "eval_every"):
+        ap.add_argument(f"--{k.replace('_', '-')}", dest=k, type=int, default=None)
+    args = ap.parse_args(argv)
+    if args.command == "export-worker":
+        export_worker(*args.rest)
+        return 0
+    if args.command in ("train", "all"):
+        train(args)
+    if args.command in ("export", "all"):
+        export(args)
+    if args.command in ("evaluate", "all"):
+        m = evaluate(args)
+        if args.command == "all" and not passes(m):
+            log("targets NOT met: the model must not ship (remove resources/demo-vl-model; the curves go to docs/demo-model)")
+            write_curves(args.work)
+            return 1
+    if args.command in ("card", "all"):
+        write_curves(args.work)
+        write_card(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
