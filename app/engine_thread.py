@@ -50,6 +50,16 @@ class ModelInfo:
         return self.engine is not None and self.engine.remote
 
 
+@dataclass(frozen=True)
+class ApiConfig:
+    """Where and for whom the local API serves (app.api.server.ApiServer's arguments)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    api_key: str | None = None
+    allow_origins: tuple[str, ...] = ()  # browser Origins allowed to call it (CORS); others get 403
+
+
 class EngineWorker(QObject):
     # results
     model_loaded = Signal(object)  # ModelInfo
@@ -66,7 +76,7 @@ class EngineWorker(QObject):
     request_load = Signal(str, object, bool)
     request_remote = Signal(object)  # engine.remote.RemoteConfig
     request_decide = Signal(object, int)
-    request_api = Signal(bool, str, int)
+    request_api = Signal(bool, object)  # enabled, ApiConfig
     request_shutdown = Signal()
 
     def __init__(self, history_factory=None) -> None:
@@ -75,6 +85,7 @@ class EngineWorker(QObject):
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
         self._api_server = None
+        self._api_config: ApiConfig | None = None  # the API the user switched on: served on every local model
         self._lock = threading.Lock()
         self._submitted = 0  # job ids handed out (UI thread)
         self._cancel_upto = 0  # every job with an id <= this is cancelled
@@ -93,9 +104,10 @@ class EngineWorker(QObject):
         """Decide on an OpenAI-compatible server (engine.remote.RemoteConfig) from now on."""
         self.request_remote.emit(config)
 
-    def serve_api(self, enabled: bool, host: str = "127.0.0.1", port: int = 8765) -> None:
-        """Start (or stop) the local API on the loaded model."""
-        self.request_api.emit(enabled, host, port)
+    def serve_api(self, enabled: bool, host: str = "127.0.0.1", port: int = 8765, api_key: str | None = None,
+                  allow_origins: tuple[str, ...] = ()) -> None:
+        """Serve the local API on the loaded model and each local model loaded after it (or stop serving)."""
+        self.request_api.emit(enabled, ApiConfig(host, port, api_key or None, tuple(allow_origins)))
 
     def submit_decision(self, request) -> int:
         """Queue a decision; returns its job id (for cancel)."""
@@ -128,9 +140,7 @@ class EngineWorker(QObject):
             started = time.perf_counter()
             inspect_folder(path)  # plain-worded ModelError before any compile
             service = EngineService(path, options, self._history_store())
-            was_serving = self._api_server is not None
-            if was_serving:
-                self._stop_api()
+            self._stop_api()  # it serves the model being replaced
             self.service = service
             info = ModelInfo(
                 path=str(Path(path)),
@@ -144,8 +154,8 @@ class EngineWorker(QObject):
                 notices=tuple(service.runner.notices),
             )
             self.model_loaded.emit(info)
-            if was_serving:
-                self._set_api(True, *self._api_address)
+            if self._api_config is not None:
+                self._start_api()
         except DeciderError as exc:
             self.model_failed.emit(str(exc))
         except Exception as exc:  # an engine bug must not take the window down
@@ -171,15 +181,15 @@ class EngineWorker(QObject):
                     f"{config.base_url} does not serve {config.model!r} (it serves {', '.join(served[:8])}); "
                     "leave Model empty to use the first one"
                 )
-            if self._api_server is not None:
-                self._stop_api()
-                self.api_state.emit(False, "the local API serves local models only")
+            self._stop_api()
             self.service = service
             info = ModelInfo(
                 path=config.base_url, name=name, device="remote", defaults=service.defaults, is_demo=False, load_seconds=time.perf_counter() - started,
                 engine=service.info, model_key=name,
             )
             self.model_loaded.emit(info)
+            if self._api_config is not None:
+                self._start_api()  # says why it does not serve
         except DeciderError as exc:
             self.model_failed.emit(str(exc))
         except Exception as exc:
@@ -234,27 +244,37 @@ class EngineWorker(QObject):
             self.busy.emit(False)
 
     # ----- the local API server on the loaded model -----
-    _api_address: tuple[str, int] = ("127.0.0.1", 8765)
-
-    @Slot(bool, str, int)
-    def _set_api(self, enabled: bool, host: str = "127.0.0.1", port: int = 8765) -> None:
-        self._api_address = (host, port)
+    @Slot(bool, object)
+    def _set_api(self, enabled: bool, config: ApiConfig) -> None:
+        self._api_config = config if enabled else None
         if not enabled:
             self._stop_api()
             self.api_state.emit(False, "local API off")
             return
-        if self._api_server is not None:
-            self._stop_api()
+        self._start_api()
+
+    def _start_api(self) -> None:
+        """(Re)start the server the user asked for on the current engine, or say why it cannot run."""
+        config = self._api_config
+        self._stop_api()
+        if config is None:
+            return
         if self.service is None:
             self.api_state.emit(False, "local API waits for a model")
             return
         if self.service.info.remote:
             self.api_state.emit(False, "the local API serves local models only (the engine is a remote server)")
             return
+        host, port = config.host, config.port
         try:
-            from .api.server import ApiServer  # here, not at the top: the window starts without the HTTP stack
+            from .api.server import ApiServer, is_loopback  # here: the window starts without the HTTP stack
 
-            server = ApiServer(self.service, host, port, on_decision=self._on_api_decision)
+            if not is_loopback(host) and not config.api_key:  # said in the app's words, not the CLI's flags
+                self.api_state.emit(False, f"set an API key to serve on {host}: beyond this computer anyone could "
+                                           "use the model (or serve on 127.0.0.1)")
+                return
+            server = ApiServer(self.service, host, port, api_key=config.api_key, allow_origins=config.allow_origins,
+                               on_decision=self._on_api_decision)
             server.start()
             self._api_server = server
             url = getattr(server, "url", None) or f"http://{host}:{port}/v1"

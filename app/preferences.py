@@ -14,6 +14,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from decider.engine.devices import DEVICES, DeviceOptions
 from decider.engine.errors import SettingsError
@@ -94,6 +95,8 @@ class GuiSettings:
     api_enabled: bool = False
     api_host: str = "127.0.0.1"
     api_port: int = 8765
+    api_key: str = ""  # empty: no key (loopback only); stored in this settings file in plain text
+    api_allowed_origins: tuple[str, ...] = ()  # web pages (browser Origins) allowed to call the local API
     # engine: local model folder or a remote OpenAI-compatible server
     engine: str = "local"
     remote_url: str = ""
@@ -112,6 +115,9 @@ class GuiSettings:
             _check_field(f.name, getattr(self, f.name))
         object.__setattr__(self, "device", self.device.upper())
         object.__setattr__(self, "recent_models", tuple(self.recent_models))
+        # stored as the browser sends them, once each: "HTTP://LocalHost:80/" and "http://localhost" are one origin
+        origins = dict.fromkeys(parse_origin(o) for o in self.api_allowed_origins)
+        object.__setattr__(self, "api_allowed_origins", tuple(origins))
         for name in PIXEL_FIELDS:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
@@ -164,6 +170,7 @@ class GuiSettings:
         data = asdict(self)
         extra = data.pop("extra")
         data["recent_models"] = list(self.recent_models)
+        data["api_allowed_origins"] = list(self.api_allowed_origins)
         for name in PIXEL_FIELDS:
             data[name] = list(getattr(self, name)) if getattr(self, name) is not None else None
         return {**extra, **data}
@@ -197,7 +204,7 @@ class GuiSettings:
 
 def _coerce(name: str, value: object) -> object:
     """JSON shapes to field types: lists to tuples, integral floats to ints for integer fields."""
-    if name == "recent_models" and isinstance(value, list):
+    if name in ("recent_models", "api_allowed_origins") and isinstance(value, list):
         return tuple(value)
     if name in PIXEL_FIELDS and isinstance(value, list):
         return tuple(value)
@@ -243,7 +250,7 @@ def _check_field(name: str, value: object) -> None:
         if value.strip() and not value.strip().lower().startswith(("http://", "https://")):
             raise SettingsError(f"remote_url must start with http:// or https:// (got {value!r})")
         return
-    if name in ("remote_api_key", "remote_model"):
+    if name in ("remote_api_key", "remote_model", "api_key"):
         if not isinstance(value, str) or "\n" in value:
             raise SettingsError(f"{name} must be one line of text")
         return
@@ -258,6 +265,12 @@ def _check_field(name: str, value: object) -> None:
     if name == "api_host":
         if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
             raise SettingsError(f"api_host must be a host name or address (got {value!r})")
+        return
+    if name == "api_allowed_origins":
+        if not isinstance(value, (tuple, list)) or not all(isinstance(o, str) for o in value):
+            raise SettingsError("api_allowed_origins must be a list of origins such as http://localhost:3000")
+        for origin in value:
+            parse_origin(origin)
         return
     if name == "last_model":
         if value is not None and (not isinstance(value, str) or not value):
@@ -283,6 +296,55 @@ def _check_field(name: str, value: object) -> None:
             raise SettingsError("extra must be an object")
         return
     raise SettingsError(f"unknown setting {name}")
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
+
+
+def parse_origin(text: str) -> str:
+    """A web page's origin as browsers send it in `Origin` ("http://localhost:3000"), or SettingsError.
+
+    Scheme, host and port only. Refused: "*" and "null" (either would let any web page, or any sandboxed
+    or local file page, drive the local API: the hole an allow-list closes), paths, user names, other
+    schemes. A default port is dropped and a non-ASCII host is IDNA-encoded, because that is what the
+    browser sends and the server compares the strings.
+    """
+    given = text.strip() if isinstance(text, str) else text
+    example = "(e.g. http://localhost:3000)"
+    if not isinstance(given, str) or not given:
+        raise SettingsError(f"an allowed origin must be a web page's origin {example}, got {text!r}")
+    if given in ("*", "null"):
+        who = "any web page" if given == "*" else "any sandboxed or local-file page"
+        raise SettingsError(f"allowed origin {given!r} would let {who} use the local API: list each page's origin {example}")
+    try:
+        parts = urlsplit(given)
+        port = parts.port
+        host = parts.hostname
+    except ValueError:
+        raise SettingsError(f"allowed origin {given!r} has a bad port or address {example}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.netloc:
+        raise SettingsError(f"allowed origin {given!r} must start with http:// or https:// {example}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in given or "#" in given:
+        raise SettingsError(f"allowed origin {given!r} must not have a path: an origin is scheme, host and port {example}")
+    if "@" in parts.netloc or not host:
+        raise SettingsError(f"allowed origin {given!r} must name a host and no user {example}")
+    if port == 0:
+        raise SettingsError(f"allowed origin {given!r} has port 0 {example}")
+    if ":" in host:  # an IPv6 literal, written in brackets
+        shown = f"[{host}]"
+    else:
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise SettingsError(f"allowed origin {given!r} has a host name that is not valid") from None
+        if not set(host) <= _HOST_CHARS or host.startswith(("-", ".")) or ".." in host:
+            raise SettingsError(f"allowed origin {given!r} has a host name that is not valid")
+        shown = host
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{shown}:{port}"
+    return f"{scheme}://{shown}"
 
 
 def settings_path() -> Path:

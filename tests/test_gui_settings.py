@@ -109,3 +109,33 @@ def test_remote_settings_round_trip_and_validation(dirs):
 
     with pytest.raises(SettingsError, match="enter the server's URL"):
         GuiSettings(engine="remote").remote_config()
+
+
+def test_allowed_origins_are_stored_as_browsers_send_them(gui_dirs):
+    from decider.app.preferences import parse_origin
+    from decider.engine.errors import SettingsError
+
+    assert parse_origin(" HTTP://LocalHost:3000/ ") == "http://localhost:3000"
+    assert parse_origin("https://game.example:443") == "https://game.example"  # browsers omit the default port
+    assert parse_origin("http://[::1]:8080") == "http://[::1]:8080"
+    assert parse_origin("https://bücher.example") == "https://xn--bcher-kva.example"
+    refused = {
+        "*": "any web page", "null": "sandboxed or local-file", "http://localhost:3000/app": "must not have a path",
+        "http://x?q=1": "must not have a path", "localhost:3000": "http:// or https://", "file:///tmp": "http:// or https://",
+        "http://user@host": "no user", "http://host:99999": "bad port", "http://a b": "not valid", "": "web page's origin",
+    }
+    for text, reason in refused.items():
+        with pytest.raises(SettingsError, match=reason):
+            parse_origin(text)
+    settings = GuiSettings().with_changes(api_key="k", api_allowed_origins=("http://A.example:80", "http://a.example"))
+    assert settings.api_allowed_origins == ("http://a.example",)  # one origin, written twice
+    with pytest.raises(SettingsError, match="must not have a path"):
+        settings.with_changes(api_allowed_origins=("http://ok.example", "http://a.example/x"))
+    save_settings(settings)
+    assert json.loads(settings_path().read_text())["api_allowed_origins"] == ["http://a.example"]
+    loaded, warnings = load_settings()
+    assert warnings == [] and loaded == settings and loaded.api_key == "k"
+    settings_path().write_text(json.dumps({"api_allowed_origins": ["http://ok.example", "*"], "api_key": 5}))
+    loaded, warnings = load_settings()
+    assert loaded.api_allowed_origins == () and loaded.api_key == "" and len(warnings) == 2
+    assert "'*' would let any web page use the local API" in warnings[0]

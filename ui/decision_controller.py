@@ -124,8 +124,10 @@ class DecisionController(QObject):
         """No model: the engine setting changed and there is nothing to fall back on."""
         self.model_info = None
 
-    def serve_api(self, enabled: bool, host: str, port: int) -> None:
-        self.engine.serve_api(enabled, host, port)
+    def serve_api(self, enabled: bool, host: str, port: int, api_key: str | None = None,
+                  allow_origins: tuple[str, ...] = ()) -> None:
+        """Serve the local API on each local model from now on (or stop); the engine says how it went (api_state)."""
+        self.engine.serve_api(enabled, host, port, api_key, allow_origins)
 
     def _on_model_loaded(self, info: ModelInfo) -> None:
         self.loading = None

@@ -10,7 +10,6 @@ clipboard hotkey, API decisions) in window_companion.py, the fixed parts in wind
 
 from __future__ import annotations
 
-import os
 import time
 
 from PySide6.QtCore import QRect, Qt, QTimer, Signal
@@ -30,13 +29,12 @@ from .overlay import CompanionOverlay
 from .ports import AppPorts, Settings
 from .result_view import ResultView, engine_summary
 from .screen_decisions import ScreenDecisions
+from .settings_effects import SettingsEffects
 from .settings_panel import SettingsPanel
 from .window_companion import SOURCE_TEXT, CompanionActions
 from .window_models import ModelActions
 from .window_parts import AskPanel, Header, StatusLabels
 
-RELOAD_FIELDS = ("device", "exact")
-REMOTE_FIELDS = ("remote_url", "remote_api_key", "remote_model", "remote_timeout", "remote_constraint")
 TABS = ("decision", "inspector", "calibration", "history")
 
 
@@ -54,8 +52,8 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.settings = settings
         self.demo_dir = ports.demo_dir
         self.controller = DecisionController(ports.engine, self)
-        self._last_local: tuple[str, bool] | None = None  # the local model to return to from a remote engine
-        self._keep_engine = False  # set while a local load itself switches the engine setting back to local
+        # what a settings change sets in motion (reload, API restart, engine switch, hotkey); the window renders
+        self.settings_effects = SettingsEffects(self.controller, settings, ports.demo_dir, self)
         self._connection_task = None
         self.setWindowTitle("Decider")
         self.resize(1240, 780)
@@ -73,8 +71,11 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
 
         self._save_timer = QTimer(self, singleShot=True, interval=300)
         self._save_timer.timeout.connect(self.save_now)
-        self._reconnect_timer = QTimer(self, singleShot=True, interval=150)
-        self._reconnect_timer.timeout.connect(self.connect_remote)
+        effects = self.settings_effects
+        effects.load_requested.connect(self.load_model)
+        effects.connect_requested.connect(self.connect_remote)
+        effects.model_dropped.connect(self._show_no_model)
+        effects.hotkey_changed.connect(lambda _sequence: self._apply_hotkey())
 
         for sequence in ("Ctrl+Return", "Ctrl+Enter"):
             QShortcut(QKeySequence(sequence), self, self.decide)
@@ -320,19 +321,21 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         updated = settings if settings is not None else self.settings.with_changes(**changes)
         if updated == self.settings:
             return
-        old = self.settings
-        self.settings = updated
         self.settings_panel.set_settings(updated)
-        self._settings_side_effects(old, updated)
-        self._save_timer.start()
+        self._settings_changed(updated)
 
     def _on_settings_changed(self, settings: Settings, name: str) -> None:
-        old = self.settings
-        self.settings = settings
-        self._settings_side_effects(old, settings)
+        self._settings_changed(settings)
+
+    def _settings_changed(self, new: Settings) -> None:
+        """The window shows the new values; SettingsEffects does what they set in motion; saved shortly."""
+        old, self.settings = self.settings, new
+        self._show_settings(old, new)
+        self.settings_effects.apply(old, new)
         self._save_timer.start()
 
-    def _settings_side_effects(self, old: Settings, new: Settings) -> None:
+    def _show_settings(self, old: Settings, new: Settings) -> None:
+        """Widgets outside the settings panel that show a setting follow it."""
         for box, name in ((self.think_box, "think"), (self.permute_box, "permute")):
             if getattr(old, name) != getattr(new, name) and box.isChecked() != getattr(new, name):
                 box.blockSignals(True)
@@ -348,39 +351,10 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             self.overlay.set_opacity(new.overlay_opacity)
         if old.overlay_click_through != new.overlay_click_through:
             self.overlay.set_click_through(new.overlay_click_through)
-        if old.hotkey != new.hotkey:
-            self._apply_hotkey()
-        if (old.api_enabled, old.api_host, old.api_port) != (new.api_enabled, new.api_host, new.api_port):
-            if new.api_enabled or old.api_enabled:
-                self.controller.serve_api(new.api_enabled, new.api_host, new.api_port)
         if old.think != new.think:
             self.calibration_view.set_current(self.controller.model_key, new.think)
-        if old.engine != new.engine:
-            self._engine_changed(new.engine)
-        elif new.engine == "remote" and any(getattr(old, f) != getattr(new, f) for f in REMOTE_FIELDS):
-            self._reconnect_timer.start()
-        if (
-            any(getattr(old, f) != getattr(new, f) for f in RELOAD_FIELDS) and self.model_info is not None
-            and new.engine == "local" and not getattr(self.model_info, "remote", False)
-        ):
-            self.load_model(self.model_info.path, self.model_info.is_demo)
 
-    def _engine_changed(self, engine: str) -> None:
-        if engine == "remote":
-            self._reconnect_timer.start()
-            return
-        self._reconnect_timer.stop()
-        if self._keep_engine:  # a local folder is being loaded: that load is the switch
-            return
-        local = self._last_local
-        if local is None and self.settings.last_model and os.path.isdir(self.settings.last_model):
-            local = (self.settings.last_model, False)
-        if local is None and self.demo_dir:
-            local = (self.demo_dir, True)
-        if local is not None:
-            self.load_model(*local)
-            return
-        self.controller.forget_model()
+    def _show_no_model(self) -> None:
         self._shown_model = None
         self.model_button.setText("Choose a model…")
         self.status_model.setText("no model")

@@ -9,7 +9,6 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QGridLayout,
@@ -19,10 +18,8 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSlider,
     QSpinBox,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -31,6 +28,7 @@ from decider.engine.errors import SettingsError
 from decider.engine.settings import SAMPLING_NAMES, SETTINGS
 
 from .ports import Settings, SettingsRules
+from .settings_form import LIST_SEPARATOR, SettingsForm, split_list
 from .theme import set_role
 
 CLIPBOARD_FORMAT = (
@@ -58,7 +56,7 @@ _NUMBERS = {
 ENGINE_CHOICES = (("local", "Local folder"), ("remote", "Remote server"))
 
 
-class SettingsPanel(QScrollArea):
+class SettingsPanel(SettingsForm):
     settings_changed = Signal(object, str)  # the new settings, the name of the field that changed
     model_defaults_requested = Signal()
     test_connection_requested = Signal()
@@ -69,16 +67,6 @@ class SettingsPanel(QScrollArea):
         self.settings = settings
         self.rules = rules
         self._model_defaults = None
-        self.fields: dict[str, QWidget] = {}
-        self.errors: dict[str, QLabel] = {}
-        self.setWidgetResizable(True)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        body = QWidget()
-        body.setObjectName("Panel")
-        self.setWidget(body)
-        self._layout = QVBoxLayout(body)
-        self._layout.setContentsMargins(16, 14, 14, 16)
-        self._layout.setSpacing(6)
 
         head = QHBoxLayout()
         title = QLabel("Settings")
@@ -236,6 +224,22 @@ class SettingsPanel(QScrollArea):
         self.api_port.setAlignment(Qt.AlignRight)
         self.api_port.valueChanged.connect(lambda value: self._edit("api_port", value))
         self._row(grid, "api_port", "Port", self.api_port, self.rules.range_text("api_port"))
+        self.api_key = QLineEdit()
+        self.api_key.setEchoMode(QLineEdit.PasswordEchoOnEdit)
+        self.api_key.setPlaceholderText("none")
+        self.api_key.setToolTip("clients send 'Authorization: Bearer …'; needed to listen beyond this computer.\n"
+                                "Kept in the settings file in plain text.")
+        self.api_key.editingFinished.connect(lambda: self._edit("api_key", self.api_key.text().strip()))
+        self._wide_row(grid, "api_key", "API key", self.api_key, "optional on 127.0.0.1")
+        self.api_origins = QLineEdit()
+        self.api_origins.setPlaceholderText("none: web pages are refused")
+        self.api_origins.setToolTip(
+            "web pages allowed to call the local API from a browser, by origin (scheme, host, port),\n"
+            "e.g. http://localhost:3000, separated by commas. A page not listed gets 403: any site you visit\n"
+            "could otherwise drive the model. Programs and games (no browser Origin) are not affected."
+        )
+        self.api_origins.editingFinished.connect(self._origins_edited)
+        self._wide_row(grid, "api_allowed_origins", "Allowed web pages", self.api_origins, "origins, comma-separated")
         self.api_status = QLabel("")
         self.api_status.setObjectName("RangeHint")
         self.api_status.setWordWrap(True)
@@ -243,76 +247,6 @@ class SettingsPanel(QScrollArea):
 
         self._layout.addStretch(1)
         self.set_settings(settings)
-
-    # ----- building -----
-    def _section(self, title: str) -> QGridLayout:
-        label = QLabel(title)
-        label.setObjectName("SectionTitle")
-        self._layout.addSpacing(10)
-        self._layout.addWidget(label)
-        grid = QGridLayout()
-        grid.setHorizontalSpacing(10)
-        grid.setVerticalSpacing(4)
-        grid.setColumnStretch(0, 1)
-        self._layout.addLayout(grid)
-        return grid
-
-    def _box_grid(self, box: QWidget) -> QGridLayout:
-        """A grid inside its own widget (shown or hidden as a whole), laid out like a section's."""
-        grid = QGridLayout(box)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setHorizontalSpacing(10)
-        grid.setVerticalSpacing(4)
-        grid.setColumnStretch(0, 1)
-        return grid
-
-    def _wide_row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str) -> None:
-        """Label and hint on one line, the field across the whole width under them (URLs, keys)."""
-        row = grid.rowCount()
-        line = QHBoxLayout()
-        line.setSpacing(8)
-        label = QLabel(text)
-        label.setToolTip(widget.toolTip())
-        line.addWidget(label)
-        line.addStretch(1)
-        if hint:
-            hint_label = QLabel(hint)
-            hint_label.setObjectName("RangeHint")
-            line.addWidget(hint_label)
-        grid.addLayout(line, row, 0, 1, 2)
-        grid.addWidget(widget, row + 1, 0, 1, 2)
-        error = QLabel("")
-        error.setObjectName("FieldError")
-        error.setWordWrap(True)
-        error.hide()
-        grid.addWidget(error, row + 2, 0, 1, 2)
-        self.fields[name] = widget
-        self.errors[name] = error
-
-    def _row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str, width: int = 108) -> None:
-        """Label with its range underneath on the left, the field on the right, errors below both."""
-        row = grid.rowCount()
-        cell = QWidget()
-        stack = QVBoxLayout(cell)
-        stack.setContentsMargins(0, 0, 0, 0)
-        stack.setSpacing(0)
-        label = QLabel(text)
-        label.setToolTip(widget.toolTip())
-        stack.addWidget(label)
-        if hint:
-            hint_label = QLabel(hint)
-            hint_label.setObjectName("RangeHint")
-            stack.addWidget(hint_label)
-        widget.setFixedWidth(width)
-        grid.addWidget(cell, row, 0)
-        grid.addWidget(widget, row, 1, Qt.AlignRight | Qt.AlignVCenter)
-        error = QLabel("")
-        error.setObjectName("FieldError")
-        error.setWordWrap(True)
-        error.hide()
-        grid.addWidget(error, row + 1, 0, 1, 2)
-        self.fields[name] = widget
-        self.errors[name] = error
 
     def _number(self, grid: QGridLayout, name: str) -> None:
         decimals, step = _NUMBERS[name]
@@ -342,48 +276,11 @@ class SettingsPanel(QScrollArea):
         self.seed.editingFinished.connect(self._seed_edited)
         self._row(grid, "seed", SETTINGS["seed"].label, self.seed, "empty = random")
 
-    def _check(self, grid: QGridLayout, name: str, text: str, tip: str) -> QCheckBox:
-        box = QCheckBox(text)
-        box.setToolTip(tip)
-        box.toggled.connect(lambda checked, n=name: self._edit(n, bool(checked)))
-        grid.addWidget(box, grid.rowCount(), 0, 1, 2)
-        self.fields[name] = box
-        return box
-
     # ----- values -----
     def set_settings(self, settings: Settings) -> None:
         """Show these settings (no signals)."""
         self.settings = settings
-        for name, widget in self.fields.items():
-            widget.blockSignals(True)
-            try:
-                value = getattr(settings, name)
-                if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
-                    widget.setValue(value)
-                elif isinstance(widget, QCheckBox):
-                    widget.setChecked(bool(value))
-                elif isinstance(widget, QComboBox) and widget.property("byData"):
-                    index = widget.findData(value)
-                    if index >= 0:
-                        widget.setCurrentIndex(index)
-                elif isinstance(widget, QComboBox) and widget.property("editableText"):
-                    widget.setEditText("" if value is None else str(value))
-                elif isinstance(widget, QComboBox):
-                    if widget.findText(value) < 0:
-                        widget.addItem(value)
-                    widget.setCurrentText(value)
-                elif isinstance(widget, QSlider):
-                    widget.setValue(int(round(value * 100)))
-                elif isinstance(widget, QKeySequenceEdit):
-                    widget.setKeySequence(QKeySequence(value))
-                elif isinstance(widget, QPlainTextEdit):
-                    if widget.toPlainText() != value:
-                        widget.setPlainText(value)
-                elif isinstance(widget, QLineEdit):
-                    widget.setText("" if value is None else str(value))
-            finally:
-                widget.blockSignals(False)
-            self._show_error(name, None)
+        self._show_values(settings)
         self.reasoning_enabled()
         self.engine_visibility()
 
@@ -394,17 +291,6 @@ class SettingsPanel(QScrollArea):
         remote = self.settings.engine == "remote"
         self.local_box.setVisible(not remote)
         self.remote_box.setVisible(remote)
-
-    def _show_error(self, name: str, message: str | None) -> None:
-        widget = self.fields.get(name)
-        label = self.errors.get(name)
-        if widget is not None:
-            widget.setProperty("invalid", message is not None)
-            widget.style().unpolish(widget)
-            widget.style().polish(widget)
-        if label is not None:
-            label.setText(message or "")
-            label.setVisible(message is not None)
 
     def _edit(self, name: str, value: object) -> bool:
         """Apply one edit; refused (and shown) when the settings rules say no."""
@@ -439,6 +325,11 @@ class SettingsPanel(QScrollArea):
 
     def _remote_model_edited(self) -> None:
         self._edit("remote_model", self.remote_model.currentText().strip())
+
+    def _origins_edited(self) -> None:
+        if self._edit("api_allowed_origins", split_list(self.api_origins.text())):
+            # as stored (and as browsers send them): lower case, no default port, no trailing slash
+            self.api_origins.setText(LIST_SEPARATOR.join(self.settings.api_allowed_origins))
 
     def _hotkey_edited(self) -> None:
         sequence = self.hotkey.keySequence().toString(QKeySequence.PortableText)

@@ -49,11 +49,8 @@ class ModelActions:
             self._on_model_failed(str(exc), "")
             return
         if self.settings.engine != "local":  # choosing a folder means the local engine
-            self._keep_engine = True
-            try:
+            with self.settings_effects.loading_local():
                 self._update_settings(engine="local")
-            finally:
-                self._keep_engine = False
         name = "demo model" if is_demo else Path(path).name
         self.model_button.setText(f"Loading {name}…")
         if self.model_info is None:
@@ -64,7 +61,7 @@ class ModelActions:
 
     def connect_remote(self) -> bool:
         """Decide on the remote server of the settings from now on (the engine thread checks it first)."""
-        self._reconnect_timer.stop()
+        self.settings_effects.stop_reconnect()
         try:
             config = self.settings.remote_config()
         except SettingsError as exc:
@@ -122,7 +119,6 @@ class ModelActions:
             self.status_device.setToolTip(info.path)
             self.settings_panel.set_connection_status(f"✓ Deciding on {info.path} with {info.name}", True)
         else:
-            self._last_local = (info.path, info.is_demo)
             self.model_button.setText(f"●  {info.name}   ·   {info.device}")
             self.model_button.setToolTip(f"{info.path}\nloaded in {info.load_seconds:.1f} s · click to change")
             # A fallback is the user's business (they asked for AUTO and got the CPU): said where the device is shown.
@@ -146,8 +142,6 @@ class ModelActions:
             else:
                 self.show_message(loaded, 6000)
         self._update_buttons()
-        if self.settings.api_enabled:
-            self.controller.serve_api(True, self.settings.api_host, self.settings.api_port)
         self.model_ready.emit(info)
 
     def _on_model_failed(self, message: str, path: str) -> None:

@@ -120,8 +120,9 @@ class Policy:
             return None
         origin = raw.decode("latin-1")
         if not self.origin_allowed(origin):
-            raise ApiError("forbidden", f"requests from the web page {origin!r:.80} are not allowed: start the server "
-                                        "with --allow-origin ORIGIN to allow it", param="Origin")
+            raise ApiError("forbidden", f"requests from the web page {origin!r:.80} are not allowed: allow it with "
+                                        "`decider serve --allow-origin ORIGIN` or, in the app, Local API → Allowed web pages",
+                                        param="Origin")
         return origin
 
     def check_auth(self, scope: Scope) -> None:
