@@ -24,7 +24,7 @@ _SECTION = re.compile(r"^\[(\w+)\]\s*$")
 
 @lru_cache(maxsize=4)
 def load_templates(path: str | None = None) -> dict[str, str]:
-    text = Path(path).read_text(encoding="utf-8") if path else resources.files("engine").joinpath("prompts/decision.txt").read_text(encoding="utf-8")
+    text = Path(path).read_text(encoding="utf-8") if path else resources.files("decider.engine").joinpath("prompts/decision.txt").read_text(encoding="utf-8")
     sections: dict[str, list[str]] = {}
     current = None
     for line in text.splitlines():

@@ -106,3 +106,12 @@ def test_console_script_entry_point_runs():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["usage"]["completion_tokens"] == 1
+
+
+def test_ask_runs_from_a_directory_outside_the_checkout(tmp_path):
+    # From the repository root the layers are importable under their bare names too, which hid a lookup of
+    # the prompt templates by the name "engine"; an installed `decider` runs from anywhere.
+    out = subprocess.run([sys.executable, "-m", "decider.app.cli", "ask", "--model", MODEL, "Which?", "--option", "Left",
+                          "--option", "Right", "--json", *GREEDY], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert [o["text"] for o in json.loads(out.stdout)["options"]] == ["Left", "Right"]
