@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from decider.engine.devices import DEFAULT_VISION_DEVICE
 from decider.engine.errors import DeciderError, SettingsError
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 from decider.engine.remote import CONSTRAINTS, METHODS
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model folder (an optimum-intel OpenVINO export)")
     parser.add_argument("--device", default="AUTO", help="AUTO, CPU, GPU or NPU (default AUTO: NPU > GPU > CPU)")
+    parser.add_argument("--vision-device", default=DEFAULT_VISION_DEVICE,
+                        help=f"device of the vision encoder: AUTO, CPU, GPU or NPU (default {DEFAULT_VISION_DEVICE}; "
+                             "NPU: images scaled into a fixed budget)")
     parser.add_argument(
         "--fast", action="store_true",
         help="let the device pick lower precision (bf16/f16 KV cache); faster, logprobs no longer exact",
@@ -168,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _device_options(args: argparse.Namespace):
     from decider.engine.devices import DeviceOptions
 
-    kwargs = {"device": args.device, "exact": not args.fast, "path": getattr(args, "execution_path", "auto")}
+    kwargs = {"device": args.device, "exact": not args.fast, "path": getattr(args, "execution_path", "auto"),
+              "vision_device": args.vision_device}
     if args.npu_max_prompt is not None:
         kwargs["npu_max_prompt_len"] = args.npu_max_prompt
     from .config import compiled_cache_dir
@@ -251,7 +256,8 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
     """Flags of the other engine are refused, never silently dropped."""
     if args.engine:
         local = [flag for flag, given in (("--model", args.model), ("--device", args.device != "AUTO"), ("--fast", args.fast),
-                                          ("--npu-max-prompt", args.npu_max_prompt is not None)) if given]
+                                          ("--npu-max-prompt", args.npu_max_prompt is not None),
+                                          ("--vision-device", args.vision_device.upper() != DEFAULT_VISION_DEVICE)) if given]
         if local:
             raise SettingsError(f"{', '.join(local)} {'sets' if len(local) == 1 else 'set'} up the local engine: "
                                 "not with --engine (the server runs its own model)")

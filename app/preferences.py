@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from decider.engine.devices import DEVICES, DeviceOptions
+from decider.engine.devices import DEFAULT_VISION_DEVICE, DEVICES, DeviceOptions
 from decider.engine.errors import SettingsError
 from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
 from decider.engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
@@ -82,6 +82,7 @@ class GuiSettings:
     system_prompt: str = ""
     # model and device
     device: str = "AUTO"
+    vision_device: str = DEFAULT_VISION_DEVICE  # the vision encoder's device (engine.devices.DeviceOptions)
     exact: bool = True
     last_model: str | None = None
     recent_models: tuple[str, ...] = ()
@@ -114,6 +115,7 @@ class GuiSettings:
         for f in fields(self):
             _check_field(f.name, getattr(self, f.name))
         object.__setattr__(self, "device", self.device.upper())
+        object.__setattr__(self, "vision_device", self.vision_device.upper())
         object.__setattr__(self, "recent_models", tuple(self.recent_models))
         # stored as the browser sends them, once each: "HTTP://LocalHost:80/" and "http://localhost" are one origin
         origins = dict.fromkeys(parse_origin(o) for o in self.api_allowed_origins)
@@ -130,7 +132,8 @@ class GuiSettings:
         return SamplingSettings(**{name: getattr(self, name) for name in SAMPLING_NAMES})
 
     def device_options(self, cache_dir: Path | None = None) -> DeviceOptions:
-        return DeviceOptions(device=self.device, exact=self.exact, cache_dir=cache_dir or compiled_cache_dir())
+        return DeviceOptions(device=self.device, vision_device=self.vision_device, exact=self.exact,
+                             cache_dir=cache_dir or compiled_cache_dir())
 
     def remote_config(self):
         """engine.remote.RemoteConfig for the remote fields; SettingsError when the URL is missing or wrong."""
@@ -231,10 +234,10 @@ def _check_field(name: str, value: object) -> None:
         if not isinstance(value, bool):
             raise SettingsError(f"{name} must be true or false (got {value!r})")
         return
-    if name == "device":
+    if name in ("device", "vision_device"):
         if not isinstance(value, str):
-            raise SettingsError(f"device must be one of {', '.join(DEVICES)} (got {value!r})")
-        DeviceOptions(device=value)
+            raise SettingsError(f"{name} must be one of {', '.join(DEVICES)} (got {value!r})")
+        DeviceOptions(**{name: value})
         return
     if name == "engine":
         if value not in ENGINES:

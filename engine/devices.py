@@ -20,6 +20,12 @@ DEFAULT_NPU_MAX_PROMPT_LEN = 1024
 DEFAULT_NPU_MIN_RESPONSE_LEN = 128
 # Tokens per forward of the static runner's variants: a prompt is cut greedily into these sizes.
 DEFAULT_STATIC_CHUNKS = (64, 8, 1)
+# The vision encoder's device. CPU by default: measured at the real 0.8B vision geometry (BENCHMARKS.md,
+# "Vision"), and the one device whose f32 features keep the bars exact.
+DEFAULT_VISION_DEVICE = "CPU"
+# On the NPU the vision encoder runs with static shapes: every image is scaled into this pixel budget
+# (the model's own budget when that is smaller) and padded to its patch count.
+DEFAULT_NPU_VISION_MAX_PIXELS = 1280 * 720
 
 # "auto": static shapes on the NPU, the dynamic stateful export elsewhere. "npuw_llm" is the NPU
 # plugin's own LLM pipeline (it does not compile Qwen3.5 with OpenVINO 2026.4); kept for later versions.
@@ -52,11 +58,18 @@ class DeviceOptions:
     static_chunks: tuple[int, ...] = DEFAULT_STATIC_CHUNKS
     # CPU plugin's per-shape cache of compiled kernels (entries); None leaves OpenVINO's default.
     runtime_cache_capacity: int | None = None
+    vision_device: str = DEFAULT_VISION_DEVICE  # which device runs the vision encoder (AUTO, CPU, GPU, NPU)
+    npu_vision_max_pixels: int = DEFAULT_NPU_VISION_MAX_PIXELS
 
     def __post_init__(self) -> None:
-        if self.device.upper() not in DEVICES and not self.device.upper().startswith(("GPU.", "NPU.")):
-            raise SettingsError(f"device must be one of {', '.join(DEVICES)} (got {self.device!r})")
-        object.__setattr__(self, "device", self.device.upper())
+        for name in ("device", "vision_device"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or (value.upper() not in DEVICES and not value.upper().startswith(("GPU.", "NPU."))):
+                raise SettingsError(f"{name} must be one of {', '.join(DEVICES)} (got {value!r})")
+            object.__setattr__(self, name, value.upper())
+        value = self.npu_vision_max_pixels
+        if not isinstance(value, int) or isinstance(value, bool) or not 32 * 32 <= value <= 4096 * 4096:
+            raise SettingsError(f"npu_vision_max_pixels must be an integer in {32 * 32}..{4096 * 4096} (got {value!r})")
         if self.path not in EXECUTION_PATHS:
             raise SettingsError(f"execution path must be one of {', '.join(EXECUTION_PATHS)} (got {self.path!r})")
         chunks = tuple(self.static_chunks)

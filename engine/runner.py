@@ -18,6 +18,7 @@ from .errors import DeviceError
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, RunnerStats, first_line
+from .vision_device import open_vision_encoder
 from .vision_encoder import VisionEncoder
 from .vision_tokens import IMAGE_PAD, ImageToken, Item, has_images, rope_positions, token_ids
 
@@ -137,9 +138,8 @@ class ModelRunner(RunnerBase):
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
-        # The vision encoder runs on the CPU with the exact-mode properties (its cost is one image, not every token).
         if self.folder.has_vision:
-            self.vision = VisionEncoder(core, self.folder.path, self.folder.vision_config, "CPU", compile_properties("CPU", self.options))
+            self.vision = open_vision_encoder(core, self.folder, self.options, self.notices)
         if self.folder.layout == "text":
             self._layout = _TextLayout(compiled)
         else:

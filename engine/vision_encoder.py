@@ -11,6 +11,12 @@ The export splits the vision tower in three IRs, and the host does what sits bet
    (row and column of each patch, given as angles) under an attention mask, then the 2×2 merger.
 
 Features are cached by image digest: the same screenshot asked about twice is encoded once.
+
+With `static_patches` (the NPU, which compiles static shapes only) the three IRs are reshaped once to
+that many patches: every image is scaled into the matching pixel budget, its patches padded with
+zeros, and the padding hidden from the real patches by the attention mask (the padded rows' own
+outputs are dropped). Patch embedding, norms and MLPs act row by row and the merger groups four
+consecutive rows, so the real rows come out as the unpadded encoder computes them.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +78,10 @@ class _Pending:
 
 
 class VisionEncoder:
-    def __init__(self, core: ov.Core, folder: Path, vision_config: dict, device: str = "CPU", properties: dict | None = None):
+    def __init__(
+        self, core: ov.Core, folder: Path, vision_config: dict, device: str = "CPU", properties: dict | None = None,
+        static_pixels: int | None = None,
+    ):
         self.geometry = VisionGeometry.from_config(vision_config, str(folder / "config.json"))
         config_path = folder / PREPROCESSOR_CONFIG
         if config_path.is_file():
@@ -83,12 +92,18 @@ class VisionEncoder:
         if self.processor.merge_size != self.geometry.merge_size:
             raise ModelError(f"{config_path}: merge_size {self.processor.merge_size} ≠ the model's {self.geometry.merge_size}")
         self.device = device
+        self.static_patches = None if static_pixels is None else self._static_budget(static_pixels)
         requests = {}
         for role, name in VISION_IRS.items():
             try:
-                requests[role] = core.compile_model(core.read_model(folder / name), device, properties or {}).create_infer_request()
+                model = core.read_model(folder / name)
+                if self.static_patches is not None:
+                    model.reshape(self._static_shapes(role, model))
+                requests[role] = core.compile_model(model, device, properties or {}).create_infer_request()
             except RuntimeError as exc:
-                raise ModelError(f"{folder / name}: cannot compile on {device} ({str(exc).strip().splitlines()[0]})") from None
+                # OpenVINO's message ends with the cause; its first lines are only source locations.
+                cause = [line for line in str(exc).strip().splitlines() if line.strip()][-1]
+                raise ModelError(f"{folder / name}: cannot compile on {device} ({cause})") from None
         self._patches, self._positions, self._merger = requests["patches"], requests["positions"], requests["merger"]
         head_dim = self.geometry.hidden_size // self.geometry.num_heads
         rotary = head_dim // 2  # half the head rotates with the row, half with the column
@@ -109,6 +124,7 @@ class VisionEncoder:
                 self._images.move_to_end(digest)
         if pending is None:
             pending = _Pending(preprocess(pixels, self.processor))
+            self._pad(pending.patches.values)  # an image the static shapes cannot hold is refused here, not mid-prompt
             with self._lock:
                 self._remember(digest, pending)
         self.stats.last_preprocess_s = time.perf_counter() - started
@@ -152,16 +168,52 @@ class VisionEncoder:
         while len(self._images) > MAX_CACHED_IMAGES:
             self._images.popitem(last=False)
 
+    # ----- static shapes -----
+    def _static_budget(self, pixels: int) -> int:
+        """Scale images into `pixels` (or the model's smaller budget); the patch count every image is padded to."""
+        config, factor = self.processor, self.processor.factor
+        budget = min(pixels, config.max_pixels)
+        if budget < factor * factor:
+            raise ModelError(f"a static vision budget of {pixels} pixels holds no {factor}×{factor} image token")
+        self.processor = replace(config, max_pixels=budget, min_pixels=min(config.min_pixels, budget))
+        return budget // factor**2 * config.merge_size**2
+
+    def _static_shapes(self, role: str, model: ov.Model) -> dict:
+        count = self.static_patches
+        if role == "positions":
+            return {model.inputs[0]: ov.PartialShape([4, count])}
+        if role == "patches":  # a flattened patch: channels × temporal × patch × patch values
+            config = self.processor
+            return {model.inputs[0]: ov.PartialShape([count, 3 * config.temporal_patch_size * config.patch_size**2])}
+        shapes = {}
+        for port in model.inputs:
+            name, shape = port.get_any_name(), port.get_partial_shape()
+            shapes[port] = ov.PartialShape([1, count, count] if name == "attention_mask" else [count, shape[1]])
+        return shapes
+
+    def _pad(self, rows: np.ndarray, axis: int = 0) -> np.ndarray:
+        if self.static_patches is None:
+            return rows
+        count = rows.shape[axis]
+        if count > self.static_patches:
+            raise SettingsError(f"the image needs {count} patches; the vision encoder on {self.device} is compiled for "
+                                f"{self.static_patches} (static shapes)")
+        widths = [(0, 0)] * rows.ndim
+        widths[axis] = (0, self.static_patches - count)
+        return np.pad(rows, widths)
+
     # ----- the encoder itself -----
     def encode(self, patches: Patches) -> np.ndarray:
-        self._patches.infer({0: patches.values})
+        count = patches.values.shape[0]
+        self._patches.infer({0: self._pad(patches.values)})
         hidden = self._patches.get_output_tensor(0).data.copy()
-        hidden += self._position_embeddings(patches.grid)
-        count = hidden.shape[0]
-        # One image attends to itself only: no masking within it.
-        mask = np.zeros((1, count, count), dtype=np.float32)
-        self._merger.infer({"hidden_states": hidden, "attention_mask": mask, "rotary_pos_emb": self._rotary(patches.grid)})
-        return self._merger.get_output_tensor(0).data.copy()
+        hidden[:count] += self._position_embeddings(patches.grid)
+        size = hidden.shape[0]
+        # One image attends to itself only: no masking within it; static padding is masked out as keys.
+        mask = np.zeros((1, size, size), dtype=np.float32)
+        mask[:, :, count:] = np.finfo(np.float32).min
+        self._merger.infer({"hidden_states": hidden, "attention_mask": mask, "rotary_pos_emb": self._pad(self._rotary(patches.grid))})
+        return self._merger.get_output_tensor(0).data[: count // self.geometry.merge_size**2].copy()
 
     def _position_embeddings(self, grid: tuple[int, int, int]) -> np.ndarray:
         """Bilinear interpolation of the learned side × side table to grid_h × grid_w, in merge-block order."""
@@ -176,8 +228,8 @@ class VisionEncoder:
         corners = [(y0, x0), (y0, x1), (y1, x0), (y1, x1)]
         index = np.stack([(ry[:, None] * side + cx[None, :]).ravel() for ry, cx in corners])
         weight = np.stack([((1 - dy) * (1 - dx)).ravel(), ((1 - dy) * dx).ravel(), (dy * (1 - dx)).ravel(), (dy * dx).ravel()])
-        self._positions.infer({0: index})
-        rows = self._positions.get_output_tensor(0).data  # [4, h·w, hidden]
+        self._positions.infer({0: self._pad(index, axis=1)})
+        rows = self._positions.get_output_tensor(0).data[:, : h * w]  # [4, h·w, hidden]
         table = (rows * weight[:, :, None].astype(np.float32)).sum(axis=0)
         blocks = table.reshape(h // merge, merge, w // merge, merge, -1).transpose(0, 2, 1, 3, 4)
         return np.tile(blocks.reshape(h * w, -1), (t, 1))

@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from .decision_controller import DecisionController
 from .ports import ModelInfo, Settings
 
-RELOAD_FIELDS = ("device", "exact")
+RELOAD_FIELDS = ("device", "vision_device", "exact")
 REMOTE_FIELDS = ("remote_url", "remote_api_key", "remote_model", "remote_timeout", "remote_constraint")
 API_FIELDS = ("api_enabled", "api_host", "api_port", "api_key", "api_allowed_origins")
 RECONNECT_DELAY_MS = 150

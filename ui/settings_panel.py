@@ -129,6 +129,12 @@ class SettingsPanel(SettingsForm):
         self.device.setToolTip("AUTO picks NPU, then GPU, then CPU. Changing it reloads the model.")
         self.device.currentTextChanged.connect(lambda text: self._edit("device", text))
         self._row(grid, "device", "Device", self.device, "changing it reloads the model")
+        self.vision_device = QComboBox()
+        self.vision_device.addItems(list(DEVICES))
+        self.vision_device.setToolTip("Runs the vision encoder (images, screen captures). CPU keeps the bars exact; "
+                                      "on the NPU images are scaled into a fixed size. Changing it reloads the model.")
+        self.vision_device.currentTextChanged.connect(lambda text: self._edit("vision_device", text))
+        self._row(grid, "vision_device", "Vision device", self.vision_device, "changing it reloads the model")
         self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off lets the device pick lower precision: faster, bars drift slightly. Reloads the model.")
 
         self.remote_box = QWidget()
