@@ -20,7 +20,8 @@ from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, RunnerStats, first_line
 from .vision_device import open_vision_encoder
 from .vision_encoder import VisionEncoder
-from .vision_tokens import IMAGE_PAD, ImageToken, Item, has_images, rope_positions, token_ids
+from .vision_feed import ChunkEmbedder, position_ids
+from .vision_tokens import IMAGE_PAD, Item
 
 __all__ = ["ModelRunner", "RunnerStats"]
 
@@ -56,32 +57,14 @@ class _VisionLanguageLayout:
     ):
         self.request = compiled.create_infer_request()
         self.names = {p.get_any_name() for p in compiled.inputs}
-        self._embed = embeddings.create_infer_request()
-        self._embed_input = embeddings.inputs[0].get_any_name()
-        self._vision = vision
-        self._image_pad = image_pad
+        self._embedder = ChunkEmbedder(embeddings, vision, image_pad)
 
     def inputs(self, chunk: Sequence[Item], past: int, history: Sequence[Item] = ()) -> dict[str, np.ndarray]:
         """history: the items before the chunk, needed only when they may hold images (else past is enough)."""
-        chunk = chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
-        length = len(chunk)
-        images = self._vision is not None and has_images(chunk)
-        ids = token_ids(chunk, self._image_pad) if images else np.asarray(chunk, dtype=np.int64)
-        self._embed.infer({self._embed_input: ids[None, :]})
-        embeds = self._embed.get_output_tensor(0).data.copy()
-        if images:
-            features: dict[str, np.ndarray] = {}
-            for i, item in enumerate(chunk):
-                if isinstance(item, ImageToken):
-                    if item.digest not in features:
-                        features[item.digest] = self._vision.features(item.digest)
-                    embeds[0, i] = features[item.digest][item.index]
-        text = np.arange(past, past + length, dtype=np.int64)  # row 0: the plain index (unused by the IR's RoPE)
-        rope = rope_positions(history, chunk) if images or has_images(history) else np.broadcast_to(text, (3, length))
         feed = {
-            "inputs_embeds": embeds,
-            "attention_mask": np.ones((1, past + length), dtype=np.int64),
-            "position_ids": np.concatenate([text[None], rope])[:, None, :],
+            "inputs_embeds": self._embedder.embeds(chunk),
+            "attention_mask": np.ones((1, past + len(chunk)), dtype=np.int64),
+            "position_ids": position_ids(chunk, past, history),
             "beam_idx": np.zeros(1, dtype=np.int32),
         }
         return {k: v for k, v in feed.items() if k in self.names}

@@ -25,6 +25,9 @@ from .errors import DeviceError, SettingsError
 from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, first_line, split_chunks
 from .static_graph import CacheSpec, cache_specs, prepare_stateless, static_variant
+from .vision_device import open_vision_encoder
+from .vision_feed import ChunkEmbedder, position_ids
+from .vision_tokens import IMAGE_PAD, Item
 
 
 class _Variant:
@@ -61,13 +64,18 @@ class StaticRunner(RunnerBase):
                 n: _Variant(core.compile_model(static_variant(model, self._specs, self.folder.layout, hidden, n, self.window), self.device, properties), n)
                 for n in self.chunks
             }
-            self._embed = None
+            embeddings = None
             if self.folder.layout == "vl":
                 embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", static_compile_properties("CPU", self.options))
-                self._embed = embeddings.create_infer_request()
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name} (static shapes): {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
+        self._embed = None
+        if embeddings is not None:
+            if self.folder.has_vision:
+                self.vision = open_vision_encoder(core, self.folder, self.options, self.notices)
+            image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
+            self._embed = ChunkEmbedder(embeddings, self.vision, image_pad)
         self._caches = {s.input_name: np.zeros(s.shape, dtype=s.dtype) for s in self._specs}
         # The DeltaNet states are replaced wholesale each forward: the plugin writes them into a second
         # host buffer bound as the output, and the two buffers swap roles (no copy per step).
@@ -77,8 +85,9 @@ class StaticRunner(RunnerBase):
         self._running_past = 0
 
     # ----- feeding -----
-    def _feed(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
-        n = ids.shape[0]
+    def _feed(self, ids: np.ndarray | list[Item], past: int, before: list[Item] | None = None) -> dict[str, np.ndarray]:
+        """before: the items ahead of `ids` when they are not all in self.history yet (a prompt run in chunks)."""
+        n = len(ids)
         if past + n > self.window:
             raise SettingsError(f"{past + n} tokens do not fit the static window of {self.window}")
         mask = np.zeros((1, self.window + n), dtype=np.int64)
@@ -90,9 +99,10 @@ class StaticRunner(RunnerBase):
             feed["input_ids"] = ids[None, :]
             feed["position_ids"] = positions[None, :]
         else:
-            self._embed.infer({0: ids[None, :]})
-            feed["inputs_embeds"] = self._embed.get_output_tensor(0).data.copy()
-            feed["position_ids"] = np.broadcast_to(positions, (4, 1, n)).copy()
+            # Image tokens: the encoder's features as their embeddings, 3-D positions (which depend on the images before).
+            feed["inputs_embeds"] = self._embed.embeds(ids)
+            history = (self.history[:past] if before is None else before) if self.vision is not None else ()
+            feed["position_ids"] = position_ids(ids, past, history)
         feed.update(self._caches)
         return feed
 
@@ -134,15 +144,18 @@ class StaticRunner(RunnerBase):
             else:
                 np.copyto(self._caches[spec.input_name], saved)
 
-    def _run(self, ids: np.ndarray, past: int) -> np.ndarray:
+    def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         logits = None
-        for n in split_chunks(ids.shape[0], self.chunks):
+        before = list(self.history[:past]) if self.vision is not None else None
+        for n in split_chunks(len(ids), self.chunks):
             variant = self._variants[n]
             self._bind_outputs(variant)
             # Inputs are copied into the request (not shared): see _bind_outputs.
-            variant.request.infer(self._feed(ids[:n], past), share_inputs=False)
+            variant.request.infer(self._feed(ids[:n], past, before), share_inputs=False)
             self.stats.infers += 1
             logits = self._collect(variant, past)
+            if before is not None:
+                before.extend(ids[:n].tolist() if isinstance(ids, np.ndarray) else ids[:n])
             ids, past = ids[n:], past + n
         assert logits is not None  # _prefill never runs an empty chunk
         return logits

@@ -25,7 +25,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,8 @@ class VisionStats:
     cache_hits: int = 0
     last_encode_s: float = 0.0
     last_preprocess_s: float = 0.0
+    # The last encode's parts: patch embedding IR, position embeddings (IR + host interpolation), merger IR.
+    last_split: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -205,15 +207,21 @@ class VisionEncoder:
     # ----- the encoder itself -----
     def encode(self, patches: Patches) -> np.ndarray:
         count = patches.values.shape[0]
+        started = time.perf_counter()
         self._patches.infer({0: self._pad(patches.values)})
         hidden = self._patches.get_output_tensor(0).data.copy()
+        embedded = time.perf_counter()
         hidden[:count] += self._position_embeddings(patches.grid)
+        positioned = time.perf_counter()
         size = hidden.shape[0]
         # One image attends to itself only: no masking within it; static padding is masked out as keys.
         mask = np.zeros((1, size, size), dtype=np.float32)
         mask[:, :, count:] = np.finfo(np.float32).min
         self._merger.infer({"hidden_states": hidden, "attention_mask": mask, "rotary_pos_emb": self._pad(self._rotary(patches.grid))})
-        return self._merger.get_output_tensor(0).data[: count // self.geometry.merge_size**2].copy()
+        features = self._merger.get_output_tensor(0).data[: count // self.geometry.merge_size**2].copy()
+        self.stats.last_split = {"patch_embed_s": embedded - started, "positions_s": positioned - embedded,
+                                 "merger_s": time.perf_counter() - positioned}
+        return features
 
     def _position_embeddings(self, grid: tuple[int, int, int]) -> np.ndarray:
         """Bilinear interpolation of the learned side × side table to grid_h × grid_w, in merge-block order."""
