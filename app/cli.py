@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", help="required for a non-loopback --host")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable, '*' for any")
+    p.add_argument("--no-image-hash", action="store_true",
+                   help="the history keeps only each image's size, not the sha256 of its pixels (never the image itself)")
 
     p = sub.add_parser("gui", help="the desktop window (the default command)")
     _add_model_args(p)
@@ -373,7 +375,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .api.server import serve
 
     api_key = args.api_key or os.environ.get("DECIDER_API_KEY") or None
-    return serve(lambda: _service(args, history=True), args.host, args.port, api_key, tuple(args.allow_origin))
+    def service():
+        opened = _service(args, history=True)
+        if opened.history is not None:
+            opened.history.image_hashes = not args.no_image_hash
+        return opened
+
+    return serve(service, args.host, args.port, api_key, tuple(args.allow_origin))
 
 
 def cmd_gui(args: argparse.Namespace) -> int:

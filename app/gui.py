@@ -71,11 +71,20 @@ def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, sa
     factory = history_factory or default_store
     if record is None:
         record = history
-    engine = EngineThread(factory if record else None)
+    windows: list = []
+
+    def recording_store():
+        store = factory()
+        # The window's current setting, read at each decision: turning it off applies to the next screenshot.
+        store.image_hashes = lambda: (windows[0].settings if windows else settings).history_image_hashes
+        return store
+
+    engine = EngineThread(recording_store if record else None)
     demo = demo_model_dir()
     ports = app_ports(engine.worker, history=factory if history else None, save_settings=save,
                       demo_dir=str(demo) if demo else None)
     window = MainWindow(ports, settings, warnings=warnings, register_global_hotkey=register_global_hotkey)
+    windows.append(window)
     return engine, window
 
 

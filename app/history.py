@@ -12,7 +12,7 @@ import json
 import math
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -115,10 +115,11 @@ def _now() -> str:
 
 
 class HistoryStore:
-    def __init__(self, path: str | Path, image_hashes: bool = True):
+    def __init__(self, path: str | Path, image_hashes: bool | Callable[[], bool] = True):
         self.path = Path(path)
         # What a decision about a screenshot keeps of it: its size and the sha256 of its pixels (never the
-        # pixels, never a thumbnail); image_hashes=False keeps only the size.
+        # pixels, never a thumbnail); image_hashes=False keeps only the size. A callable is asked at each
+        # decision (the app's setting, which the user may change while a model is loaded).
         self.image_hashes = image_hashes
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._migrate_lock = threading.Lock()
@@ -177,7 +178,7 @@ class HistoryStore:
         from .images import image_digest
 
         record = {"width": int(pixels.shape[1]), "height": int(pixels.shape[0])}
-        if self.image_hashes:
+        if self.image_hashes() if callable(self.image_hashes) else self.image_hashes:
             record["sha256"] = image_digest(pixels)
         return record
 

@@ -80,6 +80,7 @@ class GuiSettings:
     permute: bool = SETTINGS["permute"].default
     sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the most likely option
     system_prompt: str = ""
+    history_image_hashes: bool = True  # the history keeps each image's size and pixel sha256 (off: the size only)
     # model and device
     device: str = "AUTO"
     vision_device: str = DEFAULT_VISION_DEVICE  # the vision encoder's device (engine.devices.DeviceOptions)
@@ -230,7 +231,7 @@ def _check_field(name: str, value: object) -> None:
         if isinstance(value, bool) or not ok or (not integer and not math.isfinite(value)) or not low <= value <= high:
             raise SettingsError(f"{name} must be {kind} in [{low}, {high}] (got {value!r})")
         return
-    if name in ("exact", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings", "window_maximized"):
+    if name in ("exact", "history_image_hashes", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings", "window_maximized"):
         if not isinstance(value, bool):
             raise SettingsError(f"{name} must be true or false (got {value!r})")
         return

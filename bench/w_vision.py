@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pixels = screenshot()
     result: dict = {"image": [WIDTH, HEIGHT], "repeats": args.repeats, "model": args.model,
-                    "npuw_devices": os.environ.get("DECIDER_NPUW_DEVICES")}
+                    "npuw_devices": os.environ.get("DECIDER_NPUW_DEVICES"), "date": time.strftime("%Y-%m-%d")}
 
     log("vision: loading Decider (vision encoder on CPU) ...")
     engines = {"decider": Decider(args.model, "CPU")}
@@ -205,6 +205,7 @@ def main(argv=None) -> int:
         log("vision: loading Decider with the vision encoder through the NPU plugin ...")
         try:
             engines["decider_npu"] = Decider(args.model, "NPU")
+            result["npu_static_patches"] = engines["decider_npu"].runner.vision.static_patches
         except Exception as exc:  # noqa: BLE001 - recorded, the other rows still run
             result["decider_npu_error"] = f"{type(exc).__name__}: {exc}"
     decider = engines["decider"]

@@ -135,6 +135,9 @@ class SettingsPanel(SettingsForm):
                                       "on the NPU images are scaled into a fixed size. Changing it reloads the model.")
         self.vision_device.currentTextChanged.connect(lambda text: self._edit("vision_device", text))
         self._row(grid, "vision_device", "Vision device", self.vision_device, "changing it reloads the model")
+        self.history_image_hashes = self._check(grid, "history_image_hashes", "History keeps image hashes",
+                                                "on: the history keeps each image's size and the sha256 of its pixels; "
+                                                "off: the size only. Never the picture.")
         self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off lets the device pick lower precision: faster, bars drift slightly. Reloads the model.")
 
         self.remote_box = QWidget()
