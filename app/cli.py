@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setting(p, "permute")
     _add_setting(p, "score_options")
     _add_setting(p, "sample_choice")
+    _add_setting(p, "fast_reasoning")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_sampling_args(p)
 
@@ -250,6 +251,7 @@ def decision_request(args: argparse.Namespace, defaults):
         permute=args.permute,
         score_options=args.score_options,
         sample_choice=args.sample_choice,
+        fast_reasoning=args.fast_reasoning,
         sampling=sampling_from(vars(args), defaults),
     )
 

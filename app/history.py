@@ -160,7 +160,8 @@ class HistoryStore:
         settings = {
             **request.sampling.to_dict(),
             "think": request.think, "reasoning_budget": request.reasoning_budget, "permute": request.permute,
-            "score_options": request.score_options, "sample_choice": request.sample_choice, "system": request.system,
+            "score_options": request.score_options, "sample_choice": request.sample_choice,
+            "fast_reasoning": request.fast_reasoning, "system": request.system,
             "context": request.context,
         }
         if request.images:

@@ -30,7 +30,7 @@ MAX_RECENT_MODELS = 8
 DEFAULT_HOTKEY = "Ctrl+Shift+D"
 
 # The decision settings the app keeps (their ranges, defaults and help are engine.settings').
-DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice")
+DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice", "fast_reasoning")
 
 # Ranges for the app's own numbers: name -> (min, max, integer?)
 APP_RANGES: dict[str, tuple[float, float, bool]] = {
@@ -79,6 +79,7 @@ class GuiSettings:
     think: bool = SETTINGS["think"].default
     permute: bool = SETTINGS["permute"].default
     sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the most likely option
+    fast_reasoning: bool = SETTINGS["fast_reasoning"].default  # think mode: reasoning from a fast compile, exact answer
     system_prompt: str = ""
     history_image_hashes: bool = True  # the history keeps each image's size and pixel sha256 (off: the size only)
     # model and device

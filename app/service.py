@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -125,7 +126,7 @@ class EngineService:
     ) -> DecisionResult:
         with self.lock:
             result = decide(self.runner, request, should_stop=should_stop)
-        result.engine = self.info
+        result.engine = replace(self.info, reasoning=result.reasoning_precision)
         if self.history is not None:
             result.history_id = self.history.add(request, result, model=self.model_name, device=self.runner.device, source=source)
             self.last_history_id = result.history_id

@@ -22,6 +22,7 @@ import numpy as np
 from .chat_template import close_think
 from .decision_prompt import LABELS, DecisionPrompt, build_decision_prompt, letter_ids
 from .errors import Cancelled, SettingsError
+from .fast_reasoning import hand_over, reasoner_for
 from .generate import generate_step, make_rng
 from .info import EngineInfo
 from .logprobs import Alternative, Distribution
@@ -51,6 +52,7 @@ class DecisionRequest:
     # Pixel arrays ([H, W, 3] uint8 RGB) shown before the context; not compared (arrays have no ==).
     images: tuple[np.ndarray, ...] = field(default=(), compare=False)
     sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the largest bar
+    fast_reasoning: bool = SETTINGS["fast_reasoning"].default  # reasoning from a fast compile; the answer stays exact
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -81,7 +83,7 @@ class DecisionRequest:
         if not isinstance(self.images, (tuple, list)) or len(self.images) > MAX_IMAGES:
             raise SettingsError(f"images: give at most {MAX_IMAGES}")
         object.__setattr__(self, "images", tuple(check_pixels(image) for image in self.images))
-        for name in ("think", "permute", "score_options", "sample_choice"):
+        for name in ("think", "permute", "score_options", "sample_choice", "fast_reasoning"):
             SETTINGS[name].check(getattr(self, name))
         if self.think and self.score_options:
             raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
@@ -121,6 +123,7 @@ class DecisionResult:
     engine: EngineInfo | None = None  # which engine computed it and how exact its logprobs are (set by the service)
     choice_mode: str = "argmax"  # "argmax": the shown bars' favourite; "sampled": drawn (sample_choice)
     uncertain: bool = False  # the bars are bounds/estimates that do not settle which option is most likely
+    reasoning_precision: str | None = None  # which precision drew the reasoning tokens (think mode; the service puts it in engine)
 
     @property
     def choice(self) -> OptionResult:
@@ -192,6 +195,7 @@ class _LetterRead:
     choice: int  # option index drawn under the letter constraint
     reasoning: str | None
     completion_tokens: int
+    reasoning_precision: str | None  # what computed the reasoning tokens (None: no reasoning)
 
 
 def _read_letters(
@@ -206,8 +210,14 @@ def _read_letters(
     generated: list[int] = []
     if request.think:
         close = frozenset({tokenizer.think_close})
+        reasoner = reasoner_for(runner, request.fast_reasoning)
+        precision = reasoner.precision
+        if reasoner.hands_over(runner):
+            # The exact runner stays at the prompt; the twin reasons from a copy of that state.
+            hand_over(runner, reasoner.runner, prompt.ids, prompt.checkpoints[:-1])
+            clock.lap("prefill_s")
         for step in generate_step(
-            runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
+            reasoner.runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
             end_ids=close, checkpoints=prompt.checkpoints[:-1], processors=[penalties], should_stop=should_stop,
         ):
             generated.append(step.token_id)
@@ -222,18 +232,21 @@ def _read_letters(
             kept, forced = generated, tokenizer.encode_text("\n\n")
         else:
             kept, forced = body, close_think(tokenizer)
+        # After a hand-over this prefills exactly the reasoning produced (+ the answer prefix) on the exact
+        # runner's prompt state; otherwise it continues the runner's own reasoning state.
         ids, checkpoints = prompt.ids + kept + forced, ()
         completion_tokens = len(kept) + len(forced) + 1
     else:
         ids, checkpoints = prompt.ids, prompt.checkpoints
         completion_tokens = 1
+        precision = None
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
     processors = make_processors(sampling, allowed=letters, penalties=penalties)
     answer = generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, processors=processors)
     step = next(answer)
     answer.close()
     clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")
-    return _LetterRead(Distribution(step.penalized), letters.index(step.token_id), reasoning, completion_tokens)
+    return _LetterRead(Distribution(step.penalized), letters.index(step.token_id), reasoning, completion_tokens, precision)
 
 
 def _alternatives(tokenizer, distribution: Distribution, count: int) -> list[Alternative]:
@@ -315,6 +328,7 @@ def decide(
         timings=clock.total(),
         usage=usage,
         choice_mode="sampled" if request.sample_choice else "argmax",
+        reasoning_precision=read.reasoning_precision,
     )
 
 

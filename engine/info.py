@@ -33,6 +33,9 @@ class EngineInfo:
     server: str | None = None  # what the server is (remote only): decider, vllm, llama.cpp, ovms or unknown
     method: str | None = None  # how a server's bars were read (remote only; engine.remote's methods)
     notes: tuple[str, ...] = ()  # what the checks of a server's answer found (remote only)
+    # think mode, local: the precision that drew the reasoning tokens (e.g. a fast twin's), which can differ
+    # from the answer's `logprobs`; None when nothing was reasoned
+    reasoning: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("local", "remote"):
@@ -87,7 +90,10 @@ class EngineInfo:
             # what a decision found out (the server's kind, the method, the checks' notes), once there is one
             out.update({k: v for k, v in (("server", self.server), ("method", self.method), ("notes", list(self.notes))) if v})
             return out
-        return {
+        out = {
             "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,
             "logprobs": self.logprobs_text, "constraint": self.constraint,
         }
+        if self.reasoning is not None:
+            out["reasoning"] = self.reasoning
+        return out

@@ -168,6 +168,7 @@ class RemoteEngine:
             "context": request.context, "think": request.think, "reasoning_budget": request.reasoning_budget,
             "permute": request.permute, "score_options": request.score_options, "alternatives": request.alternatives,
             "sample_choice": True if request.sample_choice else None,  # absent unless asked: older servers refuse it
+            "fast_reasoning": None if request.fast_reasoning else False,  # likewise: sent only when turned off
             **{k: v for k, v in request.sampling.to_dict().items() if k != "penalty_window"},
         }
         answer = self._call("POST", "/decide", {k: v for k, v in body.items() if v is not None})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import openvino as ov
@@ -99,7 +100,10 @@ def _as_list(items) -> list[Item]:
 
 class ModelRunner(RunnerBase):
     prefill_chunk: int | None = PREFILL_CHUNK  # None: one forward per segment (the bench's peer for the chunking)
-    def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None):
+    def __init__(
+        self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
+        *, _twin_of: ModelRunner | None = None, _extra: dict[str, object] | None = None,
+    ):
         self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
         self.options = options or DeviceOptions()
         core = core or ov.Core()
@@ -107,21 +111,30 @@ class ModelRunner(RunnerBase):
         self.caps = device_caps(self.device, self.options)
         self.execution_path = "npuw_llm" if self.device.startswith("NPU") else "dynamic"
         self._init_conversation()
-        model = self._read(core, self.folder.language_ir)
+        # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()).
+        model = _twin_of._model if _twin_of is not None else self._read(core, self.folder.language_ir)
         self._check_inputs(model)
         self._load_vocabulary(model)
-        slice_to_last_position(model)
-        properties = compile_properties(self.device, self.options)
+        if _twin_of is None:
+            slice_to_last_position(model)
+        self._core, self._model = core, model
+        properties = {**compile_properties(self.device, self.options), **(_extra or {})}
         started = time.perf_counter()
         try:
             compiled = core.compile_model(model, self.device, properties)
-            if self.folder.layout == "vl":
+            if self.folder.layout == "vl" and _twin_of is not None:
+                embeddings = _twin_of._embeddings  # one table lookup: the exact one serves both
+            elif self.folder.layout == "vl":
                 cpu_properties = compile_properties("CPU", self.options)
                 embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", cpu_properties)
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
-        if self.folder.has_vision:
+        self.compiled = compiled
+        self._embeddings = embeddings if self.folder.layout == "vl" else None
+        if _twin_of is not None:
+            self.vision = _twin_of.vision
+        elif self.folder.has_vision:
             self.vision = open_vision_encoder(core, self.folder, self.options, self.notices)
         if self.folder.layout == "text":
             self._layout = _TextLayout(compiled)
@@ -129,6 +142,12 @@ class ModelRunner(RunnerBase):
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._request = self._layout.request
+
+    def twin(self, options: DeviceOptions, extra: dict[str, object] | None = None) -> ModelRunner:
+        """The same model compiled again on the same device with other options (plus `extra` compile
+        properties), from the same ov.Model on the same Core so the plugin can share what it does not
+        repack; the embeddings and the vision encoder are this runner's. Its conversation is its own."""
+        return ModelRunner(self.folder, replace(options, device=self.device), self._core, _twin_of=self, _extra=extra)
 
     # ----- hooks -----
     def _clear_state(self) -> None:

@@ -191,6 +191,24 @@ class RunnerBase:
     def clear_snapshots(self) -> None:
         self._snapshots.clear()
 
+    def export_state(self) -> dict[str, np.ndarray]:
+        """A copy of the state, which holds `history` (for a twin compile of the same model to adopt)."""
+        self.settle()
+        return self._capture_state()
+
+    def adopt(self, ids: Sequence[Item], states: dict[str, np.ndarray], logits: np.ndarray) -> None:
+        """Take over a state of this model holding `ids`, computed by another compile of it (e.g. an exact
+        one's prompt state for a fast one), with its next-token logits: a later prefill of exactly `ids`
+        restores it without a forward."""
+        if not self.caps.snapshots:
+            raise RuntimeError(f"{self.device} ({self.execution_path}) cannot take over a state")
+        self.settle()
+        key = tuple(self._items(ids))
+        self._snapshots[key] = _Snapshot(states, logits.copy())
+        self._snapshots.move_to_end(key)
+        while len(self._snapshots) > MAX_SNAPSHOTS:
+            self._snapshots.popitem(last=False)
+
     def _resume(self, ids: list[Item]) -> int:
         """Bring the state to the longest usable prefix of ids (strictly shorter); return its length."""
         if self.caps.prefix_reuse:

@@ -41,6 +41,7 @@ def build_request(question: str, options: list[str] | tuple[str, ...], settings:
         reasoning_budget=settings.reasoning_budget,
         permute=settings.permute,
         sample_choice=settings.sample_choice,
+        fast_reasoning=settings.fast_reasoning,
         sampling=settings.sampling(),
     )
 

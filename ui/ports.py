@@ -28,6 +28,7 @@ class Settings(Protocol):
     think: bool
     permute: bool
     sample_choice: bool  # draw the choice instead of taking the largest bar
+    fast_reasoning: bool  # think mode: reasoning from a fast compile, the answer exact
     reasoning_budget: int
     system_prompt: str
     device: str

@@ -91,6 +91,9 @@ class SettingsPanel(SettingsForm):
         self.think = self._check(grid, "think", SETTINGS["think"].label, "the model reasons first (slower); the reasoning is shown under the result")
         self._number(grid, "reasoning_budget")
         self.permute = self._check(grid, "permute", SETTINGS["permute"].label, "ask once per cyclic order of the options and average (n forwards): removes the letter prior")
+        self.fast_reasoning = self._check(grid, "fast_reasoning", SETTINGS["fast_reasoning"].label,
+                                          "think mode: draw the reasoning from a second, faster compile of the model (more "
+                                          "memory while it is loaded); the bars are still computed exactly")
         self.sample_choice = self._check(grid, "sample_choice", SETTINGS["sample_choice"].label,
                                          "draw the chosen option at the sampling settings (variety, e.g. for a game's characters) "
                                          "instead of taking the most likely one; the result says it was drawn")

@@ -405,6 +405,7 @@ class DecideRequest(SamplingFields):
     permute: Boolean = None
     score_options: Boolean = None
     sample_choice: Boolean = None  # draw the choice at the sampling settings instead of the largest bar
+    fast_reasoning: Boolean = None  # think mode: reasoning from a fast compile (the bars stay exact)
     reasoning_budget: EngineInt = None
     alternatives: EngineInt = None
     images: Annotated[tuple, BeforeValidator(parse_images), Field(default=())]
@@ -413,7 +414,7 @@ class DecideRequest(SamplingFields):
         """Counts, duplicates and ranges are the DecisionRequest's own checks."""
         given = {
             name: getattr(self, name)
-            for name in ("think", "permute", "score_options", "sample_choice", "reasoning_budget", "alternatives")
+            for name in ("think", "permute", "score_options", "sample_choice", "fast_reasoning", "reasoning_budget", "alternatives")
             if getattr(self, name) is not None
         }
         return DecisionRequest(

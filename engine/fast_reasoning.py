@@ -1,0 +1,121 @@
+"""Fast reasoning, exact answer: a think-mode decision draws its reasoning tokens from a faster,
+reduced-precision compilation of the same model, and reads the answer position exactly.
+
+The reasoning text only has to be good; the bars have to be exact. So the exact runner prefills the
+prompt (its state then stays at the prompt while the twin reasons), hands a copy of that state and its
+next-token logits to the twin, and the twin decodes the reasoning from there. The exact runner then
+prefills exactly the reasoning tokens that were produced (+ the answer prefix) on top of its prompt
+state — a prefill costs a fraction of a decode step per token — and the answer's logprobs equal an
+exact prefill of the whole sequence (tests/test_fast_reasoning.py holds them to 1e-5).
+
+The twin is compiled lazily, the first time a think-mode decision asks for it, from the exact runner's
+ov.Model on the same Core (the plugin shares what it does not repack), and released when a think-mode
+decision runs with the setting off. Only the dynamic path on CPU/GPU has a twin: an exact runner's
+state can be handed over there. Elsewhere (the NPU's static f16 path, a runner already compiled in
+fast mode) the runner reasons itself.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .devices import DeviceOptions
+
+if TYPE_CHECKING:  # openvino only for annotations
+    from .runner_base import RunnerBase
+
+# What the twin is compiled with, per device family, over the plugin's non-exact defaults. Measured on a
+# 2-core AVX2 CPU without VNNI/AMX/bf16 at the 0.8B int8 export (bench/w_think.py): bf16/f16 inference
+# hints have no hardware there and run slower than f32; the u8 KV cache and int8 dynamic quantisation of
+# activations are what the plugin's fast defaults use.
+FAST_PROPERTIES: dict[str, dict[str, object]] = {
+    "CPU": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"},
+    "GPU": {},  # the GPU plugin's default: f16 inference
+}
+
+_TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Reasoner:
+    runner: RunnerBase  # draws the reasoning tokens: the exact runner itself, or its fast twin
+    precision: str  # what EngineInfo shows as the reasoning's precision
+
+    def hands_over(self, exact: RunnerBase) -> bool:
+        return self.runner is not exact
+
+
+def precision_of(runner: RunnerBase) -> str:
+    """The precision a runner computes in, read back from its compiled model where it has one."""
+    compiled = getattr(runner, "compiled", None)
+    family = runner.device.split(".")[0]
+    if family == "NPU":
+        return "f16 (NPU)"
+    if compiled is None or family != "CPU":
+        return "exact (f32)" if runner.options.exact else "reduced (the plugin's defaults)"
+    def read(name: str) -> str:
+        try:
+            return str(compiled.get_property(name))
+        except RuntimeError:
+            return "?"
+
+    inference, kv = read("INFERENCE_PRECISION_HINT"), read("KV_CACHE_PRECISION")
+    group = read("DYNAMIC_QUANTIZATION_GROUP_SIZE")
+    if runner.options.exact:
+        return "exact (f32)"
+    parts = [f"{_short(inference)} inference", f"{_short(kv)} KV cache"]
+    if group not in ("0", "?"):
+        parts.append(f"int8 activations (groups of {group})")
+    return "fast: " + ", ".join(parts)
+
+
+def _short(type_text: str) -> str:
+    names = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "uint8_t": "u8", "int8_t": "i8"}
+    return names.get(type_text.replace("<Type: '", "").replace("'>", ""), type_text)
+
+
+def can_twin(runner: RunnerBase) -> bool:
+    """Whether a fast twin can reason for this runner with an exact hand-off (see the module's doc)."""
+    return (
+        getattr(runner, "twin", None) is not None
+        and runner.execution_path == "dynamic"
+        and runner.caps.snapshots
+        and runner.options.exact
+        and runner.device.split(".")[0] in FAST_PROPERTIES
+    )
+
+
+def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
+    """Who draws a think-mode decision's reasoning: the fast twin (compiled now if need be) when `fast`
+    and the runner can hand its state over, else the runner itself (and a twin kept so far is released)."""
+    if not fast or not can_twin(runner):
+        release(runner)
+        return Reasoner(runner, precision_of(runner))
+    twin = _TWINS.get(runner)
+    if twin is None:
+        family = runner.device.split(".")[0]
+        options = DeviceOptions(device=runner.device, exact=False, cache_dir=runner.options.cache_dir,
+                                runtime_cache_capacity=runner.options.runtime_cache_capacity)
+        twin = runner.twin(options, FAST_PROPERTIES[family])
+        _TWINS[runner] = twin
+    return Reasoner(twin, precision_of(twin))
+
+
+def twin_of(runner: RunnerBase) -> RunnerBase | None:
+    """The fast twin compiled for this runner so far (None: none, or released)."""
+    return _TWINS.get(runner)
+
+
+def release(runner: RunnerBase) -> None:
+    """Drop the runner's fast twin (its compiled model and state) if it has one."""
+    _TWINS.pop(runner, None)
+
+
+def hand_over(exact: RunnerBase, twin: RunnerBase, prompt_ids, checkpoints) -> None:
+    """Prefill the prompt exactly and give the twin a copy of that state and its logits. The exact
+    runner's state stays at the prompt: the answer is prefilled on top of it."""
+    logits = exact.prefill(prompt_ids, checkpoints)
+    twin.clear_snapshots()  # one handed-over state at a time: the twin holds no memory for older prompts
+    twin.adopt(prompt_ids, exact.export_state(), logits)
