@@ -65,7 +65,10 @@ SUCCESS_CASES: dict[str, Case] = {
                 "permute": True, "temperature": 0, "seed": 3}, JSON),
     "decide_think": ("open", "POST", "/v1/decide",
                      {"question": "Open the door?", "options": ["yes", "no"], "think": True, "reasoning_budget": 6,
-                      "temperature": 0.7, "seed": 9, "top_k": 40}, JSON),
+                      "temperature": 0.7, "seed": 9, "top_k": 40, "fast_reasoning": False}, JSON),
+    "decide_think_fast": ("open", "POST", "/v1/decide",
+                          {"question": "Open the door?", "options": ["yes", "no"], "think": True, "reasoning_budget": 6,
+                           "temperature": 0.7, "seed": 9, "top_k": 40}, JSON),
     "decide_keyed": ("keyed", "POST", "/v1/decide", {"question": "Open the door?", "options": ["yes", "no"],
                                                     "temperature": 0}, {**JSON, **AUTH}),
 }
