@@ -10,30 +10,68 @@ exact prefill of the whole sequence (tests/test_fast_reasoning.py holds them to 
 
 The twin is compiled lazily, the first time a think-mode decision asks for it, from the exact runner's
 ov.Model on the same Core (the plugin shares what it does not repack), and released when a think-mode
-decision runs with the setting off. Only the dynamic path on CPU/GPU has a twin: an exact runner's
-state can be handed over there. Elsewhere (the NPU's static f16 path, a runner already compiled in
-fast mode) the runner reasons itself.
+decision runs with the setting off. A twin exists only where it can be faster and the hand-off exact:
+the dynamic path, on a GPU or on a CPU that reports bf16/f16 arithmetic (fast_properties says why an
+AVX2-only CPU gets none). Elsewhere (such a CPU, the NPU's static f16 path, a runner already compiled in
+fast mode) the runner reasons itself, and the result's precision says so.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .devices import DeviceOptions
+from .errors import SettingsError
 
 if TYPE_CHECKING:  # openvino only for annotations
     from .runner_base import RunnerBase
 
-# What the twin is compiled with, per device family, over the plugin's non-exact defaults. Measured on a
-# 2-core AVX2 CPU without VNNI/AMX/bf16 at the 0.8B int8 export (bench/w_think.py): bf16/f16 inference
-# hints have no hardware there and run slower than f32; the u8 KV cache and int8 dynamic quantisation of
-# activations are what the plugin's fast defaults use.
-FAST_PROPERTIES: dict[str, dict[str, object]] = {
-    "CPU": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"},
-    "GPU": {},  # the GPU plugin's default: f16 inference
-}
+# What the twin is compiled with, over the plugin's non-exact defaults, where the hardware has a faster
+# arithmetic than f32. Measured on a 2-core AVX2 CPU without VNNI/AMX/bf16 at the 0.8B int8 export
+# (bench/w_think.py, BENCHMARKS.md "Think-mode decisions"): the CPU plugin reports neither BF16 nor FP16
+# there, its int8 dynamic quantisation of activations stays off (logits bit-identical to exact), and a
+# u8 or f16 KV cache changes a decode step by less than the noise — while the exact answer then has to
+# prefill the reasoning again. So a CPU gets a twin only when it reports reduced-precision arithmetic.
+CPU_FAST = {"KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
+# Set to a JSON object of compile properties, it forces a twin with them (measuring a candidate, or a CPU
+# whose int8 VNNI path the capability list does not show).
+PROPERTIES_ENV = "DECIDER_FAST_REASONING_PROPERTIES"
+
+
+def fast_properties(runner: RunnerBase) -> dict[str, object] | None:
+    """The twin's extra compile properties on this runner's device, or None: no faster compilation here."""
+    forced = os.environ.get(PROPERTIES_ENV, "").strip()
+    if forced:
+        try:
+            properties = json.loads(forced)
+        except ValueError:
+            properties = None
+        if not isinstance(properties, dict):
+            raise SettingsError(f"{PROPERTIES_ENV} must be a JSON object of compile properties (got {forced!r})")
+        return properties
+    family = runner.device.split(".")[0]
+    if family == "GPU":
+        return {}  # the GPU plugin's default: f16 arithmetic
+    if family != "CPU":
+        return None
+    capabilities = cpu_capabilities(runner)
+    for hint in ("BF16", "FP16"):
+        if hint in capabilities:
+            return {**CPU_FAST, "INFERENCE_PRECISION_HINT": hint.lower()}
+    return None
+
+
+def cpu_capabilities(runner: RunnerBase) -> tuple[str, ...]:
+    core = getattr(runner, "_core", None)
+    try:
+        return tuple(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")) if core is not None else ()
+    except RuntimeError:
+        return ()
+
 
 _TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -83,22 +121,22 @@ def can_twin(runner: RunnerBase) -> bool:
         and runner.execution_path == "dynamic"
         and runner.caps.snapshots
         and runner.options.exact
-        and runner.device.split(".")[0] in FAST_PROPERTIES
     )
 
 
 def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
-    """Who draws a think-mode decision's reasoning: the fast twin (compiled now if need be) when `fast`
-    and the runner can hand its state over, else the runner itself (and a twin kept so far is released)."""
-    if not fast or not can_twin(runner):
+    """Who draws a think-mode decision's reasoning: the fast twin (compiled now if need be) when `fast`,
+    the runner can hand its state over and its device has a faster compilation; else the runner itself
+    (and a twin kept so far is released)."""
+    properties = fast_properties(runner) if fast and can_twin(runner) else None
+    if properties is None:
         release(runner)
         return Reasoner(runner, precision_of(runner))
     twin = _TWINS.get(runner)
     if twin is None:
-        family = runner.device.split(".")[0]
         options = DeviceOptions(device=runner.device, exact=False, cache_dir=runner.options.cache_dir,
                                 runtime_cache_capacity=runner.options.runtime_cache_capacity)
-        twin = runner.twin(options, FAST_PROPERTIES[family])
+        twin = runner.twin(options, properties)
         _TWINS[runner] = twin
     return Reasoner(twin, precision_of(twin))
 

@@ -115,7 +115,8 @@ DECISION_SETTINGS: tuple[Setting, ...] = (
     Setting("sample_choice", bool, False, "Sample the choice",
             "draw the choice at the sampling settings (variety) instead of taking the most likely option"),
     Setting("fast_reasoning", bool, True, "Fast reasoning",
-            "think mode: draw the reasoning from a faster reduced-precision compile (more memory); the bars stay exact"),
+            "think mode: draw the reasoning from a faster reduced-precision compile where the device has one "
+            "(more memory); the bars stay exact"),
     Setting("alternatives", int, 10, "Alternatives",
             "how many most likely next tokens a decision lists", 0, MAX_TOP_LOGPROBS),
 )

@@ -1,6 +1,8 @@
 """Fast reasoning, exact answer: think-mode reasoning drawn from a fast twin compile, the answer position
 computed exactly on the exact runner for the prompt + the reasoning actually produced."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -8,7 +10,9 @@ from conftest import model_dir
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.decision_prompt import build_decision_prompt, letter_ids
 from decider.engine.devices import DeviceOptions
-from decider.engine.fast_reasoning import reasoner_for, release, twin_of
+from decider.engine import fast_reasoning
+from decider.engine.errors import SettingsError
+from decider.engine.fast_reasoning import PROPERTIES_ENV, fast_properties, reasoner_for, release, twin_of
 from decider.engine.logprobs import Distribution
 from decider.engine.runner import ModelRunner
 from decider.engine.settings import SETTINGS, SamplingSettings
@@ -22,6 +26,17 @@ SAMPLED = SamplingSettings(temperature=0.9, top_k=0, top_p=1.0, frequency_penalt
 def _fresh_exact_logprobs(folder: str, ids: list, letters: list[int]) -> np.ndarray:
     """The reference: one exact runner, nothing cached, prefilling the whole token sequence."""
     return Distribution(ModelRunner(folder).prefill(ids)).logprobs(letters)
+
+
+# This machine's CPU (AVX2 only) gets no twin by default; the mechanism is tested with the u8 KV cache
+# candidate forced, which moves the logits measurably (so an answer read on the twin would fail).
+FORCED = {"KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
+
+
+@pytest.fixture(autouse=True)
+def _forced_twin(request, monkeypatch):
+    if "policy" not in request.node.name:
+        monkeypatch.setenv(PROPERTIES_ENV, json.dumps(FORCED))
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +166,22 @@ def test_the_settings_form_has_the_checkbox(qtbot):
     assert panel.fields["fast_reasoning"].isChecked() is False
     panel.fields["fast_reasoning"].setChecked(True)
     assert panel.settings.fast_reasoning is True
+
+
+def test_policy_a_cpu_without_reduced_precision_arithmetic_gets_no_twin(monkeypatch):
+    runner = ModelRunner(model_dir("qwen35-text"))
+    monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "INT8", "BIN", "EXPORT_IMPORT"))
+    assert fast_properties(runner) is None
+    reasoner = reasoner_for(runner, True)
+    assert reasoner.runner is runner and reasoner.precision == "exact (f32)" and twin_of(runner) is None
+    monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "BF16", "INT8"))
+    assert fast_properties(runner)["INFERENCE_PRECISION_HINT"] == "bf16"
+
+
+def test_policy_the_forced_properties_must_be_a_json_object(monkeypatch):
+    runner = ModelRunner(model_dir("qwen35-text"))
+    monkeypatch.setenv(PROPERTIES_ENV, '["u8"]')
+    with pytest.raises(SettingsError, match=PROPERTIES_ENV):
+        fast_properties(runner)
+    monkeypatch.setenv(PROPERTIES_ENV, json.dumps(FORCED))
+    assert fast_properties(runner) == FORCED

@@ -63,12 +63,10 @@ SUCCESS_CASES: dict[str, Case] = {
                {"model": "decider", "question": "Which road to take?", "options": ["the left road", "the right road", "stay"],
                 "system": "You decide for a game character.", "context": "The castle is to the left.",
                 "permute": True, "temperature": 0, "seed": 3}, JSON),
+    # exact reasoning: whether a fast twin reasons depends on the machine's arithmetic (engine/fast_reasoning.py)
     "decide_think": ("open", "POST", "/v1/decide",
                      {"question": "Open the door?", "options": ["yes", "no"], "think": True, "reasoning_budget": 6,
                       "temperature": 0.7, "seed": 9, "top_k": 40, "fast_reasoning": False}, JSON),
-    "decide_think_fast": ("open", "POST", "/v1/decide",
-                          {"question": "Open the door?", "options": ["yes", "no"], "think": True, "reasoning_budget": 6,
-                           "temperature": 0.7, "seed": 9, "top_k": 40}, JSON),
     "decide_keyed": ("keyed", "POST", "/v1/decide", {"question": "Open the door?", "options": ["yes", "no"],
                                                     "temperature": 0}, {**JSON, **AUTH}),
 }
