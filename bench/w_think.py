@@ -7,7 +7,8 @@
 Tasks:
   think       decide() with think on, reasoning budgets 128 and 512, exact (fast_reasoning off) and fast
               reasoning / exact answer, interleaved (the order alternates per round), both cold (state and
-              snapshots cleared); the fast twin is compiled before timing. Each fast decision's option
+              snapshots cleared); the fast twin is compiled before timing (on a CPU where the engine would
+              not use one, its CPU candidate is forced, and the result says so). Each fast decision's option
               logprobs are checked against a fresh exact prefill of the very token sequence it answered
               after (max |Δ|, the 1e-5 claim at the real geometry).
   candidates  the fast twin's compile candidates (KV cache u8, int8 dynamic quantisation, f16/bf16 hints):
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -36,7 +38,7 @@ from .common import OPTIONS, RESULTS, peak_rss_mib, read_json, summary, write_js
 
 PROMPT_LENGTH = "256"  # the prompt of the issue's measurements (prompts.json's 256-token decision)
 
-# The twin's candidates on CPU (over the exact properties; the engine's choice is FAST_PROPERTIES["CPU"]).
+# The twin's candidates on CPU, over the exact properties (the engine's: fast_reasoning.fast_properties).
 CANDIDATES: dict[str, dict[str, object]] = {
     "kv_u8": {"KV_CACHE_PRECISION": "u8"},
     "dq32": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"},
@@ -83,17 +85,31 @@ def _exactness(model: str, runner, result) -> float:
     return float(np.abs(got - want).max())
 
 
+def _force_twin(runner) -> bool:
+    """Where the engine would give this device no twin (an AVX2-only CPU), force its CPU candidate so the
+    row measures the fast path anyway; True when forced."""
+    from decider.engine.fast_reasoning import CPU_FAST, PROPERTIES_ENV, fast_properties
+
+    if fast_properties(runner) is not None:
+        return False
+    os.environ[PROPERTIES_ENV] = json.dumps(CPU_FAST)
+    return True
+
+
 def measure_think(model: str, budgets=(128, 512), rounds: int = 2, check: bool = True) -> dict:
+    """Think-mode decisions, exact vs fast reasoning / exact answer, interleaved; the dict BENCHMARKS.md's
+    "Think-mode decisions" section is made from (a peer engine's row can be put beside it)."""
     from decider.engine.decide import decide
     from decider.engine.fast_reasoning import reasoner_for
     from decider.engine.runner import ModelRunner
 
     question = _question()
     runner = ModelRunner(model)
+    forced = _force_twin(runner)
     started = time.perf_counter()
     reasoner = reasoner_for(runner, True)  # the twin compiled before any timing (a user pays it once)
     twin_compile_s = time.perf_counter() - started
-    out = {"twin_compile_s": twin_compile_s, "twin_precision": reasoner.precision, "budgets": {}}
+    out = {"twin_compile_s": twin_compile_s, "twin_precision": reasoner.precision, "twin_forced": forced, "budgets": {}}
     for budget in budgets:
         rows = {"exact": [], "fast": []}
         for r in range(rounds):
@@ -187,6 +203,8 @@ def _memory_child(model: str, fast: bool, budget: int) -> dict:
     from decider.engine.runner import ModelRunner
 
     runner = ModelRunner(model)
+    if fast:
+        _force_twin(runner)
     loaded = peak_rss_mib()
     decide(runner, _request(_question(), budget, fast))
     return {"peak_rss_mib": peak_rss_mib(), "peak_after_load_mib": loaded}

@@ -105,7 +105,7 @@ def precision_of(runner: RunnerBase) -> str:
         return "exact (f32)"
     parts = [f"{_short(inference)} inference", f"{_short(kv)} KV cache"]
     if group not in ("0", "?"):
-        parts.append(f"int8 activations (groups of {group})")
+        parts.append(f"dynamic int8 quantisation of activations allowed (groups of {group})")
     return "fast: " + ", ".join(parts)
 
 
