@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # openvino only for annotations
 # (bench/w_think.py, BENCHMARKS.md "Think-mode decisions"): the CPU plugin reports neither BF16 nor FP16
 # there, its int8 dynamic quantisation of activations stays off (logits bit-identical to exact), and a
 # u8 or f16 KV cache changes a decode step by less than the noise — while the exact answer then has to
-# prefill the reasoning again. So a CPU gets a twin only when it reports reduced-precision arithmetic.
+# prefill the reasoning again. So a CPU gets a twin only with bf16/f16 arithmetic or int8 dot products.
 CPU_FAST = {"KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
 # Set to a JSON object of compile properties, it forces a twin with them (measuring a candidate, or a CPU
 # whose int8 VNNI path the capability list does not show).
@@ -62,15 +62,28 @@ def fast_properties(runner: RunnerBase) -> dict[str, object] | None:
     for hint in ("BF16", "FP16"):
         if hint in capabilities:
             return {**CPU_FAST, "INFERENCE_PRECISION_HINT": hint.lower()}
+    if "VNNI" in capabilities:  # int8 dot products: the dynamic quantisation of activations runs
+        return dict(CPU_FAST)
     return None
 
 
+# CPU flags (Linux /proc/cpuinfo) that give int8 dot products; the plugin's capability list does not say.
+_VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
+
+
 def cpu_capabilities(runner: RunnerBase) -> tuple[str, ...]:
+    """The CPU plugin's OPTIMIZATION_CAPABILITIES, plus "VNNI" where the CPU flags show int8 dot products."""
     core = getattr(runner, "_core", None)
     try:
-        return tuple(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")) if core is not None else ()
+        found = tuple(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")) if core is not None else ()
     except RuntimeError:
-        return ()
+        found = ()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return found + (("VNNI",) if _VNNI_FLAGS & set(flags) else ())
 
 
 _TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -176,6 +176,8 @@ def test_policy_a_cpu_without_reduced_precision_arithmetic_gets_no_twin(monkeypa
     assert reasoner.runner is runner and reasoner.precision == "exact (f32)" and twin_of(runner) is None
     monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "BF16", "INT8"))
     assert fast_properties(runner)["INFERENCE_PRECISION_HINT"] == "bf16"
+    monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "INT8", "VNNI"))
+    assert fast_properties(runner) == {"KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
 
 
 def test_policy_the_forced_properties_must_be_a_json_object(monkeypatch):
