@@ -247,7 +247,8 @@ class Encoder:
             opt_pos[b, :n] = torch.tensor(self.option_positions(s, n))
         pixel_values = torch.from_numpy(__import__("numpy").concatenate([p.values for _, p in encoded]))
         grid = torch.tensor([list(p.grid) for _, p in encoded], dtype=torch.long)
-        return ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos
+        seen = torch.tensor([SCENE_CLASSES.index(scene_answer(it)) for it in items])
+        return ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos, seen
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -270,6 +271,27 @@ def config_for(tokenizer_size: int, special: dict):
         vision_start_token_id=special["<|vision_start|>"], vision_end_token_id=special["<|vision_end|>"],
         tie_word_embeddings=True,
     )
+
+
+SCENE_CLASSES = ("red", "green", "blue", "yellow", "left", "middle", "right", "nothing")
+
+
+def scene_answer(item: tasks.Item) -> str:
+    """What the picture shows, whatever the question's options: the answer word, or nothing."""
+    return "nothing" if item.ambiguous else item.options[item.answer].lower()
+
+
+def Probes(text_width: int, image_width: int):
+    """Training-only heads (never exported): per option token, 'does this option answer the question?'; on the
+    9 image tokens' features, 'what does the scene show?' (supervises the vision tower directly)."""
+    import torch
+
+    class _Probes(torch.nn.Linear):
+        def __init__(self):
+            super().__init__(text_width, 1)
+            self.vision = torch.nn.Linear(image_width, len(SCENE_CLASSES))
+
+    return _Probes()
 
 
 def language_layers(model):
@@ -318,13 +340,14 @@ def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
     import torch
     import torch.nn.functional as F
 
-    ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos = batch
+    ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos, seen = batch
     mask = (torch.arange(ids.shape[1])[None, :] <= last[:, None]).long()  # right padding
     captured = {}
-    handle = None
+    handles = []
     if probe is not None:
         layer = language_layers(model)[probe_layer(model)]
-        handle = layer.register_forward_hook(lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out))
+        handles.append(layer.register_forward_hook(lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out)))
+        handles.append(model.model.visual.merger.register_forward_hook(lambda mod, inp, out: captured.__setitem__("image", out)))
     try:
         model.model.rope_deltas = None  # every batch is a fresh prompt
         # The attention mask is not optional here: without one, transformers reads the image tokens' repeated
@@ -332,7 +355,7 @@ def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
         hidden = model.model(input_ids=ids, attention_mask=mask, pixel_values=pixel_values.to(model.dtype), image_grid_thw=grid,
                              use_cache=False).last_hidden_state
     finally:
-        if handle is not None:
+        for handle in handles:
             handle.remove()
     logits = model.lm_head(hidden)[..., :T]
     logp = F.log_softmax(logits.float(), dim=-1)
@@ -351,6 +374,9 @@ def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
         z = probe(F.rms_norm(at, (at.shape[-1],))).squeeze(-1)
         valid = torch.arange(4)[None, :] < nopt[:, None]
         probe_loss = (F.binary_cross_entropy_with_logits(z, fits, reduction="none") * valid).sum() / valid.sum()
+        # The vision probe: what the scene shows (the answer word, or nothing), read from the image tokens' features.
+        image = captured["image"].reshape(B, -1)
+        probe_loss = probe_loss + F.cross_entropy(probe.vision(image), seen)
     return answer_loss, lm_loss, letter_logp, probe_loss
 
 
@@ -409,7 +435,7 @@ def train(args) -> Path:
         f"({n_vision:,} in the vision tower); text layers {TEXT['layer_types']}")
     log(f"hyperparameters {json.dumps(hp)}; steps {args.steps}; threads {args.threads}")
 
-    probe = torch.nn.Linear(config.text_config.hidden_size, 1)  # training-only; never exported
+    probe = Probes(config.text_config.hidden_size, 9 * config.text_config.hidden_size)  # training-only; never exported
     decay, no_decay = list(probe.parameters()), []
     for name, p in model.named_parameters():
         (no_decay if p.ndim < 2 or "norm" in name or name.endswith(("A_log", "dt_bias")) else decay).append(p)
