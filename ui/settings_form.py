@@ -90,13 +90,7 @@ class SettingsForm(QScrollArea):
             line.addWidget(hint_label)
         grid.addLayout(line, row, 0, 1, 2)
         grid.addWidget(widget, row + 1, 0, 1, 2)
-        error = QLabel("")
-        error.setObjectName("FieldError")
-        error.setWordWrap(True)
-        error.hide()
-        grid.addWidget(error, row + 2, 0, 1, 2)
-        self.fields[name] = widget
-        self.errors[name] = error
+        self._register(grid, name, widget, row + 2)
 
     def _row(self, grid: QGridLayout, name: str, text: str, widget: QWidget, hint: str, width: int = 108) -> None:
         """Label with its range underneath on the left, the field on the right, errors below both."""
@@ -115,11 +109,15 @@ class SettingsForm(QScrollArea):
         widget.setFixedWidth(width)
         grid.addWidget(cell, row, 0)
         grid.addWidget(widget, row, 1, Qt.AlignRight | Qt.AlignVCenter)
+        self._register(grid, name, widget, row + 1)
+
+    def _register(self, grid: QGridLayout, name: str, widget: QWidget, error_row: int) -> None:
+        """The field under its setting's name, and its error line (hidden until a value is refused)."""
         error = QLabel("")
         error.setObjectName("FieldError")
         error.setWordWrap(True)
         error.hide()
-        grid.addWidget(error, row + 1, 0, 1, 2)
+        grid.addWidget(error, error_row, 0, 1, 2)
         self.fields[name] = widget
         self.errors[name] = error
 
