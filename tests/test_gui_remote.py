@@ -130,7 +130,9 @@ def test_remote_engine_bars_upper_bound_errors_and_recovery(qtbot, make_window, 
 
     # Test connection runs off the UI thread and reports models and logprobs
     qtbot.mouseClick(panel.test_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: "returns logprobs" in panel.connection_status.text(), timeout=10_000)
+    # the report and the button's return come as two signals from the task's thread: wait for both
+    qtbot.waitUntil(lambda: "returns logprobs" in panel.connection_status.text() and panel.test_button.isEnabled(),
+                    timeout=10_000)
     assert "fake-model" in panel.connection_status.text() and panel.test_button.isEnabled()
     assert [panel.remote_model.itemText(i) for i in range(panel.remote_model.count())] == ["fake-model", "other"]
 
