@@ -164,6 +164,13 @@ def static_variant(template: ov.Model, specs: list[CacheSpec], layout: str, hidd
         shapes[spec.input_name] = list(spec.shape)
     present = {p.get_any_name() for p in model.inputs}
     model.reshape({name: ov.PartialShape(shape) for name, shape in shapes.items() if name in present})
+    if tokens > 1:
+        # A prefill chunk only advances the caches: the runner computes a segment's last token with the
+        # one-token variant and takes the logits from there. NPUW (OpenVINO 2026.4.1) never writes the logits
+        # output of a multi-token variant (the host read zeros, stale logits or NaN, whatever the buffer
+        # held), so that output is removed rather than trusted; the head then costs nothing in these variants.
+        model.remove_result(model.output("logits").get_node())
+        model.validate_nodes_and_infer_types()
     return model
 
 

@@ -2,9 +2,10 @@
 
 Devices that need static shapes (the NPU) run this path ("static"); CPU and GPU can run it too, which
 is how it is tested. Each variant computes a fixed number of new tokens (e.g. 64, 8 and 1) over a
-KV window of fixed size W; a prompt of any length is cut greedily into those sizes, so nothing is
-ever recompiled. Chunks are never padded: a padded token would still pass through the DeltaNet
-layers and change their recurrent and conv states.
+KV window of fixed size W; a prompt of any length is cut greedily into those sizes, its last token
+always alone (only the one-token variant has a logits output), so nothing is ever recompiled. Chunks
+are never padded: a padded token would still pass through the DeltaNet layers and change their
+recurrent and conv states.
 
 Layout of one forward of n tokens after `past` tokens: the KV inputs hold the window (slots
 [0, past) valid), the model appends the n new entries after the window, and the attention mask
@@ -34,6 +35,12 @@ class _Variant:
     def __init__(self, compiled: ov.CompiledModel, tokens: int):
         self.tokens = tokens
         self.request = compiled.create_infer_request()
+
+
+def segment_chunks(length: int, sizes: tuple[int, ...]) -> list[int]:
+    """The chunks one prefill segment runs in: the tokens before its last cut greedily into the sizes,
+    then the last token alone. Only the one-token variant returns logits (static_graph.static_variant)."""
+    return split_chunks(length - 1, sizes) + [1]
 
 
 class StaticRunner(RunnerBase):
@@ -112,7 +119,7 @@ class StaticRunner(RunnerBase):
         # wrong or NaN logits. The plugin's own outputs are copied instead (_collect), a few MB per step.
         return
 
-    def _collect(self, variant: _Variant, past: int) -> np.ndarray:
+    def _collect(self, variant: _Variant, past: int) -> np.ndarray | None:
         request, n = variant.request, variant.tokens
         for spec in self._specs:
             out = request.get_tensor(spec.output_name).data
@@ -123,6 +130,8 @@ class StaticRunner(RunnerBase):
                 if not np.shares_memory(out, self._spare[name]):  # a plugin that kept its own output buffer
                     np.copyto(self._spare[name], out)
                 self._caches[name], self._spare[name] = self._spare[name], self._caches[name]
+        if n > 1:
+            return None  # prefill chunks have no logits output (static_graph.static_variant)
         return request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
 
     # ----- hooks -----
@@ -147,7 +156,7 @@ class StaticRunner(RunnerBase):
     def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         logits = None
         before = list(self.history[:past]) if self.vision is not None else None
-        for n in split_chunks(len(ids), self.chunks):
+        for n in segment_chunks(len(ids), self.chunks):
             variant = self._variants[n]
             self._bind_outputs(variant)
             # Inputs are copied into the request (not shared): see _bind_outputs.
