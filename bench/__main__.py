@@ -58,7 +58,7 @@ def _available_mib() -> float:
     return float("inf")
 
 
-def plan(sizes: list[str], device: str, repeats: int) -> list[Job]:
+def plan(sizes: list[str], device: str, repeats: int, threads: int | None = None) -> list[Job]:
     dec, tools = decider_python(), tools_python()
     jobs: list[Job] = [Job("machine/limits", dec, "bench.w_limits", ["--repeats", str(max(repeats, 5))])]
     p = ["--prompts", str(PROMPTS), "--device", device]
@@ -96,10 +96,31 @@ def plan(sizes: list[str], device: str, repeats: int) -> list[Job]:
                 decider = ["--decider-model", str(ir_dir(size, ref)), "--device", device] if ref in fmts else []
                 jobs.append(Job(f"{size}/llama-{kind}/decision", tools, "bench.w_llama", llama_args + decider))
                 jobs.append(Job(f"{size}/llama-{kind}/rss", tools, "bench.w_llama", llama_args[:-1] + ["1", "--decode"]))
+        jobs.extend(paired_jobs(size, device, main, fmts, threads))
         if not (is_built(hf_dir(size)) and any(gguf_path(size, k).exists() for k in ("f16", "q8_0"))):
             jobs.append(Job(f"{size}/llama/why", tools, "bench.w_llama", ["--why", "--prompts", str(PROMPTS),
                                                                             "--gguf", str(gguf_path(size, "q8_0"))]))
     return jobs + static_jobs(sizes, device, slow)
+
+
+def paired_jobs(size: str, device: str, fmt: str, fmts: list[str], threads: int | None = None) -> list[Job]:
+    """Issue-level comparisons, each interleaved in one process: decode and think-mode decisions against
+    llama.cpp q8_0 (int8 IR and q8_0 GGUF of the same weights), the one-forward decision against GenAI's
+    SDPA pipeline, and where a decode step's time goes (per-node counters)."""
+    if fmt != "int8" or "int8" not in fmts:
+        return []
+    dec, tools = decider_python(), tools_python()
+    model = ["--model", str(ir_dir(size, fmt)), "--prompts", str(PROMPTS), "--device", device]
+    jobs = [Job(f"{size}/paired/profile", dec, "bench.w_profile", model + ["--steps", "32", "--pairs", "40"]),
+            Job(f"{size}/paired/forward", tools, "bench.w_genai", model + ["--mode", "exact", "--engines", "decider,sdpa",
+                                                                          "--repeats", "3"])]
+    gguf = gguf_path(size, "q8_0")
+    if gguf.exists():
+        paired = model + ["--gguf", str(gguf)] + (["--threads", str(threads)] if threads else [])
+        jobs.append(Job(f"{size}/paired/decode", tools, "bench.w_paired", paired + ["--task", "decode", "--repeats", "2"]))
+        jobs.append(Job(f"{size}/paired/think", tools, "bench.w_paired", paired + ["--task", "think", "--repeats", "1"],
+                        timeout=3 * 3600))
+    return jobs[2:] + jobs[:2]  # the llama.cpp pairs first: they are what the issue's targets are about
 
 
 def static_jobs(sizes: list[str], device: str, repeats: int) -> list[Job]:
@@ -243,7 +264,7 @@ def ensure_prompts() -> None:
 def cmd_run(args) -> int:
     ensure_prompts()
     sizes = [s for s in args.sizes.split(",") if s]
-    jobs = plan(sizes, args.device, args.repeats)
+    jobs = plan(sizes, args.device, args.repeats, args.threads)
     if args.only:
         jobs = [j for j in jobs if any(fnmatch.fnmatch(j.key, pattern) for pattern in args.only)]
     if args.list:
@@ -293,6 +314,8 @@ def main(argv=None) -> int:
                        help="before each measurement wait until other processes use fewer cores than this (0: never wait)")
         p.add_argument("--quiet-timeout", type=float, default=600, help="longest wait for a quiet machine, seconds")
         p.add_argument("--list", action="store_true", help="print the measurement keys and exit")
+        p.add_argument("--threads", type=int, help="threads of both engines in the paired llama.cpp rows (default: every core; "
+                       "1 on a machine other work keeps busy, see bench/w_paired.py)")
 
     sub.add_parser("setup", help="create the comparison engines' venv")
     b = sub.add_parser("build", help="build the models")

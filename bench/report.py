@@ -389,12 +389,12 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
             if r:
                 add(f"| {size} {fmt} | {s(r['tokens_per_s'], 'x').replace(' (', ' tok/s (')} | {s(r['step_ms'], 'ms')} | "
                     f"{s(r['bare_step_ms'], 'ms')} | {r['step_overhead_ms']:.1f} ms |")
-    for size in sizes:
-        for kind in ("f16", "q8_0"):
-            r = get(results, f"{size}/llama-{kind}/rss")
-            if r and "decode" in r:
-                add(f"| {size} llama.cpp {kind} | {r['decode']['tokens_per_s']:.2f} tok/s | {r['decode']['step_ms']:.1f} ms | | |")
     add("")
+    from .report_paired import section as paired_section
+
+    # llama.cpp's decode is compared only paired (same process, same sampling, interleaved): its own
+    # unpaired timing (llama-*/rss "decode") ran at another time with plain argmax, so it is not shown.
+    lines.extend(paired_section(results, sizes, limits.get("bandwidth_gbps") if limits else None))
     add("Peak RSS (VmHWM) of each engine in its own process: load, then one 256-token decision.\n")
     add("| model | engine | peak RSS | load |")
     add("|---|---|---|---|")

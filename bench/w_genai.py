@@ -90,11 +90,12 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--only", choices=("decider", "sdpa", "pa"))
+    parser.add_argument("--engines", default="decider,sdpa,pa", help="which engines run interleaved (comma-separated)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     prompts = read_json(args.prompts)
     ids = prompts["decisions"][str(args.length)]["ids"]
-    names = [args.only] if args.only else ["decider", "sdpa", "pa"]
+    names = [args.only] if args.only else [e for e in args.engines.split(",") if e in ("decider", "sdpa", "pa")]
     engines, load_s, errors = {}, {}, {}
     for name in names:
         started = time.perf_counter()

@@ -1,0 +1,225 @@
+"""Decider and llama.cpp q8_0 in one process, interleaved: decode speed and think-mode decisions.
+
+    python -m bench.w_paired --model IR_DIR --gguf GGUF --prompts prompts.json --task decode|think --out result.json
+
+decode  a `--tokens`-token think generation from the same prompt ids with the same sampling (Qwen3.5's
+        recommendation: temperature 0.7, top-k 20, top-p 0.8, presence 1.5, frequency 1.0 over the last 64
+        tokens), each engine drawing with its own sampler: Decider exact, Decider fast (`exact=False`) and
+        llama.cpp (llama-cpp-python's `generate`, its native sampler chain). Rounds alternate the order;
+        the time from the first token to the last gives tokens/s and the step; ratios are per round.
+think   a think-mode decision with `--reasoning` tokens of reasoning (the budget spent, the block closed
+        by force): Decider exact (`decide()`, think on), and llama.cpp generating the same number of tokens
+        from the same prompt ids with the same sampling, then evaluating the same forced close and reading
+        the answer position's logits (float64 log-softmax over the real vocabulary, the option letters).
+        When bench/w_think.py offers `fast_reasoning_decision(...)`, Decider's fast-reasoning/exact-answer
+        decision runs as a third engine.
+Peak RSS is not separable in one process: the bench's own per-engine jobs (rss) give it.
+
+--threads N runs both engines on N threads (default: every core). On a machine other work keeps busy, a
+descheduled thread stalls every join of the others — llama.cpp joins its threads after every graph node
+and degraded to ~5 s a step beside OpenVINO's ~0.7 s on a 2-core machine at load 20 — so a loaded run uses
+one thread each: the same work per token, no joins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import peak_rss_mib, read_json, summary, write_json
+
+
+def decider_runner(model: str, device: str, exact: bool, threads: int):
+    import openvino as ov
+
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.runner import ModelRunner
+
+    core = ov.Core()
+    if device.upper().startswith("CPU"):
+        core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
+    return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
+
+
+def _sampling():
+    from decider.engine.settings import SamplingSettings
+
+    return SamplingSettings(seed=0)  # Qwen3.5's recommendation, as a user has it
+
+
+def _llama_kwargs(sampling) -> dict:
+    return dict(top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p, temp=sampling.temperature,
+                repeat_penalty=sampling.repetition_penalty, frequency_penalty=sampling.frequency_penalty,
+                presence_penalty=sampling.presence_penalty)
+
+
+def load_llama(gguf: str, threads: int, seed: int = 0):
+    from llama_cpp import Llama
+
+    # last_n_tokens_size: the penalty window, as Decider's (64)
+    return Llama(model_path=gguf, n_ctx=4096, n_batch=2048, n_ubatch=512, n_threads=threads, n_threads_batch=threads,
+                 logits_all=False, verbose=False, seed=seed, last_n_tokens_size=64)
+
+
+def llama_generate(llm, ids: list[int], tokens: int, sampling) -> tuple[list[int], float]:
+    """(tokens drawn, seconds from the first draw to the last): prefill excluded, as for Decider."""
+    llm.reset()
+    out: list[int] = []
+    first = None
+    generator = llm.generate(ids, reset=True, **_llama_kwargs(sampling))
+    for token in generator:
+        out.append(int(token))
+        if first is None:
+            first = time.perf_counter()
+        if len(out) == tokens:
+            break
+    generator.close()
+    return out, time.perf_counter() - first
+
+
+def decider_generate(runner, ids: list[int], tokens: int, sampling) -> tuple[list[int], float]:
+    from decider.engine.generate import generate_step, make_rng
+
+    runner.reset()
+    runner.clear_snapshots()
+    out: list[int] = []
+    first = None
+    # no stop ids: like llama.cpp's generate, the generation runs its length whatever the random weights draw
+    for step in generate_step(runner, ids, sampling, make_rng(sampling.seed), max_tokens=tokens):
+        out.append(step.token_id)
+        if first is None:
+            first = time.perf_counter()
+    return out, time.perf_counter() - first
+
+
+def task_decode(args, prompts) -> dict:
+    sampling = _sampling()
+    ids = list(prompts["think"]["ids"])
+    engines = {
+        "exact": decider_runner(args.model, args.device, True, args.threads),
+        "fast": decider_runner(args.model, args.device, False, args.threads),
+        "llama": load_llama(args.gguf, args.threads),
+    }
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    drawn: dict[str, int] = {}
+    order = list(engines)
+    for rnd in range(args.repeats + 1):  # the first round warms kernels and is dropped
+        for name in (order if rnd % 2 == 0 else order[::-1]):
+            engine = engines[name]
+            run = llama_generate if name == "llama" else decider_generate
+            tokens, seconds = run(engine, ids, args.tokens, sampling)
+            drawn[name] = len(tokens)
+            if rnd:
+                times[name].append(seconds / (len(tokens) - 1))
+        if rnd:
+            print("  " + ", ".join(f"{n} {times[n][-1] * 1e3:.1f} ms/step" for n in order), file=sys.stderr, flush=True)
+    out = {"tokens": args.tokens, "prompt_tokens": len(ids), "drawn": drawn, "threads": args.threads,
+           "sampling": {k: getattr(sampling, k) for k in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                                                          "frequency_penalty", "presence_penalty")},
+           "step_ms": {n: summary([t * 1e3 for t in v]) for n, v in times.items()},
+           "tokens_per_s": {n: summary([1 / t for t in v]) for n, v in times.items()},
+           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in ("exact", "fast")}}
+    out["weight_bytes"] = sum(f.stat().st_size for f in Path(args.model).glob("openvino_model.bin"))
+    out["gguf_bytes"] = Path(args.gguf).stat().st_size
+    return out
+
+
+def llama_think_decision(llm, ids: list[int], reasoning: int, forced: list[int], letters: list[int], vocab: int, sampling) -> dict:
+    """llama.cpp: the prompt, `reasoning` drawn tokens (the last one not yet fed, as in Decider), then the
+    last draw and the forced close in one eval, and the answer position's logits."""
+    from .w_llama import last_logits
+
+    llm.reset()
+    drawn: list[int] = []
+    generator = llm.generate(ids, reset=True, **_llama_kwargs(sampling))
+    for token in generator:
+        drawn.append(int(token))
+        if len(drawn) == reasoning:
+            break
+    generator.close()
+    llm.eval([drawn[-1], *forced])
+    x = last_logits(llm)[:vocab].astype(np.float64)
+    logprobs = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
+    return {"reasoning_tokens": len(drawn), "logprobs": logprobs[letters].tolist()}
+
+
+def _fast_reasoning():
+    """The fast-reasoning/exact-answer decision from bench/w_think.py, where it has landed."""
+    try:
+        from . import w_think  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(w_think, "fast_reasoning_decision", None)
+
+
+def task_think(args, prompts) -> dict:
+    from decider.engine.chat_template import close_think
+    from decider.engine.decide import DecisionRequest, decide
+    from decider.engine.decision_prompt import build_decision_prompt, letter_ids
+    sampling = _sampling()
+    runner = decider_runner(args.model, args.device, True, args.threads)
+    item = prompts["decisions"]["64"]
+    options = list(prompts["options"])
+    prompt = build_decision_prompt(runner.tokenizer, item["question"], options, think=True)
+    letters = letter_ids(runner.tokenizer, len(options))
+    forced = close_think(runner.tokenizer)
+    llm = load_llama(args.gguf, args.threads)
+    fast = _fast_reasoning()
+    out: dict = {"prompt_tokens": len(prompt.ids), "threads": args.threads, "fast_reasoning": "measured" if fast else "bench/w_think.py has not landed"}
+    for budget in args.reasoning:
+        request = DecisionRequest(item["question"], tuple(options), think=True, reasoning_budget=budget, sampling=sampling)
+        engines = ["exact", "llama"] + (["fast"] if fast else [])
+        times: dict[str, list[float]] = {n: [] for n in engines}
+        details: dict[str, dict] = {}
+        for rnd in range(args.repeats + (1 if args.repeats > 1 else 0)):
+            for name in (engines if rnd % 2 == 0 else engines[::-1]):
+                started = time.perf_counter()
+                if name == "llama":
+                    details[name] = llama_think_decision(llm, list(prompt.ids), budget, forced, letters, runner.tokenizer.size, sampling)
+                elif name == "exact":
+                    runner.reset()
+                    runner.clear_snapshots()
+                    result = decide(runner, request)
+                    details[name] = {"completion_tokens": result.usage.get("completion_tokens"), "reasoning_chars": len(result.reasoning or "")}
+                else:
+                    details[name] = fast(args.model, args.device, request)
+                if rnd or args.repeats <= 1:
+                    times[name].append(time.perf_counter() - started)
+            if times["llama"]:
+                print(f"  {budget}: " + ", ".join(f"{n} {times[n][-1]:.2f} s" for n in engines), file=sys.stderr, flush=True)
+        out[str(budget)] = {
+            "seconds": {n: summary(v) for n, v in times.items()},
+            "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in engines if n != "llama"},
+            "details": details,
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.w_paired")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--gguf", required=True)
+    parser.add_argument("--prompts", required=True)
+    parser.add_argument("--task", required=True, choices=("decode", "think"))
+    parser.add_argument("--device", default="CPU")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--reasoning", default="128,512")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    args.reasoning = [int(x) for x in args.reasoning.split(",") if x]
+    prompts = read_json(args.prompts)
+    result = {"decode": task_decode, "think": task_think}[args.task](args, prompts)
+    result["peak_rss_mib"] = peak_rss_mib()
+    write_json(Path(args.out), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""bench/w_profile.py runs end to end on a fixture, and the paired section renders what it is given
+(no timing is asserted)."""
+
+import json
+
+from bench import report_paired, w_profile
+from conftest import case, model_dir
+
+
+def test_profile_worker_runs_and_renders(tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps({"decisions": {"256": {"ids": [int(t) for t in case("dist_ten_options")["prompt_ids"]]}}}))
+    out = tmp_path / "profile.json"
+    argv = ["--model", str(model_dir("qwen35-text")), "--prompts", str(prompts), "--steps", "6", "--pairs", "6", "--out", str(out)]
+    assert w_profile.main(argv) == 0
+    result = json.loads(out.read_text())
+    for mode in ("exact", "fast"):
+        kinds = result[mode]["by_kind_ms"]
+        assert kinds and all(v >= 0 for v in kinds.values())
+        assert result[mode]["top_nodes"]
+    assert result["exact"]["runtime"]["KV_CACHE_PRECISION"] != result["fast"]["runtime"]["KV_CACHE_PRECISION"]
+    assert set(result["variants"]) == set(w_profile.VARIANTS)
+    assert result["variants"]["exact"]["ratio"]["median"] == 1.0  # the reference, against itself
+    assert "logits to float64" in result["host_ms"]
+    text = "\n".join(report_paired.section({"fixture/paired/profile": result}, ["fixture"], None))
+    assert "Where a decode step goes" in text and "| exact (" in text and "exact, 1 thread" in text
+
+
+def _s(*values):
+    values = [float(v) for v in values]
+    return {"median": sorted(values)[len(values) // 2], "min": min(values), "max": max(values), "n": len(values), "values": values}
+
+
+def test_decode_rows_give_the_ratio_and_the_share_of_the_memory_bound():
+    decode = {"tokens": 8, "prompt_tokens": 5, "threads": 1, "drawn": {},
+              "sampling": {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "presence_penalty": 1.5, "frequency_penalty": 1.0},
+              "step_ms": {"exact": _s(50, 52), "fast": _s(45, 46), "llama": _s(40, 41)},
+              "tokens_per_s": {"exact": _s(20, 19.2), "fast": _s(22, 21.7), "llama": _s(25, 24.4)},
+              "ratio_vs_llama": {"exact": _s(1.25, 1.27), "fast": _s(1.12, 1.13)},
+              "weight_bytes": 10**9, "gguf_bytes": 10**9}
+    text = "\n".join(report_paired.section({"m/paired/decode": decode}, ["m"], 40.0))
+    assert "**1.27×**" in text and "**1.13×**" in text  # the median of two rounds is the upper one here
+    assert "| Decider exact (f32) | 52.0 ms" in text
+    assert "48 %" in text  # 1 GB at 40 GB/s = 25 ms of a 52 ms step
+    assert "one thread each" in text
+    decode["_meta"] = {"other_busy_cores": 3.0, "finished": "2026-12-03 11:00:00"}
+    loaded = "\n".join(report_paired.section({"m/paired/decode": decode}, ["m"], 40.0))
+    assert "48 %" not in loaded and "No share of the memory bound" in loaded and "**1.27×**" in loaded
+
+
+def test_nothing_measured_renders_nothing():
+    assert report_paired.section({"m/paired/decode": {"error": "exit 1"}}, ["m"], None) == []
