@@ -4,6 +4,8 @@ decode step's time goes. Every ratio is a median of per-round ratios from one pr
 
 from __future__ import annotations
 
+from .w_profile import kind_of
+
 
 QUIET_CORES = 0.5  # other processes' load above which a row's absolute times are not the machine's
 
@@ -107,8 +109,11 @@ def section(results: dict, sizes: list[str], bandwidth_gbps: float | None) -> li
                 p = profile.get(mode)
                 if not p:
                     continue
-                total = sum(p["by_kind_ms"].values()) or 1.0
-                cells = [f"{p['by_kind_ms'].get(k, 0.0) / total * 100:.0f} %" for k in
+                kinds: dict[str, float] = {}
+                for node_type, ms in p["by_type_ms"].items():  # regrouped here: the grouping may have changed
+                    kinds[kind_of(node_type)] = kinds.get(kind_of(node_type), 0.0) + ms
+                total = sum(kinds.values()) or 1.0
+                cells = [f"{kinds.get(k, 0.0) / total * 100:.0f} %" for k in
                          ("matmul (weights)", "deltanet", "conversion", "attention", "state read/assign", "other")]
                 add(f"| {mode} ({p['runtime'].get('KV_CACHE_PRECISION', '?')} KV, dynamic quantisation group "
                     f"{p['runtime'].get('DYNAMIC_QUANTIZATION_GROUP_SIZE', '?')}) | {_m(p['step_wall_ms'])} | " + " | ".join(cells) + " |")

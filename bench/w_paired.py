@@ -11,8 +11,8 @@ think   a think-mode decision with `--reasoning` tokens of reasoning (the budget
         by force): Decider exact (`decide()`, think on), and llama.cpp generating the same number of tokens
         from the same prompt ids with the same sampling, then evaluating the same forced close and reading
         the answer position's logits (float64 log-softmax over the real vocabulary, the option letters).
-        When bench/w_think.py offers `fast_reasoning_decision(...)`, Decider's fast-reasoning/exact-answer
-        decision runs as a third engine.
+        Where the engine has fast reasoning (DecisionRequest.fast_reasoning), Decider's
+        fast-reasoning/exact-answer decision runs as a third engine.
 Peak RSS is not separable in one process: the bench's own per-engine jobs (rss) give it.
 
 --threads N runs both engines on N threads (default: every core). On a machine other work keeps busy, a
@@ -148,13 +148,23 @@ def llama_think_decision(llm, ids: list[int], reasoning: int, forced: list[int],
     return {"reasoning_tokens": len(drawn), "logprobs": logprobs[letters].tolist()}
 
 
-def _fast_reasoning():
-    """The fast-reasoning/exact-answer decision from bench/w_think.py, where it has landed."""
-    try:
-        from . import w_think  # type: ignore[attr-defined]
-    except ImportError:
+def _fast_reasoning(runner):
+    """Decider's fast-reasoning/exact-answer decision, where the engine has it (DecisionRequest's
+    fast_reasoning): the fast compilation is made before any timing, as a user pays it once."""
+    import dataclasses
+
+    from decider.engine.decide import DecisionRequest
+
+    if "fast_reasoning" not in {f.name for f in dataclasses.fields(DecisionRequest)}:
         return None
-    return getattr(w_think, "fast_reasoning_decision", None)
+    try:
+        from decider.engine.fast_reasoning import reasoner_for  # type: ignore[import-not-found]
+
+        reasoner_for(runner, True)
+    except ImportError:
+        pass
+    # explicit both ways: fast reasoning may be the think-mode default
+    return lambda request, on: dataclasses.replace(request, fast_reasoning=on)
 
 
 def task_think(args, prompts) -> dict:
@@ -169,8 +179,9 @@ def task_think(args, prompts) -> dict:
     letters = letter_ids(runner.tokenizer, len(options))
     forced = close_think(runner.tokenizer)
     llm = load_llama(args.gguf, args.threads)
-    fast = _fast_reasoning()
-    out: dict = {"prompt_tokens": len(prompt.ids), "threads": args.threads, "fast_reasoning": "measured" if fast else "bench/w_think.py has not landed"}
+    fast = _fast_reasoning(runner)
+    out: dict = {"prompt_tokens": len(prompt.ids), "threads": args.threads,
+                 "fast_reasoning": "measured" if fast else "not in this engine yet (DecisionRequest has no fast_reasoning)"}
     for budget in args.reasoning:
         request = DecisionRequest(item["question"], tuple(options), think=True, reasoning_budget=budget, sampling=sampling)
         engines = ["exact", "llama"] + (["fast"] if fast else [])
@@ -181,13 +192,13 @@ def task_think(args, prompts) -> dict:
                 started = time.perf_counter()
                 if name == "llama":
                     details[name] = llama_think_decision(llm, list(prompt.ids), budget, forced, letters, runner.tokenizer.size, sampling)
-                elif name == "exact":
+                else:
                     runner.reset()
                     runner.clear_snapshots()
-                    result = decide(runner, request)
-                    details[name] = {"completion_tokens": result.usage.get("completion_tokens"), "reasoning_chars": len(result.reasoning or "")}
-                else:
-                    details[name] = fast(args.model, args.device, request)
+                    result = decide(runner, fast(request, name == "fast") if fast else request)
+                    details[name] = {"completion_tokens": result.usage.get("completion_tokens"), "reasoning_chars": len(result.reasoning or ""),
+                                     "logprobs": [o.logprob for o in result.options],
+                                     "reasoning_precision": getattr(result, "reasoning_precision", "exact")}
                 if rnd or args.repeats <= 1:
                     times[name].append(time.perf_counter() - started)
             if times["llama"]:

@@ -24,11 +24,18 @@ import numpy as np
 from .common import peak_rss_mib, read_json, summary, write_json
 
 KINDS = {
-    "FullyConnected": "matmul (weights)", "MatMul": "matmul (weights)", "Gather": "embedding/gather",
+    "MatMul": "matmul (weights)", "Gather": "embedding/gather",
     "GatedDeltaNet": "deltanet", "ReadValue": "state read/assign", "Assign": "state read/assign",
     "ReadValueWithSubgraph": "state read/assign", "ScaledDotProductAttention": "attention",
     "ScaledDotProductAttentionWithKVCache": "attention", "Convert": "conversion", "Reorder": "conversion",
 }
+
+
+def kind_of(node_type: str) -> str:
+    """The kind of a profiled node type (FullyConnected comes as FullyConnectedCompressed and others)."""
+    if node_type.startswith("FullyConnected"):
+        return "matmul (weights)"
+    return KINDS.get(node_type, "other")
 
 
 def _compile(runner, perf: bool):
@@ -72,7 +79,7 @@ def node_profile(runner, ids: list[int], steps: int) -> dict:
             if info.status.name != "EXECUTED" or ms == 0.0:
                 continue
             types[info.node_type] += ms
-            kinds[KINDS.get(info.node_type, "other")] += ms
+            kinds[kind_of(info.node_type)] += ms
             per_node[info.node_name].append(ms)
             node_type[info.node_name] = info.node_type
             exec_type[info.node_name] = info.exec_type
