@@ -391,10 +391,12 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
                     f"{s(r['bare_step_ms'], 'ms')} | {r['step_overhead_ms']:.1f} ms |")
     add("")
     from .report_paired import section as paired_section
+    from .report_paired import targets as paired_targets
 
     # llama.cpp's decode is compared only paired (same process, same sampling, interleaved): its own
     # unpaired timing (llama-*/rss "decode") ran at another time with plain argmax, so it is not shown.
     lines.extend(paired_section(results, sizes, limits.get("bandwidth_gbps") if limits else None))
+    targets.extend(paired_targets(results, sizes))
     add("Peak RSS (VmHWM) of each engine in its own process: load, then one 256-token decision.\n")
     add("| model | engine | peak RSS | load |")
     add("|---|---|---|---|")

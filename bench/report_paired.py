@@ -132,3 +132,30 @@ def section(results: dict, sizes: list[str], bandwidth_gbps: float | None) -> li
             add("")
     return lines
 
+
+
+def targets(results: dict, sizes: list[str]) -> list[tuple[str, str, str, str]]:
+    """The issue's paired targets: (target, measured, status, where)."""
+    rows = []
+
+    def status(value: float, limit: float) -> str:
+        return "met" if value <= limit else "**missed**"
+
+    for size in sizes:
+        decode = results.get(f"{size}/paired/decode")
+        if decode and "error" not in decode:
+            fast = decode["ratio_vs_llama"]["fast"]["median"]
+            rows.append((f"fast decode step ≤ 0.85× llama.cpp q8_0 ({size})", f"{fast:.2f}×", status(fast, 0.85), "§8"))
+        think = results.get(f"{size}/paired/think")
+        if think and "error" not in think and "512" in think:
+            ratio = think["512"]["ratio_vs_llama"]
+            name = "fast" if "fast" in ratio else "exact"
+            value = ratio[name]["median"]
+            what = "fast reasoning, exact answer" if name == "fast" else "Decider exact (fast reasoning not measured)"
+            rows.append((f"think decision, 512 reasoning tokens ≤ 0.85× llama.cpp q8_0 ({size})", f"{value:.2f}× ({what})",
+                         status(value, 0.85), "§8"))
+        forward = results.get(f"{size}/paired/forward")
+        if forward and "error" not in forward and "sdpa" in forward.get("ratio", {}):
+            value = forward["ratio"]["sdpa"]["median"]
+            rows.append((f"one-forward decision ≤ 1.00× GenAI SDPA, paired ({size})", f"{value:.3f}×", status(value, 1.0), "§8"))
+    return rows

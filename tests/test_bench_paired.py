@@ -44,6 +44,8 @@ def test_decode_rows_give_the_ratio_and_the_share_of_the_memory_bound():
     assert "| Decider exact (f32) | 52.0 ms" in text
     assert "48 %" in text  # 1 GB at 40 GB/s = 25 ms of a 52 ms step
     assert "one thread each" in text
+    assert report_paired.targets({"m/paired/decode": decode}, ["m"]) == [
+        ("fast decode step ≤ 0.85× llama.cpp q8_0 (m)", "1.13×", "**missed**", "§8")]
     decode["_meta"] = {"other_busy_cores": 3.0, "finished": "2026-12-03 11:00:00"}
     loaded = "\n".join(report_paired.section({"m/paired/decode": decode}, ["m"], 40.0))
     assert "48 %" not in loaded and "No share of the memory bound" in loaded and "**1.27×**" in loaded
