@@ -4,7 +4,7 @@ The goldens were first recorded from the stdlib server that the uvicorn/Starlett
 `tests/test_api_golden.py` can check that the new stack answers the same JSON (ids and timestamps
 aside). Re-record only on purpose, when a reply is meant to change:
 
-    PYTHONPATH=. python tools/api_goldens.py            # writes tests/api/golden/*.json
+    python tools/api_goldens.py            # writes tests/api/golden/*.json
 
 Requests go over raw `http.client` so the test sees status lines, headers and bytes as sent.
 """

@@ -3,7 +3,7 @@
 langchain-openai is not a dependency of Decider; run it from an environment that has it:
 
     /path/venv-eval/bin/pip install langchain-openai
-    PYTHONPATH=. python tools/langchain_check.py --python /path/venv-eval/bin/python [--model DIR]
+    python tools/langchain_check.py --python /path/venv-eval/bin/python [--model DIR]
 
 Starts `decider serve` on a free port (the demo model by default), then, in that interpreter, asks
 `ChatOpenAI(...).with_structured_output(Action)` (LangChain's default method: a strict json_schema

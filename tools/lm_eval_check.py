@@ -3,7 +3,7 @@
 lm-eval is heavy (torch, datasets, …): install it in a venv of its own, not in Decider's environment:
 
     python -m venv --system-site-packages /path/venv-eval && /path/venv-eval/bin/pip install "lm_eval==0.4.13"
-    PYTHONPATH=. python tools/lm_eval_check.py --lm-eval /path/venv-eval/bin/lm_eval [--model DIR]
+    python tools/lm_eval_check.py --lm-eval /path/venv-eval/bin/lm_eval [--model DIR]
 
 (`pip install -e ".[eval]"` installs the same lm-eval into the current environment instead.)
 
