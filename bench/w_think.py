@@ -96,7 +96,7 @@ def _force_twin(runner) -> bool:
     return True
 
 
-def measure_think(model: str, budgets=(128, 512), rounds: int = 2, check: bool = True) -> dict:
+def measure_think(model: str, budgets=(128, 512), rounds: int = 2, check: bool = True, save=None) -> dict:
     """Think-mode decisions, exact vs fast reasoning / exact answer, interleaved; the dict BENCHMARKS.md's
     "Think-mode decisions" section is made from (a peer engine's row can be put beside it)."""
     from decider.engine.decide import decide
@@ -125,6 +125,9 @@ def measure_think(model: str, budgets=(128, 512), rounds: int = 2, check: bool =
                 if mode == "fast" and check and r == 0:
                     row["max_abs_delta_vs_exact_prefill"] = _exactness(model, runner, result)
                 rows[mode].append(row)
+                out["budgets"][str(budget)] = {"rows": rows}
+                if save is not None:  # a long run cut short keeps its finished rows
+                    save(out)
                 print(f"budget {budget} round {r} {mode}: {total:.1f} s "
                       f"(completion {result.usage['completion_tokens']})", flush=True)
         exact = [row["total_s"] for row in rows["exact"]]
@@ -241,7 +244,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(_memory_child(args.model, args.fast, args.budgets[0])))
         return
     if args.task == "think":
-        result = measure_think(args.model, tuple(args.budgets), args.rounds)
+        result = measure_think(args.model, tuple(args.budgets), args.rounds,
+                               save=(lambda partial: write_json(args.out, partial)) if args.out else None)
     elif args.task == "candidates":
         result = task_candidates(args)
     else:
