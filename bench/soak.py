@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import socket
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +43,15 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+def decider_path() -> str:
+    """PYTHONPATH for the server: the folder holding the `decider` this process imports (a checkout's link
+    or site-packages), so the server runs the code under test."""
+    import decider
+
+    parent = str(Path(decider.__file__).parent.parent)  # not resolved: a link to a checkout stays the link
+    return os.pathsep.join([parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -51,49 +62,75 @@ def text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
-def make_request(rng: random.Random, max_words: int) -> tuple[str, dict]:
-    words = rng.randint(1, max_words)
+def prompt_words(rng: random.Random, max_words: int, spread: str) -> int:
+    """uniform: every length up to max_words equally likely; log: log-uniform (short-tailed, mean ≈ max/ln max),
+    for a model too slow to prefill thousands of long prompts — lengths still reach max_words."""
+    if spread == "log":
+        return min(max_words, int(math.exp(rng.uniform(0.0, math.log(max_words + 1)))))
+    return rng.randint(1, max_words)
+
+
+def make_request(rng: random.Random, max_words: int, spread: str = "uniform", max_tokens: int = 8) -> tuple[str, dict]:
+    words = max(1, prompt_words(rng, max_words, spread))
     kind = rng.random()
     if kind < 0.5:
         options = rng.sample(OPTIONS, rng.randint(2, 5))
         return "/v1/decide", {"question": text(rng, words) + "?", "options": options, "temperature": 0}
     logprobs = rng.random() < 0.5
     if kind < 0.75:
-        body = {"model": "decider", "prompt": text(rng, words), "max_tokens": rng.randint(1, 8), "temperature": 0}
+        body = {"model": "decider", "prompt": text(rng, words), "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
         if logprobs:
             body["logprobs"] = rng.randint(0, 5)
         return "/v1/completions", body
     body = {"model": "decider", "messages": [{"role": "user", "content": text(rng, words)}],
-            "max_tokens": rng.randint(1, 8), "temperature": 0}
+            "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
     if logprobs:
         body.update(logprobs=True, top_logprobs=rng.randint(0, 5))
     return "/v1/chat/completions", body
 
 
-def post(url: str, body: dict) -> int:
+def post(url: str, body: dict) -> tuple[int, int | None]:
+    """The reply's status and, when it says, how many prompt tokens the server computed over."""
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=600) as reply:
-            reply.read()
-            return reply.status
+        with urllib.request.urlopen(request, timeout=1800) as reply:
+            payload = reply.read()
+            status = reply.status
     except urllib.error.HTTPError as exc:
-        return exc.code
+        return exc.code, None
+    try:
+        return status, json.loads(payload).get("usage", {}).get("prompt_tokens")
+    except (ValueError, AttributeError):
+        return status, None
 
 
-def summarise(model: Path, requests: int, max_words: int, seed: int, samples: list, statuses: dict) -> dict:
+@dataclass(frozen=True)
+class Plan:
+    model: Path
+    requests: int = 2000
+    max_words: int = 1200
+    seed: int = 0
+    spread: str = "uniform"  # prompt lengths: "uniform" or "log" (see prompt_words)
+    max_tokens: int = 8  # completions and chats answer 1..max_tokens tokens
+
+
+def summarise(plan: Plan, samples: list, statuses: dict) -> dict:
     first100 = samples[min(99, len(samples) - 1)]["rss_mib"]
     last = samples[-1]["rss_mib"]
-    return {"model": str(model), "requests": requests, "done": len(samples), "max_words": max_words, "seed": seed,
-            "statuses": statuses, "rss_after_first": samples[0]["rss_mib"], "rss_after_100": first100,
+    tokens = sorted(s["prompt_tokens"] for s in samples if s.get("prompt_tokens"))
+    return {"model": str(plan.model), "requests": plan.requests, "done": len(samples), "max_words": plan.max_words,
+            "seed": plan.seed, "spread": plan.spread, "max_tokens": plan.max_tokens, "statuses": statuses,
+            "prompt_tokens": {"median": tokens[len(tokens) // 2], "max": tokens[-1], "n": len(tokens)} if tokens else None,
+            "rss_after_first": samples[0]["rss_mib"], "rss_after_100": first100,
             "rss_last": last, "growth_after_100_mib": last - first100, "target_met": last <= first100 + 150,
-            "samples": samples}
+            "wall_s": samples[-1]["t"], "samples": samples}
 
 
-def soak(model: Path, requests: int, max_words: int, seed: int, checkpoint=None) -> dict:
+def soak(plan: Plan, checkpoint=None) -> dict:
     port = free_port()
     data = tempfile.mkdtemp(prefix="decider-soak-")
-    env = {**os.environ, "DECIDER_DATA_DIR": data, "DECIDER_CONFIG_DIR": data, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", str(model), "--port", str(port)],
+    env = {**os.environ, "DECIDER_DATA_DIR": data, "DECIDER_CONFIG_DIR": data, "PYTHONPATH": decider_path()}
+    server = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", str(plan.model), "--port", str(port)],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -105,21 +142,21 @@ def soak(model: Path, requests: int, max_words: int, seed: int, checkpoint=None)
                 time.sleep(0.5)
         else:
             raise RuntimeError("the server did not start: " + server.stderr.read().decode()[-2000:])
-        rng = random.Random(seed)
+        rng = random.Random(plan.seed)
         samples, statuses, started = [], {}, time.time()
-        for i in range(requests):
-            path, body = make_request(rng, max_words)
+        for i in range(plan.requests):
+            path, body = make_request(rng, plan.max_words, plan.spread, plan.max_tokens)
             t0 = time.perf_counter()
-            status = post(base + path, body)
+            status, prompt_tokens = post(base + path, body)
             samples.append({"i": i + 1, "path": path, "status": status, "s": time.perf_counter() - t0,
-                            "rss_mib": rss_mib(server.pid), "t": time.time() - started})
+                            "prompt_tokens": prompt_tokens, "rss_mib": rss_mib(server.pid), "t": time.time() - started})
             statuses[status] = statuses.get(status, 0) + 1
-            if checkpoint and (i + 1) % 100 == 0:  # a run cut short still leaves its curve
-                checkpoint(summarise(model, requests, max_words, seed, samples, statuses))
+            if checkpoint and (i + 1) % 50 == 0:  # a run cut short still leaves its curve
+                checkpoint(summarise(plan, samples, statuses))
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return summarise(model, requests, max_words, seed, samples, statuses)
+    return summarise(plan, samples, statuses)
 
 
 def plot(result: dict, png: Path) -> None:
@@ -165,8 +202,16 @@ def plot(result: dict, png: Path) -> None:
     image.save(str(png))
 
 
+# The prefill variants the latency run compares: (largest chunk, base of the rest's digits); None: one infer.
+PREFILL_MODES = {"chunked": "shipped", "binary": (256, 2), "one-shot": None}
+
+
 def latency(model: Path, prompts: int, max_words: int, seed: int) -> dict:
-    """Decisions with chunked vs one-shot prefill, alternating per prompt, cold state each time."""
+    """Decisions under each prefill mode, rotating the order per prompt, cold state each time.
+
+    chunked: the runner as shipped; binary: the earlier power-of-two split (up to 8 chunks for a prompt's
+    rest); one-shot: one infer per prompt segment (no bound on the shapes the plugin sees).
+    """
     sys.path.insert(0, str(ROOT))
     from decider.engine.decide import DecisionRequest, decide
     from decider.engine.devices import DeviceOptions
@@ -174,22 +219,33 @@ def latency(model: Path, prompts: int, max_words: int, seed: int) -> dict:
     from decider.engine.settings import SamplingSettings
 
     runner = ModelRunner(model, DeviceOptions(device="CPU"))
+    shipped = (type(runner).prefill_chunk, type(runner).prefill_base)
     rng = random.Random(seed)
     sampling = SamplingSettings(temperature=0.0)
-    times: dict[str, list[float]] = {"chunked": [], "one-shot": []}
+    modes = list(PREFILL_MODES)
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    infers: dict[str, list[int]] = {mode: [] for mode in modes}
     for i in range(prompts):
         request = DecisionRequest(text(rng, rng.randint(1, max_words)) + "?", tuple(rng.sample(OPTIONS, 3)), sampling=sampling)
-        order = ("chunked", "one-shot") if i % 2 == 0 else ("one-shot", "chunked")
-        for mode in order:
-            runner.prefill_chunk = None if mode == "one-shot" else type(runner).prefill_chunk
+        for mode in modes[i % len(modes):] + modes[: i % len(modes)]:
+            setting = shipped if PREFILL_MODES[mode] == "shipped" else PREFILL_MODES[mode]
+            runner.prefill_chunk, runner.prefill_base = setting if setting else (None, shipped[1])
             runner.reset()
             runner.clear_snapshots()
+            before = runner.stats.infers
             t0 = time.perf_counter()
             decide(runner, request)
             times[mode].append(time.perf_counter() - t0)
-    ratios = [c / o for c, o in zip(times["chunked"], times["one-shot"])]
-    return {"model": str(model), "prompts": prompts, "median_chunked_s": statistics.median(times["chunked"]),
-            "median_one_shot_s": statistics.median(times["one-shot"]), "median_ratio": statistics.median(ratios)}
+            infers[mode].append(runner.stats.infers - before)
+        print(f"  {i + 1}/{prompts}: " + ", ".join(f"{m} {times[m][-1] * 1e3:.0f} ms" for m in modes), file=sys.stderr, flush=True)
+    ratio = lambda a, b: statistics.median(x / y for x, y in zip(times[a], times[b]))  # noqa: E731
+    return {"model": str(model), "prompts": prompts, "max_words": max_words, "seed": seed,
+            "median_s": {m: statistics.median(times[m]) for m in modes},
+            "mean_infers": {m: statistics.fmean(infers[m]) for m in modes},
+            "median_ratio_chunked_vs_one_shot": ratio("chunked", "one-shot"),
+            "median_ratio_binary_vs_one_shot": ratio("binary", "one-shot"),
+            "median_ratio_chunked_vs_binary": ratio("chunked", "binary"),
+            "times_s": times}
 
 
 def main(argv=None) -> int:
@@ -199,14 +255,17 @@ def main(argv=None) -> int:
     parser.add_argument("--max-words", type=int, default=1200, help="longest prompt, in words (keep under the context)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write OUT.json and OUT.png")
+    parser.add_argument("--spread", choices=("uniform", "log"), default="uniform", help="prompt-length distribution")
+    parser.add_argument("--max-tokens", type=int, default=8, help="completions and chats answer 1..N tokens")
     parser.add_argument("--latency", action="store_true", help="paired chunked vs one-shot decision latency instead")
     args = parser.parse_args(argv)
     if args.latency:
         result = latency(args.model, args.requests, args.max_words, args.seed)
     else:
-        result = soak(args.model, args.requests, args.max_words, args.seed, lambda r: save(r, args.out))
+        plan = Plan(args.model, args.requests, args.max_words, args.seed, args.spread, args.max_tokens)
+        result = soak(plan, lambda r: save(r, args.out))
     save(result, args.out)
-    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "times_s")}, indent=1))
     return 0
 
 

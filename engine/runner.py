@@ -73,24 +73,30 @@ class _VisionLanguageLayout:
 
 # The CPU plugin keeps compiled kernels and their buffers for every prompt length it has run: a process fed
 # prompts of many lengths grew by ≈1.6 MB per new length on the demo model, without bound (bench/soak.py).
-# Prefill therefore runs in chunks whose lengths come from a fixed set — powers of two up to PREFILL_CHUNK —
-# so the plugin sees at most log2(PREFILL_CHUNK) + 1 prompt shapes, whatever the traffic. Each extra chunk
-# costs one more pass over the weights (a few per prompt); a prompt length already seen would have cost a
-# kernel compile instead. The split depends only on the segment's length, so warm and cold runs of the same
-# tokens stay bit-identical.
+# Prefill therefore runs in chunks whose lengths come from a fixed set, so the plugin sees a bounded number of
+# prompt shapes whatever the traffic: full chunks of PREFILL_CHUNK, then the rest written in base PREFILL_BASE,
+# one chunk per non-zero digit (for 256 and 16: 240, 224 … 16 and 15 … 1, at most two chunks for the rest, 31
+# shapes). Every chunk is one more infer with a fixed cost (thread hand-offs over every node: 15–25 ms on a
+# loaded 2-core machine, most of a decision on the 2 MB demo model), so the split spends a few more shapes to
+# keep the chunks per prompt low; powers of two (base 2, 9 shapes) needed up to 8 chunks for the rest and made
+# demo decisions 1.9× slower than one infer per prompt. The split depends only on the segment's length, so
+# warm and cold runs of the same tokens stay bit-identical.
 PREFILL_CHUNK = 256
+PREFILL_BASE = 16
 
 
-def chunk_sizes(length: int, largest: int = PREFILL_CHUNK) -> list[int]:
-    """`length` as full chunks of `largest` then the binary digits of the rest, largest first."""
+def chunk_sizes(length: int, largest: int = PREFILL_CHUNK, base: int = PREFILL_BASE) -> list[int]:
+    """`length` as full chunks of `largest`, then one chunk per non-zero base-`base` digit of the rest, largest first."""
     sizes = [largest] * (length // largest)
     rest = length % largest
-    bit = largest // 2
+    place = 1
+    while place * base < largest:
+        place *= base
     while rest:
-        if rest >= bit:
-            sizes.append(bit)
-            rest -= bit
-        bit //= 2
+        digit, rest = divmod(rest, place)
+        if digit:
+            sizes.append(digit * place)
+        place //= base
     return sizes
 
 
@@ -100,6 +106,8 @@ def _as_list(items) -> list[Item]:
 
 class ModelRunner(RunnerBase):
     prefill_chunk: int | None = PREFILL_CHUNK  # None: one forward per segment (the bench's peer for the chunking)
+    prefill_base: int = PREFILL_BASE
+
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
         *, _twin_of: ModelRunner | None = None, _extra: dict[str, object] | None = None,
@@ -164,7 +172,7 @@ class ModelRunner(RunnerBase):
     def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         # NPUW_LLM takes a prompt whole (it pads to its static length itself); dynamic shapes are chunked.
         one_shot = self.execution_path == "npuw_llm" or self.prefill_chunk is None
-        sizes = [len(ids)] if one_shot else chunk_sizes(len(ids), self.prefill_chunk)
+        sizes = [len(ids)] if one_shot else chunk_sizes(len(ids), self.prefill_chunk, self.prefill_base)
         position = 0
         for size in sizes:
             # The items before the chunk: image positions depend on the images earlier in the prompt.

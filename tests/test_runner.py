@@ -175,16 +175,25 @@ def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runne
 
 
 def test_prefill_chunks_come_from_a_fixed_set_of_lengths():
-    from decider.engine.runner import PREFILL_CHUNK, chunk_sizes
+    from decider.engine.runner import PREFILL_BASE, PREFILL_CHUNK, chunk_sizes
 
-    allowed = {PREFILL_CHUNK >> i for i in range(PREFILL_CHUNK.bit_length())}
+    # Full chunks, then one chunk per non-zero base-16 digit of the rest: 256; 16, 32 … 240; 1 … 15.
+    allowed = {PREFILL_CHUNK} | {d * PREFILL_BASE for d in range(1, PREFILL_BASE)} | set(range(1, PREFILL_BASE))
     seen = set()
     for length in range(1, 3 * PREFILL_CHUNK + 7):
         sizes = chunk_sizes(length)
         assert sum(sizes) == length and sizes == sorted(sizes, reverse=True)
-        assert len(sizes) <= length // PREFILL_CHUNK + PREFILL_CHUNK.bit_length() - 1
+        assert len(sizes) <= length // PREFILL_CHUNK + 2  # at most two chunks beyond the full ones
         seen |= set(sizes)
-    assert seen == allowed  # 9 shapes for every prompt length up to 775
+    assert seen == allowed  # 31 shapes for every prompt length up to 775
+
+
+def test_chunk_sizes_in_base_two_are_the_binary_digits():
+    from decider.engine.runner import chunk_sizes
+
+    assert chunk_sizes(903, 256, 2) == [256, 256, 256, 128, 4, 2, 1]
+    assert chunk_sizes(903, 256, 16) == [256, 256, 256, 128, 7]
+    assert chunk_sizes(1000, 512, 16) == [512, 256, 224, 8]
 
 
 def test_chunked_prefill_equals_token_by_token_decoding():
@@ -192,7 +201,7 @@ def test_chunked_prefill_equals_token_by_token_decoding():
     runner = ModelRunner(model_dir("qwen35-text"))
     ids = runner.tokenizer.encode_text("Scouts report that the north gate is the safe choice. " * 4)[:37]
     logits = runner.prefill(ids)
-    assert runner.stats.infers >= 3  # 32 + 4 + 1
+    assert runner.stats.infers >= 2  # 32 + 5
     runner.reset()
     stepped = runner.prefill(ids[:1])
     for token in ids[1:]:
