@@ -6,6 +6,7 @@ Special-token ids are looked up by their text, never hard-coded: test models hav
 from __future__ import annotations
 
 import codecs
+import re
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -44,9 +45,12 @@ class ChatTokenizer:
         except Exception as exc:  # tokenizers raises a bare Exception on malformed files
             raise ModelError(f"{path}: cannot load tokenizer ({exc})") from None
         self.path = path
-        # encode_text toggles the tokenizer's encode_special_tokens flag: encodes from several threads
-        # (API handlers tokenize while the engine runs) must not interleave with the toggle.
-        self._encode_lock = threading.Lock()
+        # Set once and never toggled: API handlers tokenize from several threads at once, and a flag flipped
+        # per call needed a lock that made a small request wait behind a megabyte being tokenized. Raw
+        # prompts get their special tokens by splitting at them instead (_raw_pieces).
+        self._tok.encode_special_tokens = True
+        self._raw_lock = threading.Lock()
+        self._raw_tok: Tokenizer | None = None
         self.size = self._tok.get_vocab_size(with_added_tokens=True)
         missing = [t for t in (IM_START, IM_END) if self._tok.token_to_id(t) is None]
         if missing:
@@ -62,8 +66,17 @@ class ChatTokenizer:
         self.think_open = self._tok.token_to_id(THINK_OPEN)
         self.think_close = self._tok.token_to_id(THINK_CLOSE)
         self.stop_ids = frozenset(i for i in (self.im_end, self.end_of_text) if i is not None)
-        self._added = {a.content for a in self._tok.get_added_tokens_decoder().values()}
+        added = self._tok.get_added_tokens_decoder()
+        self._added = {a.content for a in added.values()}
         self._byte_level = _is_byte_level(self._tok)
+        specials = {a.content: i for i, a in added.items() if a.special}
+        self._special_ids = specials
+        # Splitting at special tokens is what the tokenizer itself does with them, as long as none strips the
+        # whitespace around it or matches only whole words; and the post-processor must add nothing.
+        self._split_raw = (all(not (a.lstrip or a.rstrip or a.single_word) for a in added.values() if a.special)
+                           and self._tok.num_special_tokens_to_add(False) == 0)
+        alternatives = "|".join(re.escape(c) for c in sorted(specials, key=len, reverse=True))
+        self._special_pattern = re.compile(f"({alternatives})") if specials else None
 
     def special_id(self, text: str) -> int:
         token_id = self._tok.token_to_id(text)
@@ -73,18 +86,38 @@ class ChatTokenizer:
 
     def encode_text(self, text: str) -> list[int]:
         """Encode user-supplied text: special-token look-alikes stay plain text (no prompt injection)."""
-        with self._encode_lock:
-            self._tok.encode_special_tokens = True
-            try:
-                return self._tok.encode(text, add_special_tokens=False).ids
-            finally:
-                self._tok.encode_special_tokens = False
+        return self._encode([text])
 
     def encode_raw(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Encode a raw completion prompt: written special tokens become their ids (manual templating).
         add_special_tokens: the tokenizer's own additions (a BOS, for a tokenizer that has one)."""
-        with self._encode_lock:
-            return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+        if not self._split_raw:
+            return self._raw_tokenizer().encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        pieces = self._special_pattern.split(text) if self._special_pattern else [text]
+        # split() alternates text and the special tokens found in it: text at even places
+        encoded = iter(self._encode_pieces([p for p in pieces[::2] if p]))
+        ids: list[int] = []
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                ids.append(self._special_ids[piece])
+            elif piece:
+                ids.extend(next(encoded))
+        return ids
+
+    def _encode(self, texts: list[str]) -> list[int]:
+        return [i for ids in self._encode_pieces(texts) for i in ids]
+
+    def _encode_pieces(self, texts: list[str]) -> list[list[int]]:
+        # encode_batch lets go of the GIL while it works (encode does not): a long prompt being tokenized
+        # in one request's thread does not stop the event loop or the other requests.
+        return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)] if texts else []
+
+    def _raw_tokenizer(self) -> Tokenizer:
+        """A second copy that recognises special tokens, for tokenizers the split cannot serve (built once)."""
+        with self._raw_lock:
+            if self._raw_tok is None:
+                self._raw_tok = Tokenizer.from_file(str(self.path))
+            return self._raw_tok
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, skip_special_tokens=False)

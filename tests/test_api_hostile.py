@@ -109,6 +109,37 @@ def test_loopback_names_and_ip_literals_are_served(api, host):
     assert status == 200, data
 
 
+def test_a_server_on_all_interfaces_also_answers_to_this_machines_names(service):
+    """LAN clients type the machine's name; a page's own name (DNS rebinding) is still refused."""
+    from decider.app.api.policy import machine_names
+
+    server = ApiServer(service, "0.0.0.0", 0, api_key="lan-key", **LIMITS)
+    server.start()
+    try:
+        names = machine_names()
+        assert names and names <= server.policy.own_names
+        auth = {"Authorization": "Bearer lan-key"}
+        for name in sorted(names) + ["127.0.0.1", "192.168.1.20"]:
+            status, _, data = call(server.port, "GET", "/v1/models", headers={**auth, "Host": f"{name.upper()}:{server.port}"})
+            assert status == 200, (name, data)
+        for name in ["attacker.example", f"{min(names)}.attacker.example", f"attacker-{min(names)}"]:
+            status, _, data = call(server.port, "GET", "/v1/models", headers={**auth, "Host": name})
+            assert status == 403 and error_of(data)["param"] == "Host", (name, data)
+            assert min(names) in error_of(data)["message"]  # the refusal names what to use instead
+    finally:
+        server.stop()
+
+
+def test_the_machines_names_are_accepted_only_beyond_loopback():
+    from decider.app.api.policy import Policy
+
+    lan = Policy("0.0.0.0", "k", own_names=frozenset({"GamingPC", "gamingpc.local."}))
+    assert lan.host_allowed(b"gamingpc:8765") and lan.host_allowed(b"GAMINGPC.LOCAL") and lan.host_allowed(b"gamingpc.local.:1")
+    assert not lan.host_allowed(b"gamingpc.evil.example") and not lan.host_allowed(b"evil.example")
+    loopback = Policy("127.0.0.1", None)
+    assert not loopback.host_allowed(b"gamingpc") and loopback.host_allowed(b"localhost:8765")
+
+
 def test_the_drive_by_web_page_of_the_report_is_refused(api, decisions):
     before = len(decisions)
     headers = {"Content-Type": "text/plain", "Origin": "http://evil.example", "Host": "attacker.example"}

@@ -2,7 +2,8 @@
 
 - Host: a browser page can make its own name resolve to 127.0.0.1 (DNS rebinding) and then read our
   replies as "same-origin". Its requests still carry its own name in `Host`, so only loopback names,
-  the bound address and IP literals (which cannot be rebound) are accepted.
+  the bound address and IP literals (which cannot be rebound) are accepted; when the server listens
+  beyond loopback, also this machine's own names (a LAN client types those), never a foreign one.
 - Origin: browsers add it to cross-site requests; any page may POST to 127.0.0.1. A request with an
   `Origin` is refused unless the user allowed that origin; an allowed one gets CORS headers and a
   preflight answer, so a web page the user trusts can call the API.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from starlette.types import Scope
@@ -57,6 +59,19 @@ def _is_ip(name: str) -> bool:
         return False
 
 
+def machine_names() -> frozenset[str]:
+    """This machine's own names as a LAN client may type them: the host name, its first label, its
+    fully qualified name and the mDNS name (`NAME.local`). Loopback names are handled apart."""
+    names = set()
+    for name in (socket.gethostname(), socket.getfqdn()):
+        name = name.strip().lower().rstrip(".")
+        if name and name not in LOOPBACK_NAMES and not name.endswith(".localhost"):
+            names.add(name)
+            short = name.split(".")[0]
+            names.update({short, f"{short}.local"})
+    return frozenset(names)
+
+
 def normalise_origin(origin: str) -> str:
     """'HTTP://Example.com:80/' → 'http://example.com:80' (scheme, host and port, as browsers send it)."""
     parts = urlsplit(origin.strip())
@@ -74,9 +89,12 @@ def check_content_type(scope: Scope) -> None:
 
 
 class Policy:
-    def __init__(self, bound_host: str, api_key: str | None, allowed_origins: tuple[str, ...] = ()):
+    def __init__(self, bound_host: str, api_key: str | None, allowed_origins: tuple[str, ...] = (),
+                 own_names: frozenset[str] = frozenset()):
+        """own_names: the machine's names to accept as Host (machine_names(), for a server beyond loopback)."""
         self.api_key = api_key
         self.bound = bound_host.lower()
+        self.own_names = frozenset(n.lower().rstrip(".") for n in own_names)
         self.any_origin = "*" in allowed_origins
         self.origins = frozenset(normalise_origin(o) for o in allowed_origins if o != "*")
 
@@ -91,7 +109,7 @@ class Policy:
             return False
         if not name:
             return False
-        if name in LOOPBACK_NAMES or name.endswith(".localhost") or _is_ip(name):
+        if name in LOOPBACK_NAMES or name.endswith(".localhost") or _is_ip(name) or name in self.own_names:
             return True
         return name == self.bound and self.bound not in WILDCARD_HOSTS
 
@@ -107,7 +125,8 @@ class Policy:
         host = header(scope, b"host")
         if not self.host_allowed(host):
             shown = host.decode("latin-1") if host is not None else ""
-            raise ApiError("forbidden", f"Host {shown!r:.80} is not this server: use 127.0.0.1 or localhost "
+            names = ", ".join(["127.0.0.1", "localhost", *sorted(self.own_names)][:6])
+            raise ApiError("forbidden", f"Host {shown!r:.80} is not this server: use {names} or an IP address "
                                         "(other names are refused against DNS rebinding)", param="Host")
 
     def check_origin(self, scope: Scope) -> str | None:

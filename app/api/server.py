@@ -20,7 +20,7 @@ import uvicorn
 from decider.engine.errors import DeciderError, SettingsError
 
 from .connection import Limits, protocol_class, quiet_uvicorn
-from .policy import Policy
+from .policy import Policy, machine_names
 from .routes import build_app
 from .state import (
     DEFAULT_BODY_TIMEOUT,
@@ -105,7 +105,9 @@ class ApiServer:
         self.requested_port = port
         self.timeout = timeout
         self.limits = Limits(max_connections=max_connections, header_timeout=header_timeout)
-        self.policy = Policy(host, api_key or None, tuple(allow_origins))
+        # Beyond loopback, LAN clients reach the server by this machine's names (looked up once, here).
+        own_names = frozenset() if is_loopback(host) else machine_names()
+        self.policy = Policy(host, api_key or None, tuple(allow_origins), own_names)
         self.state = ApiState(
             service=service, api_key=api_key or None, max_body=max_body, queue=EngineQueue(max_queue),
             body_timeout=body_timeout, on_decision=on_decision, on_chat_completion=on_chat_completion,
