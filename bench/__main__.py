@@ -143,7 +143,8 @@ def static_jobs(sizes: list[str], device: str, repeats: int) -> list[Job]:
             jobs.append(Job(f"{key}/static-npu", dec, "bench.w_static", base + ["--task", "npu", "--device", "NPU"]))
         # The soak is long (2,000 requests per variant): only where the machine can afford it.
         for variant in ("dynamic", "one-pass", "capped", "static"):
-            jobs.append(Job(f"{key}/soak-{variant}", dec, "bench.w_soak", ["--model", str(folder), "--variant", variant],
+            jobs.append(Job(f"{key}/soak-{variant}", dec, "bench.soak",
+                            ["--mode", "engine", "--model", str(folder), "--variant", variant, "--max-words", "300"],
                             timeout=4 * 3600))
     return jobs
 

@@ -10,7 +10,9 @@ PORT = 18765
 
 def main() -> None:
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    from bench.soak import decider_path
+
+    env = {**os.environ, "PYTHONPATH": decider_path()}  # the server runs the decider this process imports
     proc = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", os.path.join(ROOT, "resources", "demo-model"),
                              "--device", "CPU", "--port", str(PORT)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -4,7 +4,9 @@
 
 Both servers run at once in their own processes on the fixture model (CPU); the requests alternate
 between them, so a busy machine slows both alike: the report gives medians and the candidate/baseline
-ratio of each. REF (default: the last commit of the stdlib server) is unpacked with `git archive`.
+ratio of each. REF (default: main) is unpacked with `git archive` and must have the current layout
+(`decider.app.api.server`); the stdlib server the transport replaced is gone from the tree, and comparing
+against it needs its own (pre-package) layout, so it is no longer a peer here.
 """
 
 from __future__ import annotations
@@ -24,15 +26,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "fixtures" / "models" / "qwen35-text"
-DEFAULT_BASELINE = "cdcf40f"  # main before the transport was replaced
+DEFAULT_BASELINE = "main"
 
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-try:
-    from decider.app.api.server import ApiServer
-except ImportError:
-    from decider.app.server import ApiServer
+from decider.app.api.server import ApiServer
 imported = time.perf_counter() - t0
 from decider.app.service import EngineService
 from decider.engine.devices import DeviceOptions
@@ -64,8 +63,15 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def start(tree: Path) -> tuple[subprocess.Popen, dict]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+def importable(tree: Path, into: Path) -> Path:
+    """A folder where `decider` is `tree` (the repository root is the package), for PYTHONPATH."""
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "decider").symlink_to(tree.resolve(), target_is_directory=True)
+    return into
+
+
+def start(tree: Path, path_dir: Path) -> tuple[subprocess.Popen, dict]:
+    env = {**os.environ, "PYTHONPATH": str(importable(tree, path_dir))}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(MODEL)], cwd=tree, env=env, text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     info = json.loads(child.stdout.readline())
@@ -98,8 +104,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"baseline": unpack(args.baseline_ref, Path(tmp)), "candidate": ROOT}
-        children = {name: start(tree) for name, tree in trees.items()}
+        trees = {"baseline": unpack(args.baseline_ref, Path(tmp) / "baseline"), "candidate": ROOT}
+        children = {name: start(tree, Path(tmp) / f"path-{name}") for name, tree in trees.items()}
         try:
             times: dict[tuple[str, str], list[float]] = {}
             for name, (method, path, body) in REQUESTS.items():

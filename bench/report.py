@@ -458,7 +458,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     else:
         add("(not measured)\n")
 
-    from .report_soak import section as soak_section
+    from .soak import section as soak_section
     from .report_static import section as static_section
     from .report_structured import section as structured_section
     from .report_vision import section as vision_section
@@ -489,7 +489,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
 def save_raw(results: dict[str, dict]) -> None:
     """Commit-able copy of every result the report was made from (the next partial rerun builds on it)."""
-    from .report_soak import figures
+    from .soak import figures
 
     RAW.parent.mkdir(parents=True, exist_ok=True)
     RAW.write_text(json.dumps(results, indent=1, default=str))

@@ -1,16 +1,26 @@
-"""Soak: a long evening of varied requests against `decider serve`, the server's RSS sampled throughout.
+"""Soak: an evening of varied requests, memory sampled throughout — the one soak tool, three ways to run it.
 
-    python -m bench.soak --model resources/demo-model --requests 2000 --out docs/benchmarks/soak-demo
-    python -m bench.soak --latency --model DIR          # chunked vs one-shot prefill, paired, in-process
+    python -m bench.soak --model DIR --requests 2000 --out docs/benchmarks/soak-api-NAME      # through `decider serve`
+    python -m bench.soak --mode engine --model DIR --variant dynamic --out result.json        # in one process
+    python -m bench.soak --mode latency --model DIR --requests 60 --out docs/benchmarks/prefill-latency-NAME
 
-The soak mixes /v1/decide, /v1/completions and /v1/chat/completions (half of them with logprobs), with prompt
-lengths spread over the model's context, in a seeded random order. The server runs in its own process; its
-VmRSS is read after every request. Output: `<out>.json` (every sample) and `<out>.png` (the curve). Target:
-RSS after the last request ≤ RSS after the first 100 + 150 MB.
+Every mode draws the same requests: /v1/decide 50 %, /v1/completions 25 %, /v1/chat/completions 25 % (half of
+the last two with logprobs), prompt lengths spread over 1..--max-words words (uniform, or log-uniform with
+`--spread log` for a model too slow to prefill thousands of long prompts), in a seeded random order.
 
-`--latency` times decisions over prompts of random lengths with the runner's chunked prefill and with one
-forward per prompt (what the runner did before chunking), alternating per prompt in one process: the
-median ratio says what bounding memory costs.
+- api (default): the server runs in its own process; its VmRSS is read after every request. Writes OUT.json
+  (every sample) and OUT.svg (the curve). Target: RSS after the last request ≤ RSS after the first 100 + 150 MiB.
+- engine: the same requests through the engine service the window, CLI and API share, in this process, for
+  one runner variant — dynamic (as shipped: chunked prefill), one-pass (each prompt segment in one infer, as
+  before chunking), capped (one-pass with CPU_RUNTIME_CACHE_CAPACITY=0), static (the static-shape runner on
+  the CPU). RSS every --sample-every requests; every --probe-every requests one fixed decision runs cold and
+  is timed. `python -m bench run` runs this per variant into results.json.
+- latency: the price of bounding memory, paired: decisions over prompts of random lengths under each prefill
+  mode (shipped chunking, the earlier power-of-two chunking, one infer per prompt), the order rotating per
+  prompt, cold state each time; medians of the per-prompt ratios.
+
+`section(results)` renders BENCHMARKS.md section 11 from all three (results.json's engine rows, and the
+api / latency JSON files in docs/benchmarks); `figures(results)` the SVG curves of the engine rows.
 """
 
 from __future__ import annotations
@@ -26,17 +36,71 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "benchmarks"
 WORDS = ("scouts report that the north gate is safe while the river crossing floods and the dragon sleeps "
          "near the old mill where traders wait with bread rice and lamps for the patrol at dawn").split()
 OPTIONS = ("Attack", "Retreat", "Trade", "Hide", "Explore", "Wait", "Scout", "Defend")
+TARGET_MIB = 150  # RSS after all requests ≤ RSS after the first 100 + this
+PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("Attack", "Retreat", "Trade"))
+# The prefill variants the latency mode compares: (largest chunk, base of the rest's digits); None: one infer.
+PREFILL_MODES = {"chunked": "shipped", "binary": (256, 2), "one-shot": None}
 
 
-def rss_mib(pid: int) -> float:
+@dataclass(frozen=True)
+class Plan:
+    model: Path
+    requests: int = 2000
+    max_words: int = 1200
+    seed: int = 0
+    spread: str = "uniform"  # prompt lengths: "uniform" or "log" (see prompt_words)
+    max_tokens: int = 8  # completions and chats answer 1..max_tokens tokens
+
+
+# ----- the requests -----
+
+
+def text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def prompt_words(rng: random.Random, max_words: int, spread: str) -> int:
+    """uniform: every length up to max_words equally likely; log: log-uniform (short-tailed, mean ≈ max/ln max),
+    for a model too slow to prefill thousands of long prompts — lengths still reach max_words."""
+    if spread == "log":
+        return max(1, min(max_words, int(math.exp(rng.uniform(0.0, math.log(max_words + 1))))))
+    return rng.randint(1, max_words)
+
+
+def make_request(rng: random.Random, max_words: int, spread: str = "uniform", max_tokens: int = 8) -> tuple[str, dict]:
+    """One request of the mix: its API path and JSON body."""
+    words = prompt_words(rng, max_words, spread)
+    kind = rng.random()
+    if kind < 0.5:
+        options = rng.sample(OPTIONS, rng.randint(2, 5))
+        return "/v1/decide", {"question": text(rng, words) + "?", "options": options, "temperature": 0}
+    logprobs = rng.random() < 0.5
+    if kind < 0.75:
+        body = {"model": "decider", "prompt": text(rng, words), "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
+        if logprobs:
+            body["logprobs"] = rng.randint(0, 5)
+        return "/v1/completions", body
+    body = {"model": "decider", "messages": [{"role": "user", "content": text(rng, words)}],
+            "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
+    if logprobs:
+        body.update(logprobs=True, top_logprobs=rng.randint(0, 5))
+    return "/v1/chat/completions", body
+
+
+# ----- api: through `decider serve` -----
+
+
+def rss_of(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
@@ -58,37 +122,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def text(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words))
-
-
-def prompt_words(rng: random.Random, max_words: int, spread: str) -> int:
-    """uniform: every length up to max_words equally likely; log: log-uniform (short-tailed, mean ≈ max/ln max),
-    for a model too slow to prefill thousands of long prompts — lengths still reach max_words."""
-    if spread == "log":
-        return min(max_words, int(math.exp(rng.uniform(0.0, math.log(max_words + 1)))))
-    return rng.randint(1, max_words)
-
-
-def make_request(rng: random.Random, max_words: int, spread: str = "uniform", max_tokens: int = 8) -> tuple[str, dict]:
-    words = max(1, prompt_words(rng, max_words, spread))
-    kind = rng.random()
-    if kind < 0.5:
-        options = rng.sample(OPTIONS, rng.randint(2, 5))
-        return "/v1/decide", {"question": text(rng, words) + "?", "options": options, "temperature": 0}
-    logprobs = rng.random() < 0.5
-    if kind < 0.75:
-        body = {"model": "decider", "prompt": text(rng, words), "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
-        if logprobs:
-            body["logprobs"] = rng.randint(0, 5)
-        return "/v1/completions", body
-    body = {"model": "decider", "messages": [{"role": "user", "content": text(rng, words)}],
-            "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
-    if logprobs:
-        body.update(logprobs=True, top_logprobs=rng.randint(0, 5))
-    return "/v1/chat/completions", body
-
-
 def post(url: str, body: dict) -> tuple[int, int | None]:
     """The reply's status and, when it says, how many prompt tokens the server computed over."""
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
@@ -104,16 +137,6 @@ def post(url: str, body: dict) -> tuple[int, int | None]:
         return status, None
 
 
-@dataclass(frozen=True)
-class Plan:
-    model: Path
-    requests: int = 2000
-    max_words: int = 1200
-    seed: int = 0
-    spread: str = "uniform"  # prompt lengths: "uniform" or "log" (see prompt_words)
-    max_tokens: int = 8  # completions and chats answer 1..max_tokens tokens
-
-
 def summarise(plan: Plan, samples: list, statuses: dict) -> dict:
     first100 = samples[min(99, len(samples) - 1)]["rss_mib"]
     last = samples[-1]["rss_mib"]
@@ -122,11 +145,11 @@ def summarise(plan: Plan, samples: list, statuses: dict) -> dict:
             "seed": plan.seed, "spread": plan.spread, "max_tokens": plan.max_tokens, "statuses": statuses,
             "prompt_tokens": {"median": tokens[len(tokens) // 2], "max": tokens[-1], "n": len(tokens)} if tokens else None,
             "rss_after_first": samples[0]["rss_mib"], "rss_after_100": first100,
-            "rss_last": last, "growth_after_100_mib": last - first100, "target_met": last <= first100 + 150,
+            "rss_last": last, "growth_after_100_mib": last - first100, "target_met": last <= first100 + TARGET_MIB,
             "wall_s": samples[-1]["t"], "samples": samples}
 
 
-def soak(plan: Plan, checkpoint=None) -> dict:
+def soak_api(plan: Plan, checkpoint=None) -> dict:
     port = free_port()
     data = tempfile.mkdtemp(prefix="decider-soak-")
     env = {**os.environ, "DECIDER_DATA_DIR": data, "DECIDER_CONFIG_DIR": data, "PYTHONPATH": decider_path()}
@@ -149,7 +172,7 @@ def soak(plan: Plan, checkpoint=None) -> dict:
             t0 = time.perf_counter()
             status, prompt_tokens = post(base + path, body)
             samples.append({"i": i + 1, "path": path, "status": status, "s": time.perf_counter() - t0,
-                            "prompt_tokens": prompt_tokens, "rss_mib": rss_mib(server.pid), "t": time.time() - started})
+                            "prompt_tokens": prompt_tokens, "rss_mib": rss_of(server.pid), "t": time.time() - started})
             statuses[status] = statuses.get(status, 0) + 1
             if checkpoint and (i + 1) % 50 == 0:  # a run cut short still leaves its curve
                 checkpoint(summarise(plan, samples, statuses))
@@ -159,74 +182,103 @@ def soak(plan: Plan, checkpoint=None) -> dict:
     return summarise(plan, samples, statuses)
 
 
-def plot(result: dict, png: Path) -> None:
-    """The RSS curve as a PNG, drawn with Qt (already a dependency) on an offscreen surface."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QPointF, QRectF, Qt
-    from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPen, QPolygonF
-
-    app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841  (fonts need an application)
-    width, height, left, bottom, top, right = 900, 420, 70, 50, 40, 20
-    image = QImage(width, height, QImage.Format.Format_ARGB32)
-    image.fill(QColor("white"))
-    painter = QPainter(image)
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    samples = result["samples"]
-    xs = [s["i"] for s in samples]
-    ys = [s["rss_mib"] for s in samples]
-    y_max = max(max(ys), result["rss_after_100"] + 150) * 1.1
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def point(x: float, y: float) -> QPointF:
-        return QPointF(left + plot_w * x / max(xs), top + plot_h * (1 - y / y_max))
-
-    painter.setPen(QPen(QColor("#888"), 1))
-    painter.drawRect(QRectF(left, top, plot_w, plot_h))
-    for k in range(6):
-        value = y_max * k / 5
-        painter.drawText(QRectF(0, point(0, value).y() - 8, left - 6, 16), Qt.AlignmentFlag.AlignRight, f"{value:.0f}")
-    for k in range(5):
-        x = max(xs) * k / 4
-        painter.drawText(QRectF(point(x, 0).x() - 30, height - bottom + 4, 60, 16), Qt.AlignmentFlag.AlignCenter, f"{x:.0f}")
-    painter.setPen(QPen(QColor("#d33"), 1, Qt.PenStyle.DashLine))
-    limit = result["rss_after_100"] + 150
-    painter.drawLine(point(0, limit), point(max(xs), limit))
-    painter.setPen(QPen(QColor("#1764d6"), 2))
-    painter.drawPolyline(QPolygonF([point(x, y) for x, y in zip(xs, ys)]))
-    painter.setPen(QColor("black"))
-    painter.drawText(QRectF(left, 8, plot_w, 24), Qt.AlignmentFlag.AlignLeft,
-                     f"decider serve RSS (MiB) over {len(xs)} mixed requests — {Path(result['model']).name}; "
-                     "dashed: RSS after 100 + 150 MiB")
-    painter.drawText(QRectF(left, height - 22, plot_w, 18), Qt.AlignmentFlag.AlignCenter, "requests")
-    painter.end()
-    image.save(str(png))
+# ----- engine: in this process, one runner variant -----
 
 
-# The prefill variants the latency run compares: (largest chunk, base of the rest's digits); None: one infer.
-PREFILL_MODES = {"chunked": "shipped", "binary": (256, 2), "one-shot": None}
+def _engine_options(variant: str):
+    from decider.engine.devices import DeviceOptions
+
+    path = "static" if variant == "static" else "dynamic"
+    # The static window must hold the longest request (prompt + answer).
+    return DeviceOptions(device="CPU", path=path, runtime_cache_capacity=0 if variant == "capped" else None,
+                         npu_max_prompt_len=2048, npu_min_response_len=128)
 
 
-def latency(model: Path, prompts: int, max_words: int, seed: int) -> dict:
+def _engine_call(service, path: str, body: dict) -> str:
+    """The API request `body` through the engine service, as the route would run it (greedy)."""
+    from decider.engine.chat_template import Message
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
+
+    greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
+    if path == "/v1/decide":
+        service.decide(DecisionRequest(body["question"], tuple(body["options"]), sampling=greedy))
+        return "decide"
+    if path == "/v1/completions":
+        service.run(service.completion_request(body["prompt"], greedy, body["max_tokens"], None))
+        return "complete"
+    service.run(service.chat_request([Message("user", body["messages"][0]["content"])], False, greedy, body["max_tokens"], None))
+    return "chat"
+
+
+def _probe(service) -> float:
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.settings import SamplingSettings
+
+    service.runner.reset()
+    service.runner.clear_snapshots()
+    started = time.perf_counter()
+    service.decide(DecisionRequest(PROBE[0], PROBE[1], sampling=SamplingSettings(temperature=0.0)))
+    return time.perf_counter() - started
+
+
+def soak_engine(plan: Plan, variant: str, sample_every: int = 10, probe_every: int = 100, checkpoint=None) -> dict:
+    from decider.app.service import EngineService
+
+    from .common import rss_mib, summary
+
+    service = EngineService(plan.model, _engine_options(variant))
+    if variant in ("one-pass", "capped"):
+        service.runner.prefill_chunk = None  # each prompt segment in one infer, as before the chunked prefill
+    rng = random.Random(plan.seed)
+    rss, probes, kinds = [(0, rss_mib())], [], {"decide": 0, "complete": 0, "chat": 0}
+    started = time.perf_counter()
+
+    def result() -> dict:
+        at = dict(rss)
+        first = at.get(100, rss[min(len(rss) - 1, 1)][1])
+        return {"variant": variant, "requests": rss[-1][0], "planned": plan.requests, "max_words": plan.max_words,
+                "spread": plan.spread, "kinds": dict(kinds), "rss_mib": list(rss), "probe_s": list(probes),
+                "probe_summary": summary([p for _, p in probes]) if probes else None,
+                "rss_after_100_mib": first, "rss_final_mib": rss[-1][1], "growth_after_100_mib": rss[-1][1] - first,
+                "wall_s": time.perf_counter() - started, "execution_path": service.runner.execution_path}
+
+    for i in range(1, plan.requests + 1):
+        kinds[_engine_call(service, *make_request(rng, plan.max_words, plan.spread, plan.max_tokens))] += 1
+        if i % sample_every == 0:
+            rss.append((i, rss_mib()))
+        if i % probe_every == 0:
+            probes.append((i, _probe(service)))
+            print(f"  {i} requests: RSS {rss[-1][1]:.0f} MiB, probe decision {probes[-1][1] * 1e3:.0f} ms", file=sys.stderr, flush=True)
+            if checkpoint:  # a soak cut short still leaves its curve so far ("requests" says how far)
+                checkpoint(result())
+    return result()
+
+
+# ----- latency: what bounding memory costs, paired -----
+
+
+def latency(plan: Plan) -> dict:
     """Decisions under each prefill mode, rotating the order per prompt, cold state each time.
 
     chunked: the runner as shipped; binary: the earlier power-of-two split (up to 8 chunks for a prompt's
     rest); one-shot: one infer per prompt segment (no bound on the shapes the plugin sees).
     """
-    sys.path.insert(0, str(ROOT))
     from decider.engine.decide import DecisionRequest, decide
     from decider.engine.devices import DeviceOptions
     from decider.engine.runner import ModelRunner
     from decider.engine.settings import SamplingSettings
 
-    runner = ModelRunner(model, DeviceOptions(device="CPU"))
+    runner = ModelRunner(plan.model, DeviceOptions(device="CPU"))
     shipped = (type(runner).prefill_chunk, type(runner).prefill_base)
-    rng = random.Random(seed)
+    rng = random.Random(plan.seed)
     sampling = SamplingSettings(temperature=0.0)
     modes = list(PREFILL_MODES)
     times: dict[str, list[float]] = {mode: [] for mode in modes}
     infers: dict[str, list[int]] = {mode: [] for mode in modes}
-    for i in range(prompts):
-        request = DecisionRequest(text(rng, rng.randint(1, max_words)) + "?", tuple(rng.sample(OPTIONS, 3)), sampling=sampling)
+    for i in range(plan.requests):
+        words = prompt_words(rng, plan.max_words, plan.spread)
+        request = DecisionRequest(text(rng, words) + "?", tuple(rng.sample(OPTIONS, 3)), sampling=sampling)
         for mode in modes[i % len(modes):] + modes[: i % len(modes)]:
             setting = shipped if PREFILL_MODES[mode] == "shipped" else PREFILL_MODES[mode]
             runner.prefill_chunk, runner.prefill_base = setting if setting else (None, shipped[1])
@@ -237,10 +289,10 @@ def latency(model: Path, prompts: int, max_words: int, seed: int) -> dict:
             decide(runner, request)
             times[mode].append(time.perf_counter() - t0)
             infers[mode].append(runner.stats.infers - before)
-        print(f"  {i + 1}/{prompts}: " + ", ".join(f"{m} {times[m][-1] * 1e3:.0f} ms" for m in modes), file=sys.stderr, flush=True)
+        print(f"  {i + 1}/{plan.requests}: " + ", ".join(f"{m} {times[m][-1] * 1e3:.0f} ms" for m in modes), file=sys.stderr, flush=True)
     ratio = lambda a, b: statistics.median(x / y for x, y in zip(times[a], times[b]))  # noqa: E731
-    return {"model": str(model), "prompts": prompts, "max_words": max_words, "seed": seed,
-            "median_s": {m: statistics.median(times[m]) for m in modes},
+    return {"model": str(plan.model), "prompts": plan.requests, "max_words": plan.max_words, "seed": plan.seed,
+            "spread": plan.spread, "median_s": {m: statistics.median(times[m]) for m in modes},
             "mean_infers": {m: statistics.fmean(infers[m]) for m in modes},
             "median_ratio_chunked_vs_one_shot": ratio("chunked", "one-shot"),
             "median_ratio_binary_vs_one_shot": ratio("binary", "one-shot"),
@@ -248,34 +300,198 @@ def latency(model: Path, prompts: int, max_words: int, seed: int) -> dict:
             "times_s": times}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=ROOT / "resources" / "demo-model")
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--max-words", type=int, default=1200, help="longest prompt, in words (keep under the context)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="write OUT.json and OUT.png")
-    parser.add_argument("--spread", choices=("uniform", "log"), default="uniform", help="prompt-length distribution")
-    parser.add_argument("--max-tokens", type=int, default=8, help="completions and chats answer 1..N tokens")
-    parser.add_argument("--latency", action="store_true", help="paired chunked vs one-shot decision latency instead")
-    args = parser.parse_args(argv)
-    if args.latency:
-        result = latency(args.model, args.requests, args.max_words, args.seed)
-    else:
-        plan = Plan(args.model, args.requests, args.max_words, args.seed, args.spread, args.max_tokens)
-        result = soak(plan, lambda r: save(r, args.out))
-    save(result, args.out)
-    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "times_s")}, indent=1))
-    return 0
+# ----- pictures and the report section -----
+
+COLORS = {"one-pass": "#c0392b", "capped": "#e67e22", "dynamic": "#2471a3", "static": "#1e8449", "api": "#2471a3"}
+
+
+def svg(series: dict[str, list[tuple[float, float]]], title: str, limit: float | None = None,
+        width: int = 640, height: int = 320) -> str:
+    """A line chart without a plotting library; `limit`: a dashed horizontal line (the target)."""
+    left, right, top, bottom = 60, 110, 30, 40
+    xs = [x for points in series.values() for x, _ in points] or [0, 1]
+    ys = [y for points in series.values() for _, y in points] + ([limit] if limit else []) or [0, 1]
+    x_max, y_min, y_max = max(xs) or 1, 0.0, max(ys) * 1.1 or 1
+    sx = lambda x: left + (width - left - right) * x / x_max  # noqa: E731
+    sy = lambda y: height - bottom - (height - top - bottom) * (y - y_min) / (y_max - y_min)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="13">{title}</text>',
+           f'<line x1="{left}" y1="{sy(0)}" x2="{width - right}" y2="{sy(0)}" stroke="#888"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{sy(0)}" stroke="#888"/>']
+    for i in range(5):
+        y = y_max * i / 4
+        out.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.0f}</text>')
+        x = x_max * i / 4
+        out.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 16}" text-anchor="middle">{x:.0f}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">requests</text>')
+    out.append(f'<text x="14" y="{(top + height - bottom) / 2}" transform="rotate(-90 14 {(top + height - bottom) / 2})" text-anchor="middle">RSS (MiB)</text>')
+    if limit:
+        out.append(f'<line x1="{left}" y1="{sy(limit):.1f}" x2="{width - right}" y2="{sy(limit):.1f}" stroke="#d33" stroke-dasharray="5,4"/>')
+        out.append(f'<text x="{width - right + 8}" y="{sy(limit) + 4:.1f}" fill="#d33">target</text>')
+    for i, (name, points) in enumerate(series.items()):
+        color = COLORS.get(name.split()[-1], "#555")
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points)
+        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
+        out.append(f'<text x="{width - right + 8}" y="{top + 16 * i + 10}" fill="{color}">{name}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def api_figure(result: dict) -> str:
+    points = [(s["i"], s["rss_mib"]) for s in result["samples"]]
+    name = Path(result["model"]).name
+    return svg({"api": points}, f"decider serve RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
+
+
+def _by_model(results: dict) -> dict[str, dict[str, dict]]:
+    keys = sorted(k for k, v in results.items() if "/soak-" in k and isinstance(v, dict) and "error" not in v)
+    by_model: dict[str, dict[str, dict]] = {}
+    for key in keys:
+        model, variant = key.rsplit("/soak-", 1)
+        by_model.setdefault(model, {})[variant] = results[key]
+    return by_model
+
+
+def figure_name(model: str) -> str:
+    return f"soak-{model.replace('/', '-')}.svg"
+
+
+def figures(results: dict) -> dict[str, str]:
+    """SVG text per model, keyed by file name (written beside results.json by `python -m bench report`)."""
+    return {
+        figure_name(model): svg({v: [tuple(p) for p in r["rss_mib"]] for v, r in variants.items()}, f"RSS over requests — {model}")
+        for model, variants in _by_model(results).items()
+    }
+
+
+def _engine_rows(results: dict, add) -> None:
+    by_model = _by_model(results)
+    if not by_model:
+        add("(in-process soak not measured)\n")
+        return
+    add("**In one process** (`--mode engine`, one process per variant, `python -m bench run`): VmRSS every 10 requests; "
+        "every 100 requests a fixed decision runs cold and is timed. Variants: *dynamic* (as shipped: chunked prefill), "
+        "*one-pass* (each prompt in one infer, as before chunking: a new prompt length is a new shape for the CPU plugin), "
+        "*capped* (one-pass with `CPU_RUNTIME_CACHE_CAPACITY=0`), *static* (the static-shape runner). *requests* says how "
+        "far a soak cut short got; *mix* is the run's decide/complete/chat counts. *probe / one-pass*: the cold probe "
+        "decision's median against the one-pass variant's (variants that ran at the same time on a loaded machine: noisy).\n")
+    add("| model | variant | requests | mix | RSS after 100 | RSS at the end | growth | target | probe decision (median, min–max) | probe / one-pass |")
+    add("|---|---|---|---|---|---|---|---|---|---|")
+    for model, variants in by_model.items():
+        base = (variants.get("one-pass") or {}).get("probe_summary")
+        for variant, r in variants.items():
+            p = r.get("probe_summary")
+            ratio = f"{p['median'] / base['median']:.2f}×" if p and base else "—"
+            ok = "✅" if r["growth_after_100_mib"] <= TARGET_MIB else "❌"
+            kinds = r.get("kinds") or {}
+            mix = "/".join(str(kinds.get(k, "?")) for k in ("decide", "complete", "chat"))
+            add(f"| {model} | {variant} | {r['requests']} | {mix} | {r['rss_after_100_mib']:.0f} MiB | {r['rss_final_mib']:.0f} MiB | "
+                f"{r['growth_after_100_mib']:+.0f} MiB | {ok} | "
+                + (f"{p['median'] * 1e3:.0f} ms ({p['min'] * 1e3:.0f}–{p['max'] * 1e3:.0f})" if p else "—") + f" | {ratio} |")
+    add("")
+    for model in by_model:
+        add(f"![RSS over requests, {model}](docs/benchmarks/{figure_name(model)})\n")
+
+
+def _api_rows(docs: Path, add) -> None:
+    runs = sorted(docs.glob("soak-api-*.json"))
+    if not runs:
+        add("(API soak not measured)\n")
+        return
+    add("**Through the API server** (`python -m bench.soak --model DIR --requests 2000 --out docs/benchmarks/soak-api-NAME`): "
+        "`decider serve` in its own process, VmRSS after every request.\n")
+    add("| model | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in runs:
+        r = json.loads(path.read_text())
+        tokens = r.get("prompt_tokens") or {}
+        statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
+        done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
+        ok = "✅" if r["target_met"] else "❌"
+        add(f"| {Path(r['model']).name} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
+            f"{tokens.get('median', '—')}, {tokens.get('max', '—')} | {statuses} | {r['rss_after_first']:.0f} MiB | "
+            f"{r['rss_after_100']:.0f} MiB | {r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "
+            f"{r.get('wall_s', 0) / 60:.0f} min |")
+    add("")
+    for path in runs:
+        add(f"![decider serve RSS over requests, {path.stem[len('soak-api-'):]}](docs/benchmarks/{path.stem}.svg)\n")
+
+
+def _latency_rows(docs: Path, add) -> None:
+    runs = sorted(docs.glob("prefill-latency-*.json"))
+    if not runs:
+        add("(prefill latency not measured)\n")
+        return
+    add("**What bounding costs, paired** (`python -m bench.soak --mode latency --model DIR --requests N`): the same "
+        "decision, cold state, under each prefill mode, the order rotating per prompt in one process; medians of the "
+        "per-prompt ratios. *chunked*: as shipped (full 256-token chunks, then one chunk per base-16 digit of the rest: "
+        "at most 2 more, 31 shapes); *binary*: the earlier power-of-two split (up to 8 more, 9 shapes); *one-shot*: "
+        "one infer per prompt (unbounded shapes).\n")
+    add("| model | prompts (words) | chunked | binary | one-shot | infers per decision (c / b / o) | chunked / one-shot | binary / one-shot | chunked / binary |")
+    add("|---|---|---|---|---|---|---|---|---|")
+    for path in runs:
+        r = json.loads(path.read_text())
+        m, n = r["median_s"], r["mean_infers"]
+        add(f"| {Path(r['model']).name} | {r['prompts']} (1–{r['max_words']}) | {m['chunked']:.3f} s | {m['binary']:.3f} s | "
+            f"{m['one-shot']:.3f} s | {n['chunked']:.1f} / {n['binary']:.1f} / {n['one-shot']:.1f} | "
+            f"**{r['median_ratio_chunked_vs_one_shot']:.2f}×** | {r['median_ratio_binary_vs_one_shot']:.2f}× | "
+            f"{r['median_ratio_chunked_vs_binary']:.2f}× |")
+    add("")
+
+
+def section(results: dict, docs: Path = DOCS) -> list[str]:
+    lines: list[str] = []
+    add = lines.append
+    add("## 11. Soak: memory over an evening of varied requests\n")
+    add("Requests: decide 50 %, completions 25 %, chat 25 % (half with logprobs), prompt lengths spread over 1..N words, "
+        f"seeded (`bench/soak.py`). Target: RSS after all requests ≤ RSS after the first 100 + {TARGET_MIB} MiB.\n")
+    _api_rows(docs, add)
+    _engine_rows(results, add)
+    _latency_rows(docs, add)
+    return lines
+
+
+# ----- command line -----
 
 
 def save(result: dict, out: Path | None) -> None:
     if out is None:
         return
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result))
+    json_path = out if out.suffix == ".json" else out.parent / (out.name + ".json")  # "soak-api-0.8b": no suffix to replace
+    tmp = json_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, json_path)
     if "samples" in result:
-        plot(result, out.with_suffix(".png"))
+        json_path.with_suffix(".svg").write_text(api_figure(result))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("api", "engine", "latency"), default="api")
+    parser.add_argument("--model", type=Path, default=ROOT / "resources" / "demo-model")
+    parser.add_argument("--requests", type=int, default=2000, help="requests (latency: prompts)")
+    parser.add_argument("--max-words", type=int, default=1200, help="longest prompt, in words (keep under the context)")
+    parser.add_argument("--spread", choices=("uniform", "log"), default="uniform", help="prompt-length distribution")
+    parser.add_argument("--max-tokens", type=int, default=8, help="completions and chats answer 1..N tokens")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variant", default="dynamic", choices=("dynamic", "one-pass", "capped", "static"), help="engine mode")
+    parser.add_argument("--sample-every", type=int, default=10, help="engine mode: RSS every N requests")
+    parser.add_argument("--probe-every", type=int, default=100, help="engine mode: a cold probe decision every N requests")
+    parser.add_argument("--prompts", help=argparse.SUPPRESS)  # accepted for the bench orchestrator's common arguments
+    parser.add_argument("--out", type=Path, help="write OUT.json (api mode: and OUT.svg)")
+    args = parser.parse_args(argv)
+    plan = Plan(args.model, args.requests, args.max_words, args.seed, args.spread, args.max_tokens)
+    if args.mode == "latency":
+        result = latency(plan)
+    elif args.mode == "engine":
+        result = soak_engine(plan, args.variant, args.sample_every, args.probe_every, lambda r: save(r, args.out))
+    else:
+        result = soak_api(plan, lambda r: save(r, args.out))
+    save(result, args.out)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "times_s", "rss_mib", "probe_s")}, indent=1))
+    return 0
 
 
 if __name__ == "__main__":

@@ -22,20 +22,3 @@ def test_static_paths_worker_runs_and_renders(tmp_path):
 
 def test_the_section_says_when_nothing_was_measured():
     assert "(not measured)" in "\n".join(report_static.section({"0.8b/int8/latency": {"x": 1}}))
-
-
-def test_soak_section_judges_growth_against_the_target_and_draws_every_variant():
-    from bench import report_soak
-
-    def result(variant, growth, probe):
-        rss = [(i, 200.0 + growth * i / 2000) for i in range(0, 2001, 100)]
-        return {"variant": variant, "requests": 2000, "rss_mib": rss, "rss_after_100_mib": rss[1][1], "rss_final_mib": rss[-1][1],
-                "growth_after_100_mib": rss[-1][1] - rss[1][1], "probe_summary": {"median": probe, "min": probe, "max": probe}}
-
-    results = {"demo/soak-one-pass": result("one-pass", 1000.0, 0.1), "demo/soak-dynamic": result("dynamic", 10.0, 0.11)}
-    text = "\n".join(report_soak.section(results))
-    rows = {line.split("|")[2].strip(): line for line in text.splitlines() if line.startswith("| demo |")}
-    assert "❌" in rows["one-pass"] and "✅" in rows["dynamic"]
-    assert "1.10×" in rows["dynamic"] and "1.00×" in rows["one-pass"]
-    figure = report_soak.figures(results)["soak-demo.svg"]
-    assert figure.count("<polyline") == 2 and "one-pass" in figure and "dynamic" in figure

@@ -1,0 +1,54 @@
+"""bench/soak.py: the one soak tool — its request mix, and section 11 rendered from its three kinds of result."""
+
+import json
+import random
+
+from bench import soak
+
+
+def test_soak_section_judges_growth_against_the_target_and_draws_every_variant(tmp_path):
+    def result(variant, growth, probe):
+        rss = [(i, 200.0 + growth * i / 2000) for i in range(0, 2001, 100)]
+        return {"variant": variant, "requests": 2000, "rss_mib": rss, "rss_after_100_mib": rss[1][1], "rss_final_mib": rss[-1][1],
+                "growth_after_100_mib": rss[-1][1] - rss[1][1], "probe_summary": {"median": probe, "min": probe, "max": probe}}
+
+    results = {"demo/soak-one-pass": result("one-pass", 1000.0, 0.1), "demo/soak-dynamic": result("dynamic", 10.0, 0.11)}
+    text = "\n".join(soak.section(results, tmp_path))
+    rows = {line.split("|")[2].strip(): line for line in text.splitlines() if line.startswith("| demo |")}
+    assert "❌" in rows["one-pass"] and "✅" in rows["dynamic"]
+    assert "1.10×" in rows["dynamic"] and "1.00×" in rows["one-pass"]
+    figure = soak.figures(results)["soak-demo.svg"]
+    assert figure.count("<polyline") == 2 and "one-pass" in figure and "dynamic" in figure
+
+
+def test_section_renders_the_api_soak_and_the_paired_latency_from_their_files(tmp_path):
+    samples = [{"i": i, "rss_mib": 150.0 + (40.0 if i > 50 else 0.0) + i / 1000, "prompt_tokens": 10 + i} for i in range(1, 301)]
+    api = {"model": "/m/qwen35-0.8b/ov-int8", "requests": 2000, "done": 300, "max_words": 400, "spread": "log",
+           "statuses": {"200": 300}, "prompt_tokens": {"median": 160, "max": 310, "n": 300}, "rss_after_first": 150.0,
+           "rss_after_100": samples[99]["rss_mib"], "rss_last": samples[-1]["rss_mib"],
+           "growth_after_100_mib": samples[-1]["rss_mib"] - samples[99]["rss_mib"], "target_met": True, "wall_s": 3600,
+           "samples": samples}
+    soak.save(api, tmp_path / "soak-api-0.8b")
+    latency = {"model": "/m/demo-model", "prompts": 60, "max_words": 600, "median_s": {"chunked": 0.4, "binary": 0.5, "one-shot": 0.3},
+               "mean_infers": {"chunked": 4.0, "binary": 6.3, "one-shot": 1.0}, "median_ratio_chunked_vs_one_shot": 1.45,
+               "median_ratio_binary_vs_one_shot": 1.71, "median_ratio_chunked_vs_binary": 0.88}
+    (tmp_path / "prefill-latency-demo.json").write_text(json.dumps(latency))
+    text = "\n".join(soak.section({}, tmp_path))
+    row = next(line for line in text.splitlines() if line.startswith("| ov-int8 |"))
+    assert "300 of 2000" in row and "1–400, log" in row and "✅" in row and "300× 200" in row
+    assert "(docs/benchmarks/soak-api-0.8b.svg)" in text
+    figure = (tmp_path / "soak-api-0.8b.svg").read_text()
+    assert figure.count("<polyline") == 1 and "stroke-dasharray" in figure  # the curve and the target line
+    latency_row = next(line for line in text.splitlines() if line.startswith("| demo-model |"))
+    assert "**1.45×**" in latency_row and "4.0 / 6.3 / 1.0" in latency_row
+
+
+def test_every_mode_draws_the_same_mix_of_requests():
+    rng = random.Random(1)
+    drawn = [soak.make_request(rng, 400, "log", 4) for _ in range(2000)]
+    paths = [path for path, _ in drawn]
+    assert 0.45 < paths.count("/v1/decide") / len(paths) < 0.55
+    assert 0.2 < paths.count("/v1/completions") / len(paths) < 0.3
+    words = [len((b.get("question") or b.get("prompt") or b["messages"][0]["content"]).split()) for _, b in drawn]
+    assert min(words) == 1 and max(words) > 300 and sorted(words)[len(words) // 2] < 60  # short-tailed, still reaching 400
+    assert all(b.get("max_tokens", 1) <= 4 for _, b in drawn)
