@@ -20,6 +20,7 @@ IM_END = "<|im_end|>"
 END_OF_TEXT = "<|endoftext|>"
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
+GIL_FREE_CHARS = 4096  # text at least this long is tokenized without holding the GIL (a few ms of work below it)
 
 
 @lru_cache(maxsize=1)
@@ -109,8 +110,11 @@ class ChatTokenizer:
 
     def _encode_pieces(self, texts: list[str]) -> list[list[int]]:
         # encode_batch lets go of the GIL while it works (encode does not): a long prompt being tokenized
-        # in one request's thread does not stop the event loop or the other requests.
-        return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)] if texts else []
+        # in one request's thread does not stop the event loop or the other requests. Short text (most
+        # calls: template pieces, options) takes encode, which costs about half as much per call.
+        if sum(len(t) for t in texts) < GIL_FREE_CHARS:
+            return [self._tok.encode(t, add_special_tokens=False).ids for t in texts]
+        return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def _raw_tokenizer(self) -> Tokenizer:
         """A second copy that recognises special tokens, for tokenizers the split cannot serve (built once)."""

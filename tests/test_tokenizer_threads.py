@@ -60,6 +60,12 @@ def test_raw_prompts_encode_as_the_tokenizer_does_with_special_tokens_on(folder)
         text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 10)))
         assert ours.encode_raw(text) == reference.encode(text, add_special_tokens=False).ids, text
         assert ours.encode_raw(text, add_special_tokens=True) == reference.encode(text, add_special_tokens=True).ids, text
+    long_text = "".join(rng.choice(atoms) for _ in range(3000))  # long enough for the GIL-free path
+    assert len(long_text) > 4096
+    assert ours.encode_raw(long_text) == reference.encode(long_text, add_special_tokens=False).ids
+    with_flag = Tokenizer.from_file(str(path))
+    with_flag.encode_special_tokens = True
+    assert ours.encode_text(long_text) == with_flag.encode(long_text, add_special_tokens=False).ids
 
 
 def test_user_text_never_becomes_special_tokens_even_while_raw_prompts_are_encoded(tokenizer):
