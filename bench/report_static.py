@@ -72,7 +72,7 @@ def section(results: dict) -> list[str]:
         add("")
     chunks = _keys(results, "/prefill-chunks")
     if chunks:
-        add("The dynamic runner's chunked prefill (power-of-two lengths up to 256, which bounds memory: section 11) "
+        add("The dynamic runner's chunked prefill (chunk lengths from a fixed set, as in each row; it bounds memory: section 11) "
             "against one infer per prompt, at lengths that need several chunks:\n")
         add("| model | prompt | chunks | chunked | one infer | chunked / one |")
         add("|---|---|---|---|---|---|")

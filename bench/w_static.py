@@ -8,7 +8,7 @@ Tasks:
          the same KV window) compiled in this process; prefill at --lengths tokens and the decode step,
          each static/dynamic pair interleaved (the order alternates) and reported as a ratio; compile times;
          the largest |Δ logprob| between the two as a sanity check.
-  chunks the dynamic runner's chunked prefill (power-of-two lengths, as shipped) against one infer per prompt,
+  chunks the dynamic runner's chunked prefill (chunk lengths from a fixed set, as shipped) against one infer per prompt,
          interleaved pairs at --lengths (lengths with many binary digits show the price).
   npu    the static runner on --device (NPU; on a machine without one set DECIDER_NPUW_DEVICES=CPU): compile
          with an empty CACHE_DIR (cold) and again from it (cached), the first decision after load, prefill
@@ -143,7 +143,7 @@ def task_npu(args, prompts) -> dict:
 
 
 def task_chunks(args, prompts) -> dict:
-    """The dynamic runner's chunked prefill (power-of-two lengths, as shipped) against one infer per prompt,
+    """The dynamic runner's chunked prefill (chunk lengths from a fixed set, as shipped) against one infer per prompt,
     at lengths that need several chunks: the price of bounded memory."""
     from decider.engine.runner import ModelRunner, chunk_sizes
 
