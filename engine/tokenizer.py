@@ -48,7 +48,7 @@ class ChatTokenizer:
         self.path = path
         # Set once and never toggled: API handlers tokenize from several threads at once, and a flag flipped
         # per call needed a lock that made a small request wait behind a megabyte being tokenized. Raw
-        # prompts get their special tokens by splitting at them instead (_raw_pieces).
+        # prompts get their special tokens by splitting at them instead (encode_raw).
         self._tok.encode_special_tokens = True
         self._raw_lock = threading.Lock()
         self._raw_tok: Tokenizer | None = None

@@ -34,7 +34,7 @@ def test_section_renders_the_api_soak_and_the_paired_latency_from_their_files(tm
                "median_ratio_binary_vs_one_shot": 1.71, "median_ratio_chunked_vs_binary": 0.88}
     (tmp_path / "prefill-latency-demo.json").write_text(json.dumps(latency))
     text = "\n".join(soak.section({}, tmp_path))
-    row = next(line for line in text.splitlines() if line.startswith("| ov-int8 |"))
+    row = next(line for line in text.splitlines() if line.startswith("| qwen35-0.8b/ov-int8 |"))
     assert "300 of 2000" in row and "1–400, log" in row and "✅" in row and "300× 200" in row
     assert "(docs/benchmarks/soak-api-0.8b.svg)" in text
     figure = (tmp_path / "soak-api-0.8b.svg").read_text()
