@@ -76,11 +76,11 @@ class _VisionLanguageLayout:
 # Prefill therefore runs in chunks whose lengths come from a fixed set, so the plugin sees a bounded number of
 # prompt shapes whatever the traffic: full chunks of PREFILL_CHUNK, then the rest written in base PREFILL_BASE,
 # one chunk per non-zero digit (for 256 and 16: 240, 224 … 16 and 15 … 1, at most two chunks for the rest, 31
-# shapes). Every chunk is one more infer with a fixed cost (thread hand-offs over every node: 15–25 ms on a
+# shapes). Every chunk is one more infer with a fixed cost (thread hand-offs over every node: 12–25 ms on a
 # loaded 2-core machine, most of a decision on the 2 MB demo model), so the split spends a few more shapes to
-# keep the chunks per prompt low; powers of two (base 2, 9 shapes) needed up to 8 chunks for the rest and made
-# demo decisions 1.9× slower than one infer per prompt. The split depends only on the segment's length, so
-# warm and cold runs of the same tokens stay bit-identical.
+# keep the chunks per prompt low; powers of two (base 2, 9 shapes) needed up to 8 chunks for the rest. Paired
+# against one infer per prompt (BENCHMARKS.md section 11): demo model 1.45× (powers of two: 1.71×), 0.8B 1.06×.
+# The split depends only on the segment's length, so warm and cold runs of the same tokens stay bit-identical.
 PREFILL_CHUNK = 256
 PREFILL_BASE = 16
 
