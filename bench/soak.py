@@ -414,10 +414,11 @@ def _api_rows(docs: Path, add) -> None:
         tokens = r.get("prompt_tokens") or {}
         statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
         done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
-        ok = "✅" if r["target_met"] else "❌"
+        ok = ("✅" if r["target_met"] else "❌") if r["done"] > 100 else "— (not 100 yet)"
         add(f"| {model_name(r['model'])} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
             f"{tokens.get('median', '—')}, {tokens.get('max', '—')} | {statuses} | {r['rss_after_first']:.0f} MiB | "
-            f"{r['rss_after_100']:.0f} MiB | {r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "
+            f"{r['rss_after_100']:.0f} MiB" + ("" if r["done"] > 100 else f" (after {r['done']})") + " | "
+            f"{r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "
             f"{r.get('wall_s', 0) / 60:.0f} min |")
     add("")
     for path in runs:
