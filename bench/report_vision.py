@@ -36,8 +36,9 @@ def section(results: dict) -> list[str]:
         f"repeat by repeat, every repeat cold (state, snapshots and the encoded-image cache cleared); medians of "
         f"{r['repeats']} repeats, ratios are medians of the per-repeat ratios against Decider on the CPU. "
         "Capture-to-bars starts from the grabbed screen's pixels (the grab itself is not included) and ends with "
-        "the bars. transformers: its `Qwen2VLImageProcessor`, `get_image_features`, and one forward with "
-        "`logits_to_keep=1` and a float64 log-softmax.\n")
+        "the bars; the encode columns are its parts, timed inside the same run. transformers: its "
+        "`Qwen2VLImageProcessor`, then one forward (`use_cache=True`, `logits_to_keep=1`) and a float64 log-softmax; "
+        "its vision tower's share is timed by hooks.\n")
     if r.get("note"):
         add(f"{r['note']}\n")
     add("| engine | preprocess | patch embedding | positions | merger (12 blocks) | encode total | vs Decider | "
