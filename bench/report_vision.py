@@ -78,6 +78,10 @@ def section(results: dict) -> list[str]:
     elif genai:
         add(f"OpenVINO GenAI {genai.get('version', '')} `VLMPipeline` does not run this Qwen3.5 export: at "
             f"`{genai.get('stage')}` it raises\n\n```\n{genai.get('error', '').strip()}\n```\n")
+    loads = r.get("load_s") or {}
+    if loads:
+        add("Load times (read + compile, once per process): " + ", ".join(
+            f"{ENGINES.get(k, k)} {_ms(v)}" for k, v in loads.items()) + ".\n")
     add(f"Peak RSS of the process holding every engine: {r.get('peak_rss_mib', 0) / 1024:.2f} GiB. Measured "
         f"{r.get('date', '')}.\n")
     return lines
