@@ -54,6 +54,16 @@ def section(results: dict) -> list[str]:
         add(f"| {label} | {_ms(enc.get('preprocess_s'))} | {_ms(enc.get('patch_embed_s'))} | {_ms(enc.get('positions_s'))} | "
             f"{_ms(enc.get('merger_s'))} | **{_ms(enc['total_s'])}** | {ratio_e} | **{_ms(dec['seconds'])}** | {ratio_d} |")
     add("")
+    base_runs = r["runs"]["decider"]["decision"]
+    per_repeat = []
+    for key, label in ENGINES.items():
+        runs = r["runs"].get(key)
+        if runs is None:
+            continue
+        cells = [f"{_ms(d['seconds'])}" + ("" if key == "decider" else f" ({d['seconds'] / b['seconds']:.2f}×)")
+                 for d, b in zip(runs["decision"], base_runs)]
+        per_repeat.append(f"{label}: {', '.join(cells)}")
+    add("Capture-to-bars repeat by repeat (ratio to Decider's run in the same repeat): " + "; ".join(per_repeat) + ".\n")
     decision = r["runs"]["decider"]["decision"][0]
     timings = decision.get("timings", {})
     if timings:
@@ -73,8 +83,9 @@ def section(results: dict) -> list[str]:
         add(f"Encoder through the NPU plugin: not measured ({r['decider_npu_error']}).\n")
     genai = r.get("genai") or {}
     if genai.get("ok"):
-        add(f"OpenVINO GenAI {genai.get('version', '')} `VLMPipeline` on the same export (a text prompt with the image, "
-            f"one generated token, no logprobs): {_ms(genai['seconds']['median'])} median, load {_ms(genai.get('load_s'))}.\n")
+        add(f"OpenVINO GenAI {genai.get('version', '')} `VLMPipeline` runs this Qwen3.5 export (a text prompt with the "
+            f"image, one generated token, no logprobs): {_ms(genai['seconds']['median'])} (median of {genai['seconds']['n']}), "
+            f"load {_ms(genai.get('load_s'))}. {genai.get('note', '')}\n")
     elif genai:
         add(f"OpenVINO GenAI {genai.get('version', '')} `VLMPipeline` does not run this Qwen3.5 export: at "
             f"`{genai.get('stage')}` it raises\n\n```\n{genai.get('error', '').strip()}\n```\n")
