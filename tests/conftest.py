@@ -1,4 +1,5 @@
 import atexit
+import importlib.abc
 import json
 import os
 import shutil
@@ -22,6 +23,18 @@ def _import_this_checkout() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
     for name in [m for m in sys.modules if m == "decider" or m.startswith("decider.")]:
         del sys.modules[name]
+    sys.meta_path.insert(0, _NoBareLayers())
+
+
+class _NoBareLayers(importlib.abc.MetaPathFinder):
+    """`python -m pytest` puts the repository root on sys.path, where `engine` (say) imports as a top-level
+    package that no installed copy has: code that names a layer without `decider.` would pass here and fail
+    for users. Refuse those names in the test process."""
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in ("app", "engine", "ui"):
+            raise ModuleNotFoundError(f"No module named {name!r} (the layers are decider.{name})", name=name)
+        return None
 
 
 _import_this_checkout()

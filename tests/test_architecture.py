@@ -136,3 +136,16 @@ def test_code_imports_the_layers_only_as_decider():
             offenders += [f"{path.relative_to(ROOT)}: {m.group(0).strip()}" for m in top_level.finditer(path.read_text())]
     assert offenders == []
     assert top_level.search("from engine.runner import ModelRunner\n")  # and the pattern does catch one
+
+
+def test_a_bare_layer_name_does_not_import_in_tests():
+    """What users' installs do (no `engine` at the top level) holds in the test process too (conftest), so a
+    package looked up by its bare name — `resources.files("engine")` — fails here, not on a user's machine."""
+    import importlib
+    from importlib import resources
+
+    with pytest.raises(ModuleNotFoundError, match="decider.engine"):
+        importlib.import_module("engine")
+    with pytest.raises(ModuleNotFoundError):
+        resources.files("app")
+    assert resources.files("decider.engine").joinpath("prompts/decision.txt").is_file()
