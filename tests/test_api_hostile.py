@@ -140,6 +140,22 @@ def test_the_machines_names_are_accepted_only_beyond_loopback():
     assert not loopback.host_allowed(b"gamingpc") and loopback.host_allowed(b"localhost:8765")
 
 
+def test_allowed_origins_are_compared_in_the_spelling_browsers_send():
+    """`--allow-origin http://game.example:80/` means the page whose browser sends `http://game.example`; a value
+    that is no origin is refused when the server is set up (it could never match), not silently kept."""
+    from decider.app.api.policy import Policy
+    from decider.engine.errors import SettingsError
+
+    policy = Policy("127.0.0.1", None, ("HTTP://Game.Example:80/", "https://tool.example:8443"))
+    assert policy.origin_allowed("http://game.example") and policy.origin_allowed("https://tool.example:8443")
+    assert not policy.origin_allowed("https://game.example") and not policy.origin_allowed("null")
+    assert not policy.origin_allowed("http://game.example:8080") and not policy.origin_allowed("http://game.example:x")
+    assert Policy("127.0.0.1", None, ("*",)).origin_allowed("http://anything.example")
+    for bad in ("localhost:3000", "http://game.example/page", "null"):
+        with pytest.raises(SettingsError, match="origin"):
+            Policy("127.0.0.1", None, (bad,))
+
+
 def test_the_drive_by_web_page_of_the_report_is_refused(api, decisions):
     before = len(decisions)
     headers = {"Content-Type": "text/plain", "Origin": "http://evil.example", "Host": "attacker.example"}

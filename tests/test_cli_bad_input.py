@@ -91,3 +91,8 @@ def test_csv_export_neutralises_formulas(tmp_path):
     # Numbers stay numbers (a negative logprob is data, not a formula) and JSONL keeps the text verbatim.
     assert float(cells["logprob_A"]) < 0
     assert '"=HYPERLINK' in store.export_jsonl().replace('\\"', '"')
+
+
+def test_serve_refuses_an_allowed_origin_that_is_no_origin(tmp_path):
+    proc = run_cli(["serve", "--port", "0", "--allow-origin", "localhost:3000"], tmp_path)
+    assert_one_line_error(proc, 2, b"allowed origin 'localhost:3000' must start with http:// or https://")

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import socket
-from urllib.parse import urlsplit
 
 from starlette.types import Scope
 
+from decider.engine.errors import SettingsError
+
+from ..origins import ANY_ORIGIN, parse_origin
 from .errors import ApiError
 
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost", "ip6-loopback"})
@@ -72,12 +74,13 @@ def machine_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def normalise_origin(origin: str) -> str:
-    """'HTTP://Example.com:80/' → 'http://example.com:80' (scheme, host and port, as browsers send it)."""
-    parts = urlsplit(origin.strip())
-    if not parts.scheme or not parts.netloc:
-        return origin.strip().lower()
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+def _canonical_origin(origin: str) -> str | None:
+    """A request's Origin in the spelling the allow-list keeps (parse_origin), or None when it is no web
+    origin at all ("null", a bad port…): such a page is never on the list."""
+    try:
+        return parse_origin(origin)
+    except SettingsError:
+        return None
 
 
 def check_content_type(scope: Scope) -> None:
@@ -95,8 +98,9 @@ class Policy:
         self.api_key = api_key
         self.bound = bound_host.lower()
         self.own_names = frozenset(n.lower().rstrip(".") for n in own_names)
-        self.any_origin = "*" in allowed_origins
-        self.origins = frozenset(normalise_origin(o) for o in allowed_origins if o != "*")
+        self.any_origin = ANY_ORIGIN in allowed_origins
+        # SettingsError for a value that is no origin: `--allow-origin localhost:3000` would never match.
+        self.origins = frozenset(parse_origin(o) for o in allowed_origins if o != ANY_ORIGIN)
 
     # ----- the checks -----
 
@@ -114,7 +118,7 @@ class Policy:
         return name == self.bound and self.bound not in WILDCARD_HOSTS
 
     def origin_allowed(self, origin: str) -> bool:
-        return self.any_origin or normalise_origin(origin) in self.origins
+        return self.any_origin or _canonical_origin(origin) in self.origins
 
     def check_host(self, scope: Scope) -> None:
         if scope.get("http_version") not in ("1.0", "1.1"):
