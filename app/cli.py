@@ -298,9 +298,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
-        from .config import is_demo_model
+        from .config import demo_label
 
-        label = "demo model" if args.engine is None and is_demo_model(service.runner.folder.path) else service.model_name
+        label = (args.engine is None and demo_label(service.runner.folder.path)) or service.model_name
         print(render_decision(args.question, result, label))
     return 0
 

@@ -31,6 +31,7 @@ def compiled_cache_dir() -> Path:
 
 
 DEMO_MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo-model"
+SEEING_DEMO_MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo-vl-model"
 
 
 def demo_model_dir() -> Path | None:
@@ -38,8 +39,24 @@ def demo_model_dir() -> Path | None:
     return DEMO_MODEL_DIR if (DEMO_MODEL_DIR / "config.json").is_file() else None
 
 
+def _bundled() -> tuple[tuple[Path, str], ...]:
+    # Read at call time: tests point the folders elsewhere.
+    return (DEMO_MODEL_DIR, "demo model"), (SEEING_DEMO_MODEL_DIR, "seeing demo model")
+
+
+def demo_models() -> list[tuple[Path, str]]:
+    """The bundled demo models this checkout ships, each with the label it is shown under."""
+    return [(path, label) for path, label in _bundled() if (path / "config.json").is_file()]
+
+
+def demo_label(path: str | Path) -> str | None:
+    """"demo model" / "seeing demo model" for a bundled model's folder, else None."""
+    where = Path(path).resolve()
+    return next((label for folder, label in _bundled() if where == folder), None)
+
+
 def is_demo_model(path: str | Path) -> bool:
-    return Path(path).resolve() == DEMO_MODEL_DIR
+    return demo_label(path) is not None
 
 
 def resolve_model_dir(model: str | None) -> Path:

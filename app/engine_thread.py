@@ -133,10 +133,11 @@ class EngineWorker(QObject):
         try:
             from decider.engine.model_folder import inspect_folder
 
-            from .config import is_demo_model
+            from .config import demo_label
             from .service import EngineService
 
-            is_demo = is_demo or is_demo_model(path)  # however it was chosen, the bundled model is labelled so
+            label = demo_label(path) or ("demo model" if is_demo else None)  # however it was chosen, a bundled model is labelled so
+            is_demo = label is not None
             started = time.perf_counter()
             inspect_folder(path)  # plain-worded ModelError before any compile
             service = EngineService(path, options, self._history_store())
@@ -144,7 +145,7 @@ class EngineWorker(QObject):
             self.service = service
             info = ModelInfo(
                 path=str(Path(path)),
-                name="demo model" if is_demo else service.model_name,
+                name=label or service.model_name,
                 device=service.runner.device,
                 defaults=service.defaults,
                 is_demo=is_demo,

@@ -16,7 +16,7 @@ from pathlib import Path
 from decider.engine.errors import ModelError
 from decider.engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES, inspect_folder
 
-from .config import config_dir, data_dir, demo_model_dir
+from .config import config_dir, data_dir, demo_models
 
 PULL_MANIFEST = ".decider-pull.json"
 PARTIAL_DIR = ".decider-partial"
@@ -150,7 +150,7 @@ def weight_precision(xml: str | Path) -> Precision | None:
 class ModelEntry:
     path: Path
     name: str
-    sources: list[str]  # "given", "last used", "recent", "demo model", "downloaded"
+    sources: list[str]  # "given", "last used", "recent", "demo model", "seeing demo model", "downloaded"
     kind: str  # "export" (ready), "checkpoint" (needs `decider convert`), "broken", "incomplete"
     size_bytes: int = 0
     layout: str | None = None  # "text" / "vision-language"
@@ -315,9 +315,8 @@ def known_models(extra: list[str | Path] | None = None) -> list[ModelEntry]:
         add(path, "given")
     for path, source in _settings_models():
         add(path, source)
-    demo = demo_model_dir()
-    if demo is not None:
-        add(demo, "demo model")
+    for demo, label in demo_models():
+        add(demo, label)
     root = models_root()
     if root.is_dir():
         for child in sorted(root.iterdir()):

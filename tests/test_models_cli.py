@@ -529,6 +529,7 @@ def test_models_tolerates_odd_settings_files(hub, tmp_path, monkeypatch):
     import decider.app.config
 
     monkeypatch.setattr(decider.app.config, "DEMO_MODEL_DIR", tmp_path / "no-demo-model")
+    monkeypatch.setattr(decider.app.config, "SEEING_DEMO_MODEL_DIR", tmp_path / "no-demo-model")
     config = tmp_path / "config"
     config.mkdir()
     (config / "gui_settings.json").write_text(json.dumps({"recent_models": [{"path": str(EXPORT)}, 3, None], "last_model": 7}))
@@ -541,8 +542,19 @@ def test_models_labels_the_demo_model(hub, tmp_path, monkeypatch):
     import decider.app.config
 
     monkeypatch.setattr(decider.app.config, "DEMO_MODEL_DIR", EXPORT)
+    monkeypatch.setattr(decider.app.config, "SEEING_DEMO_MODEL_DIR", tmp_path / "no-demo-model")
     entries = known_models()
     assert [(e.name, e.sources, e.kind) for e in entries] == [("qwen35-text", ["demo model"], "export")]
+
+
+def test_models_lists_and_labels_the_seeing_demo_model(hub, tmp_path, monkeypatch):
+    import decider.app.config
+    from decider.app.config import SEEING_DEMO_MODEL_DIR, demo_label
+
+    monkeypatch.setattr(decider.app.config, "DEMO_MODEL_DIR", tmp_path / "no-demo-model")
+    entries = known_models()
+    assert [(e.sources, e.kind, e.layout) for e in entries] == [(["seeing demo model"], "export", "vision-language")]
+    assert demo_label(SEEING_DEMO_MODEL_DIR) == "seeing demo model" and demo_label(EXPORT) is None
 
 
 def test_weight_precision_reads_nncf_s_record_and_falls_back_to_constants(tmp_path):
