@@ -16,7 +16,7 @@ the last two with logprobs), prompt lengths spread over 1..--max-words words (un
   the CPU). RSS every --sample-every requests; every --probe-every requests one fixed decision runs cold and
   is timed. `python -m bench run` runs this per variant into results.json.
 - latency: the price of bounding memory, paired: decisions over prompts of random lengths under each prefill
-  mode (shipped chunking, the earlier power-of-two chunking, one infer per prompt), the order rotating per
+  mode (shipped chunking: the model's plan; 256-token chunks for every model; one infer per prompt), the order rotating per
   prompt, cold state each time; medians of the per-prompt ratios.
 
 `section(results)` renders BENCHMARKS.md section 11 from all three (results.json's engine rows, and the
@@ -49,7 +49,8 @@ OPTIONS = ("Attack", "Retreat", "Trade", "Hide", "Explore", "Wait", "Scout", "De
 TARGET_MIB = 150  # RSS after all requests ≤ RSS after the first 100 + this
 PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("Attack", "Retreat", "Trade"))
 # The prefill variants the latency mode compares: (largest chunk, base of the rest's digits); None: one infer.
-PREFILL_MODES = {"chunked": "shipped", "binary": (256, 2), "one-shot": None}
+# "fixed": the split every model used before the chunk length followed the model (engine/prefill_chunks.py).
+PREFILL_MODES = {"chunked": "shipped", "fixed": (256, 16), "one-shot": None}
 
 
 @dataclass(frozen=True)
@@ -261,8 +262,8 @@ def soak_engine(plan: Plan, variant: str, sample_every: int = 10, probe_every: i
 def latency(plan: Plan) -> dict:
     """Decisions under each prefill mode, rotating the order per prompt, cold state each time.
 
-    chunked: the runner as shipped; binary: the earlier power-of-two split (up to 8 chunks for a prompt's
-    rest); one-shot: one infer per prompt segment (no bound on the shapes the plugin sees).
+    chunked: the runner as shipped (its model's plan); fixed: 256-token chunks in base 16 for every model, as
+    before the plan; one-shot: one infer per prompt segment (no bound on the shapes the plugin sees).
     """
     from decider.engine.decide import DecisionRequest, decide
     from decider.engine.devices import DeviceOptions
@@ -270,7 +271,7 @@ def latency(plan: Plan) -> dict:
     from decider.engine.settings import SamplingSettings
 
     runner = ModelRunner(plan.model, DeviceOptions(device="CPU"))
-    shipped = (type(runner).prefill_chunk, type(runner).prefill_base)
+    shipped = (runner.prefill_chunk, runner.prefill_base)
     rng = random.Random(plan.seed)
     sampling = SamplingSettings(temperature=0.0)
     modes = list(PREFILL_MODES)
@@ -295,8 +296,8 @@ def latency(plan: Plan) -> dict:
             "spread": plan.spread, "median_s": {m: statistics.median(times[m]) for m in modes},
             "mean_infers": {m: statistics.fmean(infers[m]) for m in modes},
             "median_ratio_chunked_vs_one_shot": ratio("chunked", "one-shot"),
-            "median_ratio_binary_vs_one_shot": ratio("binary", "one-shot"),
-            "median_ratio_chunked_vs_binary": ratio("chunked", "binary"),
+            "median_ratio_fixed_vs_one_shot": ratio("fixed", "one-shot"),
+            "chunked_split": list(shipped),
             "times_s": times}
 
 
@@ -432,24 +433,24 @@ def _latency_rows(docs: Path, add) -> None:
         return
     add("**What bounding costs, paired** (`python -m bench.soak --mode latency --model DIR --requests N`): the same "
         "decision, cold state, under each prefill mode, the order rotating per prompt in one process; medians of the "
-        "per-prompt ratios. *chunked*: as shipped (full 256-token chunks, then one chunk per base-16 digit of the rest: "
-        "at most 2 more, 31 shapes); *binary*: the earlier power-of-two split (up to 8 more, 9 shapes); *one-shot*: "
-        "one infer per prompt (unbounded shapes).\n")
-    add("| model | prompts (words) | chunked | binary | one-shot | infers per decision (c / b / o) | chunked / one-shot | binary / one-shot | chunked / binary |")
+        "per-prompt ratios. *chunked*: as shipped, the model's plan (engine/prefill_chunks.py: full chunks of the "
+        "longest length its DeltaNet memory allows, then one chunk per digit of the rest); *fixed*: 256-token chunks "
+        "in base 16 for every model (the split before the plan); *one-shot*: one infer per prompt (unbounded shapes).\n")
+    add("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |")
     add("|---|---|---|---|---|---|---|---|---|")
     for path in runs:
         r = json.loads(path.read_text())
         m, n = r["median_s"], r["mean_infers"]
-        add(f"| {model_name(r['model'])} | {r['prompts']} (1–{r['max_words']}) | {m['chunked']:.3f} s | {m['binary']:.3f} s | "
-            f"{m['one-shot']:.3f} s | {n['chunked']:.1f} / {n['binary']:.1f} / {n['one-shot']:.1f} | "
-            f"**{r['median_ratio_chunked_vs_one_shot']:.2f}×** | {r['median_ratio_binary_vs_one_shot']:.2f}× | "
-            f"{r['median_ratio_chunked_vs_binary']:.2f}× |")
+        split = "{} / base {}".format(*r["chunked_split"])
+        add(f"| {model_name(r['model'])} | {r['prompts']} (1–{r['max_words']}) | {split} | {m['chunked']:.3f} s | {m['fixed']:.3f} s | "
+            f"{m['one-shot']:.3f} s | {n['chunked']:.1f} / {n['fixed']:.1f} / {n['one-shot']:.1f} | "
+            f"**{r['median_ratio_chunked_vs_one_shot']:.2f}×** | {r['median_ratio_fixed_vs_one_shot']:.2f}× |")
     add("")
-    add("Where the price comes from (a profile with `PERF_COUNT` and infer timings by shape): not from cold kernels for "
-        "the chunk shapes, nor from the past length varying between chunks, but from a fixed cost per infer — the CPU "
-        "plugin's two threads hand off at every node, 12–25 ms per infer on the loaded 2-core machine (4 ms with one "
-        "thread) — which is most of a decision on the 2 MB demo model and little beside the arithmetic of the 0.8B. "
-        "Fewer chunks per prompt is therefore what lowers it.\n")
+    add("Where the price comes from (`PERF_COUNT` profiles and infer timings by shape, demo model): every infer whose "
+        "input shapes differ from the previous one's pays the CPU plugin's per-node shape preparation — every node "
+        "type's time grows, one thread or two alike — which is most of a decision on the 2 MB demo model and little "
+        "beside the arithmetic of the 0.8B. Fewer chunks per prompt lowers it; long chunks cost activation memory "
+        "at real geometries (1 MiB per token at 0.8B), hence a plan per model.\n")
 
 
 def section(results: dict, docs: Path = DOCS) -> list[str]:

@@ -145,7 +145,8 @@ def task_npu(args, prompts) -> dict:
 def task_chunks(args, prompts) -> dict:
     """The dynamic runner's chunked prefill (chunk lengths from a fixed set, as shipped) against one infer per prompt,
     at lengths that need several chunks: the price of bounded memory."""
-    from decider.engine.runner import ModelRunner, chunk_sizes
+    from decider.engine.prefill_chunks import chunk_sizes
+    from decider.engine.runner import ModelRunner
 
     chunked = ModelRunner(args.model, _options(args.device))
     one = ModelRunner(args.model, _options(args.device))
@@ -155,9 +156,9 @@ def task_chunks(args, prompts) -> dict:
     for length in args.lengths:
         ids = _ids(prompts, length, one.vocab_size)
         c, o = _pairs(chunked, one, lambda r: _prefill_s(r, ids)[0], args.repeats)
-        out["prefill"][str(length)] = {"chunks": chunk_sizes(length, chunked.prefill_chunk), "bounded_s": summary(c), "one_s": summary(o),
+        out["prefill"][str(length)] = {"chunks": chunk_sizes(length, chunked.prefill_chunk, chunked.prefill_base), "bounded_s": summary(c), "one_s": summary(o),
                                        "ratio": summary([x / y for x, y in zip(c, o)])}
-        print(f"  prefill {length} ({len(chunk_sizes(length, chunked.prefill_chunk))} chunks): chunked {np.median(c):.3f} s, one infer {np.median(o):.3f} s",
+        print(f"  prefill {length} ({len(chunk_sizes(length, chunked.prefill_chunk, chunked.prefill_base))} chunks): chunked {np.median(c):.3f} s, one infer {np.median(o):.3f} s",
               file=sys.stderr, flush=True)
     return out
 

@@ -18,6 +18,7 @@ from .devices import DeviceOptions, choose_device, compile_properties, device_ca
 from .errors import DeviceError
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
+from .prefill_chunks import chunk_sizes, prefill_plan
 from .runner_base import RunnerBase, RunnerStats, first_line
 from .vision_device import open_vision_encoder
 from .vision_encoder import VisionEncoder
@@ -71,43 +72,11 @@ class _VisionLanguageLayout:
         return {k: v for k, v in feed.items() if k in self.names}
 
 
-# The CPU plugin keeps compiled kernels and their buffers for every prompt length it has run: a process fed
-# prompts of many lengths grew by ≈1.6 MB per new length on the demo model, without bound (bench/soak.py).
-# Prefill therefore runs in chunks whose lengths come from a fixed set, so the plugin sees a bounded number of
-# prompt shapes whatever the traffic: full chunks of PREFILL_CHUNK, then the rest written in base PREFILL_BASE,
-# one chunk per non-zero digit (for 256 and 16: 240, 224 … 16 and 15 … 1, at most two chunks for the rest, 31
-# shapes). Every chunk is one more infer with a fixed cost (thread hand-offs over every node: 12–25 ms on a
-# loaded 2-core machine, most of a decision on the 2 MB demo model), so the split spends a few more shapes to
-# keep the chunks per prompt low; powers of two (base 2, 9 shapes) needed up to 8 chunks for the rest. Paired
-# against one infer per prompt (BENCHMARKS.md section 11): demo model 1.45× (powers of two: 1.71×), 0.8B 1.06×.
-# The split depends only on the segment's length, so warm and cold runs of the same tokens stay bit-identical.
-PREFILL_CHUNK = 256
-PREFILL_BASE = 16
-
-
-def chunk_sizes(length: int, largest: int = PREFILL_CHUNK, base: int = PREFILL_BASE) -> list[int]:
-    """`length` as full chunks of `largest`, then one chunk per non-zero base-`base` digit of the rest, largest first."""
-    sizes = [largest] * (length // largest)
-    rest = length % largest
-    place = 1
-    while place * base < largest:
-        place *= base
-    while rest:
-        digit, rest = divmod(rest, place)
-        if digit:
-            sizes.append(digit * place)
-        place //= base
-    return sizes
-
-
 def _as_list(items) -> list[Item]:
     return items.tolist() if isinstance(items, np.ndarray) else list(items)
 
 
 class ModelRunner(RunnerBase):
-    prefill_chunk: int | None = PREFILL_CHUNK  # None: one forward per segment (the bench's peer for the chunking)
-    prefill_base: int = PREFILL_BASE
-
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
         *, _twin_of: ModelRunner | None = None, _extra: dict[str, object] | None = None,
@@ -119,6 +88,9 @@ class ModelRunner(RunnerBase):
         self.caps = device_caps(self.device, self.options)
         self.execution_path = "npuw_llm" if self.device.startswith("NPU") else "dynamic"
         self._init_conversation()
+        # How prompt segments are split (engine/prefill_chunks.py); prefill_chunk None: one infer per segment,
+        # the bench's peer for the chunking.
+        self.prefill_chunk, self.prefill_base = prefill_plan(self.folder.text_config)
         # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()).
         model = _twin_of._model if _twin_of is not None else self._read(core, self.folder.language_ir)
         self._check_inputs(model)

@@ -29,9 +29,9 @@ def test_section_renders_the_api_soak_and_the_paired_latency_from_their_files(tm
            "growth_after_100_mib": samples[-1]["rss_mib"] - samples[99]["rss_mib"], "target_met": True, "wall_s": 3600,
            "samples": samples}
     soak.save(api, tmp_path / "soak-api-0.8b")
-    latency = {"model": "/m/demo-model", "prompts": 60, "max_words": 600, "median_s": {"chunked": 0.4, "binary": 0.5, "one-shot": 0.3},
-               "mean_infers": {"chunked": 4.0, "binary": 6.3, "one-shot": 1.0}, "median_ratio_chunked_vs_one_shot": 1.45,
-               "median_ratio_binary_vs_one_shot": 1.71, "median_ratio_chunked_vs_binary": 0.88}
+    latency = {"model": "/m/demo-model", "prompts": 60, "max_words": 600, "median_s": {"chunked": 0.4, "fixed": 0.5, "one-shot": 0.3},
+               "mean_infers": {"chunked": 2.1, "fixed": 4.0, "one-shot": 1.0}, "median_ratio_chunked_vs_one_shot": 1.04,
+               "median_ratio_fixed_vs_one_shot": 1.39, "chunked_split": [1024, 32]}
     (tmp_path / "prefill-latency-demo.json").write_text(json.dumps(latency))
     text = "\n".join(soak.section({}, tmp_path))
     row = next(line for line in text.splitlines() if line.startswith("| qwen35-0.8b/ov-int8 |"))
@@ -40,7 +40,7 @@ def test_section_renders_the_api_soak_and_the_paired_latency_from_their_files(tm
     figure = (tmp_path / "soak-api-0.8b.svg").read_text()
     assert figure.count("<polyline") == 1 and "stroke-dasharray" in figure  # the curve and the target line
     latency_row = next(line for line in text.splitlines() if line.startswith("| demo-model |"))
-    assert "**1.45×**" in latency_row and "4.0 / 6.3 / 1.0" in latency_row
+    assert "**1.04×**" in latency_row and "2.1 / 4.0 / 1.0" in latency_row and "1024 / base 32" in latency_row
 
 
 def test_every_mode_draws_the_same_mix_of_requests():

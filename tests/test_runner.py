@@ -16,8 +16,10 @@ PROMPT = case("dist_ten_options")["prompt_ids"]
 
 def full_position_logits(ids):
     """The unedited export's logits at every position, fed in the same chunks as the runner's prefill."""
-    from decider.engine.runner import chunk_sizes
+    from decider.engine.model_folder import inspect_folder
+    from decider.engine.prefill_chunks import chunk_sizes, prefill_plan
 
+    plan = prefill_plan(inspect_folder(model_dir("qwen35-text")).text_config)
     core = ov.Core()
     compiled = core.compile_model(
         core.read_model(model_dir("qwen35-text") / "openvino_model.xml"), "CPU",
@@ -25,7 +27,7 @@ def full_position_logits(ids):
     )
     request = compiled.create_infer_request()
     rows, past = [], 0
-    for size in chunk_sizes(len(ids)):
+    for size in chunk_sizes(len(ids), *plan):
         chunk = np.array([ids[past : past + size]], dtype=np.int64)
         request.infer({
             "input_ids": chunk, "attention_mask": np.ones((1, past + size), dtype=np.int64),
@@ -174,26 +176,51 @@ def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runne
     del abandoned
 
 
-def test_prefill_chunks_come_from_a_fixed_set_of_lengths():
-    from decider.engine.runner import PREFILL_BASE, PREFILL_CHUNK, chunk_sizes
+@pytest.mark.parametrize("largest, base", [(256, 16), (1024, 32)])
+def test_prefill_chunks_come_from_a_fixed_set_of_lengths(largest, base):
+    from decider.engine.prefill_chunks import chunk_shapes, chunk_sizes
 
-    # Full chunks, then one chunk per non-zero base-16 digit of the rest: 256; 16, 32 … 240; 1 … 15.
-    allowed = {PREFILL_CHUNK} | {d * PREFILL_BASE for d in range(1, PREFILL_BASE)} | set(range(1, PREFILL_BASE))
+    # Full chunks, then one chunk per non-zero digit of the rest: for 256/16: 256; 16, 32 … 240; 1 … 15.
+    allowed = {largest} | {d * base for d in range(1, base)} | set(range(1, base))
+    assert chunk_shapes(largest, base) == allowed
     seen = set()
-    for length in range(1, 3 * PREFILL_CHUNK + 7):
-        sizes = chunk_sizes(length)
+    for length in range(1, 3 * largest + 7):
+        sizes = chunk_sizes(length, largest, base)
         assert sum(sizes) == length and sizes == sorted(sizes, reverse=True)
-        assert len(sizes) <= length // PREFILL_CHUNK + 2  # at most two chunks beyond the full ones
+        assert len(sizes) <= length // largest + 2  # at most two chunks beyond the full ones
         seen |= set(sizes)
-    assert seen == allowed  # 31 shapes for every prompt length up to 775
+    assert seen == allowed  # 31 shapes (256/16) or 63 (1024/32) for every prompt length
 
 
 def test_chunk_sizes_in_base_two_are_the_binary_digits():
-    from decider.engine.runner import chunk_sizes
+    from decider.engine.prefill_chunks import chunk_sizes
 
     assert chunk_sizes(903, 256, 2) == [256, 256, 256, 128, 4, 2, 1]
     assert chunk_sizes(903, 256, 16) == [256, 256, 256, 128, 7]
     assert chunk_sizes(1000, 512, 16) == [512, 256, 224, 8]
+    assert chunk_sizes(1000, 1024, 32) == [992, 8]
+
+
+def test_the_chunk_length_follows_the_models_deltanet_memory():
+    """Small models get long chunks (few infers); the real geometries 256 (bounded activation memory)."""
+    from decider.engine.prefill_chunks import PREFILL_MEMORY_BUDGET, deltanet_bytes_per_token, prefill_plan
+
+    demo = {"linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32}
+    qwen35_08b = {"linear_num_value_heads": 16, "linear_key_head_dim": 128, "linear_value_head_dim": 128}
+    qwen35_9b = {"linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128}
+    assert deltanet_bytes_per_token(qwen35_08b) == 2**20
+    assert prefill_plan(demo) == (1024, 32)
+    assert prefill_plan(qwen35_08b) == (256, 16)
+    assert prefill_plan(qwen35_9b) == (256, 16)  # never below 256: compute dominates there, not the infer count
+    edge = {"linear_num_value_heads": 1, "linear_key_head_dim": 1, "linear_value_head_dim": PREFILL_MEMORY_BUDGET // 4096}
+    assert prefill_plan(edge) == (1024, 32)
+    assert prefill_plan({**edge, "linear_value_head_dim": edge["linear_value_head_dim"] + 1}) == (256, 16)
+
+
+def test_the_runner_splits_by_its_models_plan(text_runner):
+    from decider.engine.prefill_chunks import prefill_plan
+
+    assert (text_runner.prefill_chunk, text_runner.prefill_base) == prefill_plan(text_runner.folder.text_config)
 
 
 def test_chunked_prefill_equals_token_by_token_decoding():
