@@ -1,6 +1,7 @@
-"""Soak: an evening of varied requests, memory sampled throughout — the one soak tool, three ways to run it.
+"""Soak: an evening of varied requests, memory sampled throughout — the one soak tool, four ways to run it.
 
     python -m bench.soak --model DIR --requests 2000 --out docs/benchmarks/soak-api-NAME      # through `decider serve`
+    python -m bench.soak --mode window --model DIR --out docs/benchmarks/soak-window-NAME    # the window and its API
     python -m bench.soak --mode engine --model DIR --variant dynamic --out result.json        # in one process
     python -m bench.soak --mode latency --model DIR --requests 60 --out docs/benchmarks/prefill-latency-NAME
 
@@ -10,6 +11,8 @@ the last two with logprobs), prompt lengths spread over 1..--max-words words (un
 
 - api (default): the server runs in its own process; its VmRSS is read after every request. Writes OUT.json
   (every sample) and OUT.svg (the curve). Target: RSS after the last request ≤ RSS after the first 100 + 150 MiB.
+- window: the main window (offscreen) and its embedded API in one process, every other decision through the
+  window's Decide button (bench/soak_window.py); the same files as api.
 - engine: the same requests through the engine service the window, CLI and API share, in this process, for
   one runner variant — dynamic (as shipped: chunked prefill), one-pass (each prompt segment in one infer, as
   before chunking), capped (one-pass with CPU_RUNTIME_CACHE_CAPACITY=0), static (the static-shape runner on
@@ -342,7 +345,8 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, limit: float |
 def api_figure(result: dict) -> str:
     points = [(s["i"], s["rss_mib"]) for s in result["samples"]]
     name = model_name(result["model"])
-    return svg({"api": points}, f"decider serve RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
+    who = "window + API" if result.get("mode") == "window" else "decider serve"
+    return svg({"api": points}, f"{who} RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
 
 
 def _by_model(results: dict) -> dict[str, dict[str, dict]]:
@@ -401,29 +405,34 @@ def model_name(path: str) -> str:
     return f"{folder.parent.name}/{folder.name}" if folder.name.startswith("ov-") else folder.name
 
 
+FRONT_ENDS = {"api": "`decider serve`", "window": "window + its API"}
+
+
 def _api_rows(docs: Path, add) -> None:
-    runs = sorted(docs.glob("soak-api-*.json"))
+    runs = sorted(docs.glob("soak-api-*.json")) + sorted(docs.glob("soak-window-*.json"))
     if not runs:
         add("(API soak not measured)\n")
         return
-    add("**Through the API server** (`python -m bench.soak --model DIR --requests 2000 --out docs/benchmarks/soak-api-NAME`): "
-        "`decider serve` in its own process, VmRSS after every request.\n")
-    add("| model | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |")
-    add("|---|---|---|---|---|---|---|---|---|---|---|")
+    add("**Through the API server and the window** (`python -m bench.soak [--mode window] --model DIR --requests 2000 --out "
+        "docs/benchmarks/soak-api|window-NAME`): `decider serve` in its own process, or the main window (offscreen) "
+        "with its embedded API in one process, every other decision typed into the window and decided with its button "
+        "(bench/soak_window.py); VmRSS after every request.\n")
+    add("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in runs:
         r = json.loads(path.read_text())
         tokens = r.get("prompt_tokens") or {}
         statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
         done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
         ok = ("✅" if r["target_met"] else "❌") if r["done"] > 100 else "— (nothing after 100)"
-        add(f"| {model_name(r['model'])} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
+        add(f"| {model_name(r['model'])} | {FRONT_ENDS[r.get('mode', 'api')]} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
             f"{tokens.get('median', '—')}, {tokens.get('max', '—')} | {statuses} | {r['rss_after_first']:.0f} MiB | "
             f"{r['rss_after_100']:.0f} MiB" + ("" if r["done"] > 100 else f" (after {r['done']})") + " | "
             f"{r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "
             f"{r.get('wall_s', 0) / 60:.0f} min |")
     add("")
     for path in runs:
-        add(f"![decider serve RSS over requests, {path.stem[len('soak-api-'):]}](docs/benchmarks/{path.stem}.svg)\n")
+        add(f"![{path.stem}: RSS over requests](docs/benchmarks/{path.stem}.svg)\n")
 
 
 def _latency_rows(docs: Path, add) -> None:
@@ -482,7 +491,7 @@ def save(result: dict, out: Path | None) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("api", "engine", "latency"), default="api")
+    parser.add_argument("--mode", choices=("api", "window", "engine", "latency"), default="api")
     parser.add_argument("--model", type=Path, default=ROOT / "resources" / "demo-model")
     parser.add_argument("--requests", type=int, default=2000, help="requests (latency: prompts)")
     parser.add_argument("--max-words", type=int, default=1200, help="longest prompt, in words (keep under the context)")
@@ -498,6 +507,10 @@ def main(argv=None) -> int:
     plan = Plan(args.model, args.requests, args.max_words, args.seed, args.spread, args.max_tokens)
     if args.mode == "latency":
         result = latency(plan)
+    elif args.mode == "window":
+        from .soak_window import soak_window
+
+        result = soak_window(plan, lambda r: save(r, args.out))
     elif args.mode == "engine":
         result = soak_engine(plan, args.variant, args.sample_every, args.probe_every, lambda r: save(r, args.out))
     else:

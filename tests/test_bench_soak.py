@@ -52,3 +52,21 @@ def test_every_mode_draws_the_same_mix_of_requests():
     words = [len((b.get("question") or b.get("prompt") or b["messages"][0]["content"]).split()) for _, b in drawn]
     assert min(words) == 1 and max(words) > 300 and sorted(words)[len(words) // 2] < 60  # short-tailed, still reaching 400
     assert all(b.get("max_tokens", 1) <= 4 for _, b in drawn)
+
+
+def test_the_window_soak_decides_in_the_window_and_through_its_api(tmp_path, monkeypatch, qtbot):
+    """A short window soak on the fixture model: both front ends answer, RSS is sampled, the section names it."""
+    from conftest import model_dir
+
+    from bench.soak_window import soak_window
+
+    monkeypatch.setenv("DECIDER_DATA_DIR", str(tmp_path / "data"))  # soak_window points these at its own folder;
+    monkeypatch.setenv("DECIDER_CONFIG_DIR", str(tmp_path / "config"))  # monkeypatch puts them back afterwards
+    result = soak_window(soak.Plan(model_dir("qwen35-text"), requests=12, max_words=40, seed=3, max_tokens=2))
+    paths = [s["path"] for s in result["samples"]]
+    assert "window" in paths and "/v1/decide" in paths and len(paths) == 12
+    assert result["statuses"] == {200: 12} and result["mode"] == "window"
+    assert all(s["rss_mib"] > 50 for s in result["samples"])
+    soak.save(result, tmp_path / "docs" / "soak-window-fixture")
+    text = "\n".join(soak.section({}, tmp_path / "docs"))
+    assert "| qwen35-text | window + its API | 12 |" in text
