@@ -21,13 +21,19 @@ from .soak import Plan, free_port, make_request, post, rss_of, summarise
 
 
 def _wait(app, done, timeout: float, what: str) -> None:
-    """Run the Qt event loop until done() (the engine's results reach the window through it)."""
+    """Run a Qt event loop until done(): the engine's results reach the window through it, and widgets the window
+    replaced are deleted by it (deleteLater), as in the app; processEvents() alone would never delete them."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
     deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: no result within {timeout:.0f} s")
-        app.processEvents()
-        time.sleep(0.002)
+    loop, poll = QEventLoop(), QTimer()
+    poll.timeout.connect(lambda: loop.quit() if done() or time.monotonic() > deadline else None)
+    poll.start(2)
+    if not done():
+        loop.exec()
+    poll.stop()
+    if not done():
+        raise RuntimeError(f"{what}: no result within {timeout:.0f} s")
 
 
 def _api_call(app, url: str, body: dict) -> tuple[int, int | None]:
@@ -54,8 +60,8 @@ def soak_window(plan: Plan, checkpoint=None) -> dict:
     settings = GuiSettings(device="CPU", api_enabled=True, api_port=port, temperature=0.0, frequency_penalty=0.0,
                            presence_penalty=0.0)
     engine, window = build_window(settings, save=lambda _settings: None, register_global_hotkey=False)
-    shown: list = []
-    window.decision_shown.connect(shown.append)
+    shown = [0]  # a count, not the results: keeping them would be the soak's own leak
+    window.decision_shown.connect(lambda *_: shown.__setitem__(0, shown[0] + 1))
     loaded: list = []
     window.model_ready.connect(loaded.append)
     window.show()
@@ -75,10 +81,10 @@ def soak_window(plan: Plan, checkpoint=None) -> dict:
                 window.options.set_options(body["options"])
                 if not window.decide_button.isEnabled() or window.deciding:
                     raise RuntimeError("the window is not ready for the next decision")
-                before = len(shown)
+                before = shown[0]
                 window.decide_button.click()
                 # decision_shown also fires for API decisions the window shows: wait for this question's.
-                _wait(app, lambda: len(shown) > before and not window.deciding
+                _wait(app, lambda: shown[0] > before and not window.deciding
                       and window.last_request.question == body["question"], 1800, "a window decision")
                 status, prompt_tokens = 200, None
             else:
