@@ -306,7 +306,7 @@ def latency(plan: Plan) -> dict:
 
 # ----- pictures and the report section -----
 
-COLORS = {"one-pass": "#c0392b", "capped": "#e67e22", "dynamic": "#2471a3", "static": "#1e8449", "api": "#2471a3"}
+COLORS = {"one-pass": "#c0392b", "capped": "#e67e22", "dynamic": "#2471a3", "static": "#1e8449", "api": "#2471a3", "window": "#2471a3"}
 
 
 def svg(series: dict[str, list[tuple[float, float]]], title: str, limit: float | None = None,
@@ -345,8 +345,9 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, limit: float |
 def api_figure(result: dict) -> str:
     points = [(s["i"], s["rss_mib"]) for s in result["samples"]]
     name = model_name(result["model"])
-    who = "window + API" if result.get("mode") == "window" else "decider serve"
-    return svg({"api": points}, f"{who} RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
+    window = result.get("mode") == "window"
+    who = "window + API" if window else "decider serve"
+    return svg({"window" if window else "api": points}, f"{who} RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
 
 
 def _by_model(results: dict) -> dict[str, dict[str, dict]]:

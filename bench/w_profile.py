@@ -146,6 +146,7 @@ def host_profile(runner, ids: list[int], steps: int) -> dict:
 # Compile variants of the same graph, paired one step at a time against the first (the runner's exact one).
 VARIANTS = {
     "exact": ("exact", False, {}),
+    "exact, compiled again (control: the pairing's own spread)": ("exact", False, {}),
     "exact, projections fused (graph.fuse_parallel_projections)": ("exact", True, {}),
     "fast (plugin defaults)": ("fast", False, {}),
     "exact + dynamic quantisation (group 32)": ("exact", False, {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}),
@@ -161,7 +162,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     from decider.engine.runner import _TextLayout
 
     core = ov.Core()
-    requests, execs = {}, {}
+    requests, execs, extras = {}, {}, {}
     layout = None
     for name, (mode, fuse, extra) in VARIANTS.items():
         model = core.read_model(Path(model_dir) / "openvino_model.xml")
@@ -170,6 +171,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
             fuse_parallel_projections(model)
         props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact")))
         props.update(extra)
+        extras[name] = extra
         compiled = core.compile_model(model, device, props)
         layout = layout or _TextLayout(compiled)
         requests[name] = compiled.create_infer_request()
@@ -190,7 +192,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     base = np.asarray(times[names[0]][warm])
     return {name: {"step_ms": summary(times[name][warm]),
                    "ratio": summary((np.asarray(times[name][warm]) / base).tolist()),
-                   "fc_kernels": execs[name], "properties": {k: str(v) for k, v in extra.items()}}
+                   "fc_kernels": execs[name], "properties": {k: str(v) for k, v in extras[name].items()}}
             for name in names}
 
 
