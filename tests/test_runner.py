@@ -234,3 +234,21 @@ def test_chunked_prefill_equals_token_by_token_decoding():
     for token in ids[1:]:
         stepped = runner.step(token)
     assert np.max(np.abs(logits - stepped)) < 1e-4
+
+
+def test_a_runner_imported_from_the_compiled_cache_does_not_keep_the_ir_mapped(tmp_path):
+    """A warm start imports the compiled model, which holds its own weights: the IR (read only to hash the model)
+    is let go, or its weights would be resident twice. Same logits either way; a twin reads the IR again."""
+    from decider.engine.devices import DeviceOptions
+
+    options = DeviceOptions(device="CPU", cache_dir=tmp_path)
+    cold = ModelRunner(model_dir("qwen35-text"), options)
+    assert not cold.compiled.get_property("LOADED_FROM_CACHE") and cold._model is not None
+    warm = ModelRunner(model_dir("qwen35-text"), options)
+    assert warm.compiled.get_property("LOADED_FROM_CACHE") and warm._model is None
+    ids = warm.tokenizer.encode_text("Scouts report that the north gate is the safe choice. " * 3)
+    expected = cold.prefill(ids)
+    assert np.array_equal(warm.prefill(ids), expected)
+    twin = warm.twin(DeviceOptions(device="CPU", exact=False))
+    assert twin._model is not None and twin.vocab_size == warm.vocab_size
+    assert np.max(np.abs(twin.prefill(ids) - expected)) < 0.05  # the reduced-precision compile of the same model
