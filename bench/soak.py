@@ -426,7 +426,8 @@ def _api_rows(docs: Path, add) -> None:
         statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
         done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
         ok = ("✅" if r["target_met"] else "❌") if r["done"] > 100 else "— (nothing after 100)"
-        add(f"| {model_name(r['model'])} | {FRONT_ENDS[r.get('mode', 'api')]} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
+        front = FRONT_ENDS[r.get("mode", "api")] + (f" ({r['label']})" if r.get("label") else "")  # label: which code
+        add(f"| {model_name(r['model'])} | {front} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
             f"{tokens.get('median', '—')}, {tokens.get('max', '—')} | {statuses} | {r['rss_after_first']:.0f} MiB | "
             f"{r['rss_after_100']:.0f} MiB" + ("" if r["done"] > 100 else f" (after {r['done']})") + " | "
             f"{r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "

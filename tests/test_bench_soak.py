@@ -70,3 +70,14 @@ def test_the_window_soak_decides_in_the_window_and_through_its_api(tmp_path, mon
     soak.save(result, tmp_path / "docs" / "soak-window-fixture")
     text = "\n".join(soak.section({}, tmp_path / "docs"))
     assert "| qwen35-text | window + its API | 12 |" in text
+
+
+def test_a_labelled_soak_says_which_code_it_measured(tmp_path):
+    samples = [{"i": i, "rss_mib": 100.0, "prompt_tokens": 5} for i in range(1, 201)]
+    run = {"model": "/m/demo-model", "requests": 200, "done": 200, "max_words": 10, "statuses": {"200": 200},
+           "rss_after_first": 100.0, "rss_after_100": 100.0, "rss_last": 100.0, "growth_after_100_mib": 0.0,
+           "target_met": True, "wall_s": 60, "samples": samples}
+    soak.save(run, tmp_path / "soak-api-demo")
+    soak.save({**run, "label": "before the fix"}, tmp_path / "soak-api-demo-before")
+    rows = [line for line in soak.section({}, tmp_path) if line.startswith("| demo-model |")]
+    assert len(rows) == 2 and sum("`decider serve` (before the fix)" in row for row in rows) == 1
