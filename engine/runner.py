@@ -98,15 +98,16 @@ class ModelRunner(RunnerBase):
         # How prompt segments are split (engine/prefill_chunks.py); prefill_chunk None: one infer per segment,
         # the bench's peer for the chunking.
         self.prefill_chunk, self.prefill_base = prefill_plan(self.folder.text_config)
-        # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()).
+        # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()), or reads
+        # the IR again where the parent let it go (imported from the compiled cache, below).
         model = _twin_of._model if _twin_of is not None else None
-        if model is None:
+        fresh = model is None
+        if fresh:
             model = self._read(core, self.folder.language_ir)
             self._check_inputs(model)
-            self._load_vocabulary(model)
+        self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
+        if fresh:
             slice_to_last_position(model)
-        else:
-            self._load_vocabulary(model)
         self._core, self._model = core, model
         properties = {**compile_properties(self.device, self.options), **(_extra or {})}
         started = time.perf_counter()
@@ -124,7 +125,7 @@ class ModelRunner(RunnerBase):
         if _loaded_from_cache(compiled):
             # The imported model holds its own weights; the IR's memory-mapped weights were read only to hash the
             # model for the cache. Kept, they would be resident twice (0.8B int8: +717 MiB RSS once a warm start
-            # has decided). A twin reads the IR again (twin() above).
+            # has decided).
             self._model = None
         self._embeddings = embeddings if self.folder.layout == "vl" else None
         if _twin_of is not None:
