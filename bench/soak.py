@@ -346,7 +346,7 @@ def api_figure(result: dict) -> str:
     points = [(s["i"], s["rss_mib"]) for s in result["samples"]]
     name = model_name(result["model"])
     window = result.get("mode") == "window"
-    who = "window + API" if window else "decider serve"
+    who = ("window + API" if window else "decider serve") + (f" ({result['label']})" if result.get("label") else "")
     return svg({"window" if window else "api": points}, f"{who} RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
 
 

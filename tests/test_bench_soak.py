@@ -81,3 +81,5 @@ def test_a_labelled_soak_says_which_code_it_measured(tmp_path):
     soak.save({**run, "label": "before the fix"}, tmp_path / "soak-api-demo-before")
     rows = [line for line in soak.section({}, tmp_path) if line.startswith("| demo-model |")]
     assert len(rows) == 2 and sum("`decider serve` (before the fix)" in row for row in rows) == 1
+    assert "decider serve (before the fix) RSS" in (tmp_path / "soak-api-demo-before.svg").read_text()
+    assert "(before the fix)" not in (tmp_path / "soak-api-demo.svg").read_text()
