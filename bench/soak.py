@@ -415,7 +415,7 @@ def _api_rows(docs: Path, add) -> None:
         add("(API soak not measured)\n")
         return
     add("**Through the API server and the window** (`python -m bench.soak [--mode window] --model DIR --requests 2000 --out "
-        "docs/benchmarks/soak-api|window-NAME`): `decider serve` in its own process, or the main window (offscreen) "
+        "docs/benchmarks/soak-api|window-NAME [--label 'which code']`): `decider serve` in its own process, or the main window (offscreen) "
         "with its embedded API in one process, every other decision typed into the window and decided with its button "
         "(bench/soak_window.py); VmRSS after every request.\n")
     add("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |")
@@ -505,18 +505,25 @@ def main(argv=None) -> int:
     parser.add_argument("--probe-every", type=int, default=100, help="engine mode: a cold probe decision every N requests")
     parser.add_argument("--prompts", help=argparse.SUPPRESS)  # accepted for the bench orchestrator's common arguments
     parser.add_argument("--out", type=Path, help="write OUT.json (api mode: and OUT.svg)")
+    parser.add_argument("--label", help="which code this run measured, shown beside its front end and in its figure's title")
     args = parser.parse_args(argv)
     plan = Plan(args.model, args.requests, args.max_words, args.seed, args.spread, args.max_tokens)
+    labelled = {"label": args.label} if args.label else {}
+
+    def checkpoint(r: dict) -> None:
+        save({**r, **labelled}, args.out)
+
     if args.mode == "latency":
         result = latency(plan)
     elif args.mode == "window":
         from .soak_window import soak_window
 
-        result = soak_window(plan, lambda r: save(r, args.out))
+        result = soak_window(plan, checkpoint)
     elif args.mode == "engine":
-        result = soak_engine(plan, args.variant, args.sample_every, args.probe_every, lambda r: save(r, args.out))
+        result = soak_engine(plan, args.variant, args.sample_every, args.probe_every, checkpoint)
     else:
-        result = soak_api(plan, lambda r: save(r, args.out))
+        result = soak_api(plan, checkpoint)
+    result = {**result, **labelled}
     save(result, args.out)
     print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "times_s", "rss_mib", "probe_s")}, indent=1))
     return 0

@@ -83,3 +83,18 @@ def test_a_labelled_soak_says_which_code_it_measured(tmp_path):
     assert len(rows) == 2 and sum("`decider serve` (before the fix)" in row for row in rows) == 1
     assert "decider serve (before the fix) RSS" in (tmp_path / "soak-api-demo-before.svg").read_text()
     assert "(before the fix)" not in (tmp_path / "soak-api-demo.svg").read_text()
+
+
+def test_an_api_soak_run_from_the_command_line_keeps_its_label(tmp_path, capsys):
+    """`python -m bench.soak --label …` through a real `decider serve` on the fixture model: the label reaches the JSON,
+    the figure's title and the section's row, and the run's checkpoints carry it too."""
+    from conftest import model_dir
+
+    out = tmp_path / "soak-api-fixture"
+    assert soak.main(["--model", str(model_dir("qwen35-text")), "--requests", "3", "--max-words", "20", "--max-tokens", "2",
+                      "--label", "after the fix", "--out", str(out)]) == 0
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["label"] == "after the fix" and result["done"] == 3 and result["statuses"] == {"200": 3}
+    assert "decider serve (after the fix) RSS over 3 requests" in out.with_suffix(".svg").read_text()
+    row = next(line for line in soak.section({}, tmp_path) if line.startswith("| qwen35-text |"))
+    assert "`decider serve` (after the fix)" in row
