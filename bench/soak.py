@@ -141,7 +141,8 @@ def post(url: str, body: dict) -> tuple[int, int | None]:
         return status, None
 
 
-def summarise(plan: Plan, samples: list, statuses: dict) -> dict:
+def summarise(plan: Plan, samples: list, statuses: dict, mode: str = "api") -> dict:
+    """A run so far (checkpoints) or whole; `mode` names the front end its requests went through."""
     first100 = samples[min(99, len(samples) - 1)]["rss_mib"]
     last = samples[-1]["rss_mib"]
     tokens = sorted(s["prompt_tokens"] for s in samples if s.get("prompt_tokens"))
@@ -150,7 +151,7 @@ def summarise(plan: Plan, samples: list, statuses: dict) -> dict:
             "prompt_tokens": {"median": tokens[len(tokens) // 2], "max": tokens[-1], "n": len(tokens)} if tokens else None,
             "rss_after_first": samples[0]["rss_mib"], "rss_after_100": first100,
             "rss_last": last, "growth_after_100_mib": last - first100, "target_met": last <= first100 + TARGET_MIB,
-            "wall_s": samples[-1]["t"], "samples": samples}
+            "wall_s": samples[-1]["t"], "mode": mode, "samples": samples}
 
 
 def soak_api(plan: Plan, checkpoint=None) -> dict:
@@ -345,9 +346,18 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, limit: float |
 def api_figure(result: dict) -> str:
     points = [(s["i"], s["rss_mib"]) for s in result["samples"]]
     name = model_name(result["model"])
-    window = result.get("mode") == "window"
-    who = ("window + API" if window else "decider serve") + (f" ({result['label']})" if result.get("label") else "")
-    return svg({"window" if window else "api": points}, f"{who} RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
+    mode = result.get("mode", "api")
+    who = _labelled(FIGURE_FRONT_ENDS[mode], result)
+    return svg({mode: points}, f"{who} RSS over {len(points)} requests — {name}", result["rss_after_100"] + TARGET_MIB)
+
+
+FRONT_ENDS = {"api": "`decider serve`", "window": "window + its API"}  # as the section's table names them
+FIGURE_FRONT_ENDS = {"api": "decider serve", "window": "window + API"}
+
+
+def _labelled(front_end: str, result: dict) -> str:
+    """A front end's name with the run's label (which code it measured), if it has one."""
+    return front_end + (f" ({result['label']})" if result.get("label") else "")
 
 
 def _by_model(results: dict) -> dict[str, dict[str, dict]]:
@@ -406,9 +416,6 @@ def model_name(path: str) -> str:
     return f"{folder.parent.name}/{folder.name}" if folder.name.startswith("ov-") else folder.name
 
 
-FRONT_ENDS = {"api": "`decider serve`", "window": "window + its API"}
-
-
 def _api_rows(docs: Path, add) -> None:
     runs = sorted(docs.glob("soak-api-*.json")) + sorted(docs.glob("soak-window-*.json"))
     if not runs:
@@ -426,7 +433,7 @@ def _api_rows(docs: Path, add) -> None:
         statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
         done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
         ok = ("✅" if r["target_met"] else "❌") if r["done"] > 100 else "— (nothing after 100)"
-        front = FRONT_ENDS[r.get("mode", "api")] + (f" ({r['label']})" if r.get("label") else "")  # label: which code
+        front = _labelled(FRONT_ENDS[r.get("mode", "api")], r)
         add(f"| {model_name(r['model'])} | {front} | {done} | 1–{r['max_words']}, {r.get('spread', 'uniform')} | "
             f"{tokens.get('median', '—')}, {tokens.get('max', '—')} | {statuses} | {r['rss_after_first']:.0f} MiB | "
             f"{r['rss_after_100']:.0f} MiB" + ("" if r["done"] > 100 else f" (after {r['done']})") + " | "
@@ -504,7 +511,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sample-every", type=int, default=10, help="engine mode: RSS every N requests")
     parser.add_argument("--probe-every", type=int, default=100, help="engine mode: a cold probe decision every N requests")
     parser.add_argument("--prompts", help=argparse.SUPPRESS)  # accepted for the bench orchestrator's common arguments
-    parser.add_argument("--out", type=Path, help="write OUT.json (api mode: and OUT.svg)")
+    parser.add_argument("--out", type=Path, help="write OUT.json (api and window modes: and OUT.svg)")
     parser.add_argument("--label", help="which code this run measured, shown beside its front end and in its figure's title")
     args = parser.parse_args(argv)
     plan = Plan(args.model, args.requests, args.max_words, args.seed, args.spread, args.max_tokens)

@@ -20,7 +20,7 @@ import time
 from .soak import Plan, free_port, make_request, post, rss_of, summarise
 
 
-def _wait(app, done, timeout: float, what: str) -> None:
+def _wait(done, timeout: float, what: str) -> None:
     """Run a Qt event loop until done(): the engine's results reach the window through it, and widgets the window
     replaced are deleted by it (deleteLater), as in the app; processEvents() alone would never delete them."""
     from PySide6.QtCore import QEventLoop, QTimer
@@ -36,12 +36,12 @@ def _wait(app, done, timeout: float, what: str) -> None:
         raise RuntimeError(f"{what}: no result within {timeout:.0f} s")
 
 
-def _api_call(app, url: str, body: dict) -> tuple[int, int | None]:
+def _api_call(url: str, body: dict) -> tuple[int, int | None]:
     """POST from a client thread while this (the GUI) thread keeps the event loop running."""
     reply: list = []
     client = threading.Thread(target=lambda: reply.append(post(url, body)), daemon=True)
     client.start()
-    _wait(app, lambda: not client.is_alive(), 1800, url)
+    _wait(lambda: not client.is_alive(), 1800, url)
     if not reply:
         raise RuntimeError(f"{url}: the client thread failed")
     return reply[0]
@@ -55,7 +55,7 @@ def soak_window(plan: Plan, checkpoint=None) -> dict:
     from decider.app.gui import build_window, create_app
     from decider.app.preferences import GuiSettings
 
-    app = create_app()
+    app = create_app()  # noqa: F841 (the QApplication, referenced for the whole run)
     port = free_port()
     settings = GuiSettings(device="CPU", api_enabled=True, api_port=port, temperature=0.0, frequency_penalty=0.0,
                            presence_penalty=0.0)
@@ -66,9 +66,9 @@ def soak_window(plan: Plan, checkpoint=None) -> dict:
     window.model_ready.connect(loaded.append)
     window.show()
     window.load_model(str(plan.model))
-    _wait(app, lambda: bool(loaded), 600, "loading the model")
+    _wait(lambda: bool(loaded), 600, "loading the model")
     base = f"http://127.0.0.1:{port}"
-    _wait(app, lambda: _listening(base), 60, "the embedded API")
+    _wait(lambda: _listening(base), 60, "the embedded API")
     rng = random.Random(plan.seed)
     samples, statuses, started, window_turn = [], {}, time.time(), False
     try:
@@ -84,22 +84,20 @@ def soak_window(plan: Plan, checkpoint=None) -> dict:
                 before = shown[0]
                 window.decide_button.click()
                 # decision_shown also fires for API decisions the window shows: wait for this question's.
-                _wait(app, lambda: shown[0] > before and not window.deciding
+                _wait(lambda: shown[0] > before and not window.deciding
                       and window.last_request.question == body["question"], 1800, "a window decision")
                 status, prompt_tokens = 200, None
             else:
-                status, prompt_tokens = _api_call(app, base + path, body)
+                status, prompt_tokens = _api_call(base + path, body)
             samples.append({"i": i + 1, "path": path, "status": status, "s": time.perf_counter() - t0,
                             "prompt_tokens": prompt_tokens, "rss_mib": rss_of(os.getpid()), "t": time.time() - started})
             statuses[status] = statuses.get(status, 0) + 1
             if checkpoint and (i + 1) % 50 == 0:
-                checkpoint(summarise(plan, samples, statuses))
+                checkpoint(summarise(plan, samples, statuses, "window"))
     finally:
         window.close()
         engine.close()
-    result = summarise(plan, samples, statuses)
-    result["mode"] = "window"
-    return result
+    return summarise(plan, samples, statuses, "window")
 
 
 def _listening(base: str) -> bool:

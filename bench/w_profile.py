@@ -162,7 +162,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     from decider.engine.runner import _TextLayout
 
     core = ov.Core()
-    requests, execs, extras = {}, {}, {}
+    requests, execs = {}, {}
     layout = None
     for name, (mode, fuse, extra) in VARIANTS.items():
         model = core.read_model(Path(model_dir) / "openvino_model.xml")
@@ -171,7 +171,6 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
             fuse_parallel_projections(model)
         props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact")))
         props.update(extra)
-        extras[name] = extra
         compiled = core.compile_model(model, device, props)
         layout = layout or _TextLayout(compiled)
         requests[name] = compiled.create_infer_request()
@@ -192,7 +191,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     base = np.asarray(times[names[0]][warm])
     return {name: {"step_ms": summary(times[name][warm]),
                    "ratio": summary((np.asarray(times[name][warm]) / base).tolist()),
-                   "fc_kernels": execs[name], "properties": {k: str(v) for k, v in extras[name].items()}}
+                   "fc_kernels": execs[name], "properties": {k: str(v) for k, v in VARIANTS[name][2].items()}}
             for name in names}
 
 

@@ -2,6 +2,7 @@
 
 import json
 import random
+from pathlib import Path
 
 from bench import soak
 
@@ -70,6 +71,17 @@ def test_the_window_soak_decides_in_the_window_and_through_its_api(tmp_path, mon
     soak.save(result, tmp_path / "docs" / "soak-window-fixture")
     text = "\n".join(soak.section({}, tmp_path / "docs"))
     assert "| qwen35-text | window + its API | 12 |" in text
+    assert "window + API RSS over 12 requests" in (tmp_path / "docs" / "soak-window-fixture.svg").read_text()
+
+
+def test_a_checkpoint_of_a_window_soak_is_still_a_window_run(tmp_path):
+    """A run cut short keeps its checkpoint: that file must say which front end it measured, as the whole run does."""
+    samples = [{"i": i, "rss_mib": 100.0, "prompt_tokens": 5, "t": i} for i in range(1, 151)]
+    partial = soak.summarise(soak.Plan(Path("/m/demo-model"), requests=2000), samples, {200: 150}, "window")
+    soak.save(partial, tmp_path / "soak-window-demo")
+    row = next(line for line in soak.section({}, tmp_path) if line.startswith("| demo-model |"))
+    assert "| window + its API | 150 of 2000 |" in row
+    assert "window + API RSS over 150 requests" in (tmp_path / "soak-window-demo.svg").read_text()
 
 
 def test_a_labelled_soak_says_which_code_it_measured(tmp_path):
