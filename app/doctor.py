@@ -98,12 +98,34 @@ def check_openvino(report: Report) -> tuple[object | None, list[str]]:
         report.add("fail", "OpenVINO does not list the CPU", "reinstall OpenVINO: pip install --force-reinstall openvino")
     if not any(d.startswith("GPU") for d in devices):
         report.add("info", "GPU: none found (Intel GPU needs its OpenCL/Level Zero runtime)")
+    check_cpu_precision(report, core)
     check_npu(report, devices, version)
     return core, devices
 
 
+def check_cpu_precision(report: Report, core) -> None:
+    """The CPU's ISA and the arithmetic the CPU plugin would pick by itself: Decider never relies on it."""
+    from decider.engine.precision import cpu_capabilities, fast_inference, isa_summary, short_type
+
+    default = short_type(_property(core, "CPU", "INFERENCE_PRECISION_HINT") or "?")
+    report.add(
+        "info", f"CPU flags: {isa_summary()}; the CPU plugin's own default is {default} — Decider always asks for f32 "
+        f"(exact) or, with --fast, {fast_inference(cpu_capabilities(core))} arithmetic and a u8 KV cache",
+    )
+
+
 def check_npu(report: Report, devices: list[str], version: str) -> None:
+    from decider.engine.devices import npu_emulated
+    from decider.engine.precision import npuw_precision
+
     has_npu = any(d.startswith("NPU") for d in devices)
+    emulated = npu_emulated()
+    if emulated and not has_npu:
+        report.add(
+            "info", f"NPU: emulated — no NPU here; the NPU plugin runs NPUW on {emulated} (DECIDER_NPUW_DEVICES), its "
+            f"partitions in {npuw_precision()} arithmetic (a real NPU computes in f16)",
+        )
+        return
     nodes = sorted(glob.glob("/dev/accel/accel*")) if sys.platform.startswith("linux") else []
     if has_npu:
         if _version_tuple(version) < NPU_QWEN35_MIN_OPENVINO:
@@ -198,6 +220,7 @@ def check_model(report: Report, path: str | Path, core=None, options: DeviceOpti
 
 def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> None:
     """Open the model as the app would: which device and path compute, how long compiling took, fallbacks."""
+    from decider.engine.devices import npu_emulated
     from decider.engine.errors import DeciderError
     from decider.engine.runner_choice import open_runner
 
@@ -208,8 +231,10 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> N
         return
     for notice in runner.notices:
         report.add("warn", f"fallback: {notice}")
+    emulated = f", emulated: NPUW on {npu_emulated()}" if runner.device.startswith("NPU") and npu_emulated() else ""
     report.add(
-        "ok", f"compiled on {runner.device} ({runner.execution_path} path) in {runner.stats.compile_s:.1f} s; "
+        "ok", f"compiled on {runner.device} ({runner.execution_path} path{emulated}) in {runner.stats.compile_s:.1f} s; "
+        f"{runner.precision.label} arithmetic ({'exact' if runner.precision.exact else 'not exact'} logprobs); "
         f"context {runner.context_length:,} tokens",
     )
 

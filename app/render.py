@@ -62,6 +62,9 @@ def render_decision(question: str, result: DecisionResult, model: str) -> str:
         f"({result.usage['reused_tokens']} reused) · {total_ms:.0f} ms · {model}"
     )
     engine = result.engine
+    if engine is not None and not engine.remote:
+        lines.append(f"computed on {engine.device}" + (f" (emulated: {engine.emulated})" if engine.emulated else "")
+                     + f" · {engine.execution_path} path · {engine.logprobs_text} logprobs")
     if engine is not None and engine.remote:
         lines.append(f"server {engine.server or 'unknown'} at {engine.url} · method {engine.method} · bars {engine.bars_text}")
         if any(o.bar != "exact" for o in result.options):

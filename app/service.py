@@ -16,7 +16,7 @@ from typing import Protocol
 
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.decide import DecisionRequest, DecisionResult, decide
-from decider.engine.devices import DeviceOptions, npuw_devices_override
+from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
 from decider.engine.runner_choice import open_runner
@@ -70,12 +70,15 @@ class EngineService:
 
     @property
     def info(self) -> EngineInfo:
-        # An NPU computes in f16 whatever the options say (except under the NPUW-on-CPU testing aid).
-        f16_device = self.runner.device.split(".")[0] == "NPU" and npuw_devices_override() != "CPU"
-        exact = self.runner.options.exact and not f16_device
+        # Exact only where the compiled model really runs f32 (read back, engine/precision.py): never a real NPU,
+        # never a fast compile, whatever the options asked for.
+        precision = self.runner.precision
+        emulated = npu_emulated()
+        on_npu = self.runner.device.split(".")[0] == "NPU"
         return EngineInfo(
-            kind="local", model=self.model_name, logprobs="exact" if exact else "reduced",
-            reduced_by=None if exact else "f16 on the NPU" if f16_device else "fast mode",
+            kind="local", model=self.model_name, logprobs="exact" if precision.exact else "reduced",
+            reduced_by=None if precision.exact else precision.label, precision=precision.label,
+            emulated=f"NPUW on {emulated}" if on_npu and emulated else None,
             constraint=LOCAL_CONSTRAINT, device=self.runner.device, execution_path=self.runner.execution_path,
         )
 

@@ -88,11 +88,12 @@ def _exactness(model: str, runner, result) -> float:
 def _force_twin(runner) -> bool:
     """Where the engine would give this device no twin (an AVX2-only CPU), force its CPU candidate so the
     row measures the fast path anyway; True when forced."""
-    from decider.engine.fast_reasoning import CPU_FAST, PROPERTIES_ENV, fast_properties
+    from decider.engine.fast_reasoning import PROPERTIES_ENV, fast_properties
+    from decider.engine.precision import cpu_properties
 
     if fast_properties(runner) is not None:
         return False
-    os.environ[PROPERTIES_ENV] = json.dumps(CPU_FAST)
+    os.environ[PROPERTIES_ENV] = json.dumps(cpu_properties(exact=False))  # f32 arithmetic, u8 KV, int8 activations
     return True
 
 

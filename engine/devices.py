@@ -7,10 +7,12 @@ pinned by tests instead (see the NPU section of the Qwen3.5/OpenVINO facts).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DeviceError, SettingsError
+from .precision import cpu_properties, gpu_properties
 
 DEVICES = ("AUTO", "CPU", "GPU", "NPU")
 # AUTO prefers the accelerator a decision agent is meant for, then any GPU, then the CPU.
@@ -40,13 +42,22 @@ def npuw_devices_override() -> str | None:
     return os.environ.get(NPUW_DEVICES_ENV, "").strip() or None
 
 
+def npu_emulated() -> str | None:
+    """Which devices run "the NPU" when the testing aid runs NPUW without an NPU (e.g. "CPU"); None on a real NPU."""
+    override = npuw_devices_override()
+    if override and "NPU" not in [d.strip().split(".")[0].upper() for d in override.split(",")]:
+        return override
+    return None
+
+
 @dataclass(frozen=True)
 class DeviceOptions:
     """What the user may choose about compilation.
 
     exact: compile for exact log-probabilities (f32 inference and f32 KV cache on CPU/GPU, no
-    dynamic activation quantisation). Turning it off lets the plugin pick bf16/f16/u8 for speed;
-    the confidence bars then drift by up to a few hundredths of a nat.
+    dynamic activation quantisation). Turning it off compiles the fast arithmetic spelled out in
+    engine/precision.py (bf16/f16 where the device has it, a u8 KV cache); the bars then drift, and the
+    result's precision says by which arithmetic.
     """
 
     device: str = "AUTO"
@@ -140,36 +151,34 @@ def _npuw_base(options: DeviceOptions) -> dict[str, object]:
     return props
 
 
-def static_compile_properties(device: str, options: DeviceOptions) -> dict[str, object]:
+def static_compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = ()) -> dict[str, object]:
     """Properties for the static runner's variants: as the dynamic path on CPU/GPU; NPUW without its LLM
-    pipeline on the NPU (the host keeps the caches, NPUW only partitions and runs a static graph)."""
+    pipeline on the NPU (the host keeps the caches, NPUW only partitions and runs a static graph). NPUW's CPU
+    partitions take their precision from the Core (engine/precision.prepare_core), set before this compile."""
     if device.split(".")[0] != "NPU":
-        return compile_properties(device, options)
+        return compile_properties(device, options, capabilities)
     props = _npuw_base(options)
     if options.cache_dir is not None:
         props["CACHE_DIR"] = str(options.cache_dir)
     return props
 
 
-def compile_properties(device: str, options: DeviceOptions) -> dict[str, object]:
-    """The properties passed to Core.compile_model for this device."""
+def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = ()) -> dict[str, object]:
+    """The properties passed to Core.compile_model for this device. The precision is always explicit (never a
+    plugin default, which differs by CPU); `capabilities` (the CPU plugin's OPTIMIZATION_CAPABILITIES) choose
+    the fast arithmetic when options.exact is off."""
     family = device.split(".")[0]
     props: dict[str, object] = {}
     if options.cache_dir is not None:
         props["CACHE_DIR"] = str(options.cache_dir)
     if family == "CPU":
-        if options.exact:
-            props["INFERENCE_PRECISION_HINT"] = "f32"
-            props["KV_CACHE_PRECISION"] = "f32"
-            # int8/int4 weights otherwise quantise activations on the fly: not exact.
-            props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = "0"
+        # int8/int4 weights otherwise quantise activations on the fly: not exact (engine/precision.py).
+        props.update(cpu_properties(options.exact, capabilities))
         props["PERFORMANCE_HINT"] = "LATENCY"
         if options.runtime_cache_capacity is not None:
             props["CPU_RUNTIME_CACHE_CAPACITY"] = options.runtime_cache_capacity
     elif family == "GPU":
-        if options.exact:
-            props["INFERENCE_PRECISION_HINT"] = "f32"
-            props["KV_CACHE_PRECISION"] = "f32"
+        props.update(gpu_properties(options.exact))
         props["PERFORMANCE_HINT"] = "LATENCY"
     elif family == "NPU":
         # NPUW runs LLMs with static shapes: the prefill model is reshaped to the max prompt length.

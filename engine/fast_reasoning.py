@@ -26,24 +26,23 @@ from typing import TYPE_CHECKING
 
 from .devices import DeviceOptions
 from .errors import SettingsError
+from .precision import cpu_capabilities, cpu_properties, fast_inference, gpu_properties
 
 if TYPE_CHECKING:  # openvino only for annotations
     from .runner_base import RunnerBase
 
-# What the twin is compiled with, over the plugin's non-exact defaults, where the hardware has a faster
-# arithmetic than f32. Measured on a 2-core AVX2 CPU without VNNI/AMX/bf16 at the 0.8B int8 export
-# (bench/w_think.py, BENCHMARKS.md "Think-mode decisions"): the CPU plugin reports neither BF16 nor FP16
-# there, its int8 dynamic quantisation of activations stays off (logits bit-identical to exact), and a
-# u8 or f16 KV cache changes a decode step by less than the noise — while the exact answer then has to
-# prefill the reasoning again. So a CPU gets a twin only with bf16/f16 arithmetic or int8 dot products.
-CPU_FAST = {"KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
 # Set to a JSON object of compile properties, it forces a twin with them (measuring a candidate, or a CPU
 # whose int8 VNNI path the capability list does not show).
 PROPERTIES_ENV = "DECIDER_FAST_REASONING_PROPERTIES"
 
 
 def fast_properties(runner: RunnerBase) -> dict[str, object] | None:
-    """The twin's extra compile properties on this runner's device, or None: no faster compilation here."""
+    """The twin's compile properties on this runner's device, or None: no faster compilation here.
+
+    Measured on a 2-core AVX2 CPU without VNNI/AMX/bf16 at the 0.8B int8 export (bench/w_think.py, BENCHMARKS.md
+    "Think-mode decisions"): there int8 dynamic quantisation of activations stays off (logits bit-identical to
+    exact) and a u8 or f16 KV cache changes a decode step by less than the noise, while the exact answer then has
+    to prefill the reasoning again. So a CPU gets a twin only with bf16/f16 arithmetic or int8 dot products."""
     forced = os.environ.get(PROPERTIES_ENV, "").strip()
     if forced:
         try:
@@ -55,35 +54,13 @@ def fast_properties(runner: RunnerBase) -> dict[str, object] | None:
         return properties
     family = runner.device.split(".")[0]
     if family == "GPU":
-        return {}  # the GPU plugin's default: f16 arithmetic
+        return gpu_properties(exact=False)
     if family != "CPU":
         return None
-    capabilities = cpu_capabilities(runner)
-    for hint in ("BF16", "FP16"):
-        if hint in capabilities:
-            return {**CPU_FAST, "INFERENCE_PRECISION_HINT": hint.lower()}
-    if "VNNI" in capabilities:  # int8 dot products: the dynamic quantisation of activations runs
-        return dict(CPU_FAST)
+    capabilities = cpu_capabilities(getattr(runner, "_core", None))
+    if fast_inference(capabilities) != "f32" or "VNNI" in capabilities:  # int8 dot products: DQ runs
+        return cpu_properties(exact=False, capabilities=capabilities)
     return None
-
-
-# CPU flags (Linux /proc/cpuinfo) that give int8 dot products; the plugin's capability list does not say.
-_VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
-
-
-def cpu_capabilities(runner: RunnerBase) -> tuple[str, ...]:
-    """The CPU plugin's OPTIMIZATION_CAPABILITIES, plus "VNNI" where the CPU flags show int8 dot products."""
-    core = getattr(runner, "_core", None)
-    try:
-        found = tuple(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")) if core is not None else ()
-    except RuntimeError:
-        found = ()
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-            flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    return found + (("VNNI",) if _VNNI_FLAGS & set(flags) else ())
 
 
 _TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -99,32 +76,8 @@ class Reasoner:
 
 
 def precision_of(runner: RunnerBase) -> str:
-    """The precision a runner computes in, read back from its compiled model where it has one."""
-    compiled = getattr(runner, "compiled", None)
-    family = runner.device.split(".")[0]
-    if family == "NPU":
-        return "f16 (NPU)"
-    if compiled is None or family != "CPU":
-        return "exact (f32)" if runner.options.exact else "reduced (the plugin's defaults)"
-    def read(name: str) -> str:
-        try:
-            return str(compiled.get_property(name))
-        except RuntimeError:
-            return "?"
-
-    inference, kv = read("INFERENCE_PRECISION_HINT"), read("KV_CACHE_PRECISION")
-    group = read("DYNAMIC_QUANTIZATION_GROUP_SIZE")
-    if runner.options.exact:
-        return "exact (f32)"
-    parts = [f"{_short(inference)} inference", f"{_short(kv)} KV cache"]
-    if group not in ("0", "?"):
-        parts.append(f"dynamic int8 quantisation of activations allowed (groups of {group})")
-    return "fast: " + ", ".join(parts)
-
-
-def _short(type_text: str) -> str:
-    names = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "uint8_t": "u8", "int8_t": "i8"}
-    return names.get(type_text.replace("<Type: '", "").replace("'>", ""), type_text)
+    """The precision a runner computes in, as read back from its compiled model (engine/precision.py)."""
+    return runner.precision.label
 
 
 def can_twin(runner: RunnerBase) -> bool:

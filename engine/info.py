@@ -28,6 +28,10 @@ class EngineInfo:
     device: str | None = None  # the device a local model runs on (e.g. "CPU"); None for a server
     execution_path: str | None = None  # how the device runs the model (the runner's, e.g. "dynamic"); None for a server
     reduced_by: str | None = None  # why reduced logprobs are reduced (e.g. "fast mode", "f16 on the NPU")
+    # local: the arithmetic that computed the bars, read back from the compiled model (engine/precision.py),
+    # e.g. "f32", "f32, NPU emulated on CPU", "bf16 inference, u8 KV cache", "f16 on the NPU"
+    precision: str | None = None
+    emulated: str | None = None  # local: how a device without its hardware ran (e.g. "NPUW on CPU")
     url: str | None = None  # the server's base URL (remote only)
     top_logprobs: int | None = None  # the length of the server's list (remote only)
     server: str | None = None  # what the server is (remote only): decider, vllm, llama.cpp, ovms or unknown
@@ -44,6 +48,9 @@ class EngineInfo:
             raise ValueError(f"logprob exactness must be exact, reduced, letters or top_n (got {self.logprobs!r})")
         if self.logprobs == "top_n" and not self.top_logprobs:
             raise ValueError("top_n logprobs need the list's length (top_logprobs)")
+        if self.logprobs == "exact" and self.precision is not None and not self.precision.startswith("f32"):
+            # the one number must never be labelled exact when another arithmetic computed it
+            raise ValueError(f"logprobs computed in {self.precision} cannot be labelled exact")
 
     @property
     def remote(self) -> bool:
@@ -56,9 +63,9 @@ class EngineInfo:
     @property
     def logprobs_text(self) -> str:
         if self.logprobs == "exact":
-            return "exact full-vocabulary"
+            return f"exact full-vocabulary ({self.precision})" if self.precision else "exact full-vocabulary"
         if self.logprobs == "reduced":
-            return f"full-vocabulary, reduced precision ({self.reduced_by or 'fast mode'})"
+            return f"full-vocabulary, reduced precision ({self.precision or self.reduced_by or 'fast mode'})"
         if self.logprobs == "letters":
             return "the server's full-vocabulary logprob of each option letter"
         return f"server top-{self.top_logprobs} (not full-vocabulary exact)"
@@ -94,6 +101,13 @@ class EngineInfo:
             "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,
             "logprobs": self.logprobs_text, "constraint": self.constraint,
         }
-        if self.reasoning is not None:
-            out["reasoning"] = self.reasoning
+        out.update({k: v for k, v in (("precision", self.precision), ("emulated", self.emulated), ("reasoning", self.reasoning)) if v is not None})
         return out
+
+    @property
+    def summary(self) -> str:
+        """One line for a terminal or a status bar: where and in which arithmetic the bars were computed."""
+        if self.remote:
+            return f"{self.model or 'a model'} on {self.server or 'a server'} at {self.url} · {self.logprobs_text}"
+        device = f"{self.device} (emulated: {self.emulated})" if self.emulated else self.device
+        return f"{self.model} on {device} · {self.execution_path} path · {self.logprobs_text} logprobs"

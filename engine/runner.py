@@ -14,10 +14,11 @@ from dataclasses import replace
 import numpy as np
 import openvino as ov
 
-from .devices import DeviceOptions, choose_device, compile_properties, device_caps, visible_devices
+from .devices import DeviceOptions, choose_device, compile_properties, device_caps, npu_emulated, visible_devices
 from .errors import DeviceError
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
+from .precision import cpu_capabilities, gpu_precision, npu_precision, prepare_core, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .runner_base import RunnerBase, RunnerStats, first_line
 from .vision_device import open_vision_encoder
@@ -109,19 +110,27 @@ class ModelRunner(RunnerBase):
         if fresh:
             slice_to_last_position(model)
         self._core, self._model = core, model
-        properties = {**compile_properties(self.device, self.options), **(_extra or {})}
+        capabilities = cpu_capabilities(core)
+        properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
+        prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:
             compiled = core.compile_model(model, self.device, properties)
             if self.folder.layout == "vl" and _twin_of is not None:
                 embeddings = _twin_of._embeddings  # one table lookup: the exact one serves both
             elif self.folder.layout == "vl":
-                cpu_properties = compile_properties("CPU", self.options)
+                # A table lookup, always exact: the fast compile's arithmetic starts after it.
+                cpu_properties = compile_properties("CPU", replace(self.options, exact=True))
                 embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", cpu_properties)
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
         self.compiled = compiled
+        family = self.device.split(".")[0]
+        self.precision = (
+            npu_precision(core, self.options.exact, emulated=npu_emulated() is not None) if family == "NPU"
+            else gpu_precision(compiled) if family == "GPU" else read_cpu_precision(compiled)
+        )
         if _loaded_from_cache(compiled):
             # The imported model holds its own weights; the IR's memory-mapped weights were read only to hash the
             # model for the cache. Kept, they would be resident twice (0.8B int8: +717 MiB RSS once a warm start

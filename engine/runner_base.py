@@ -24,6 +24,7 @@ import openvino as ov
 from .devices import DeviceCaps, DeviceOptions
 from .errors import ContextLimitError, ModelError, SettingsError
 from .model_folder import ModelFolder
+from .precision import Precision
 from .tokenizer import ChatTokenizer
 from .vision_tokens import ImageToken, Item, has_images
 
@@ -60,6 +61,7 @@ class RunnerBase:
     device: str
     caps: DeviceCaps
     execution_path: str  # "dynamic", "static" or "npuw_llm": which path computes the results
+    precision: Precision  # the arithmetic the compiled model runs, read back from it (engine/precision.py)
     tokenizer: ChatTokenizer
     vocab_size: int
     logits_width: int

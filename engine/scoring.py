@@ -14,12 +14,13 @@ temperature. The first prompt token has no logprob (nothing precedes it), as in 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import openvino as ov
 
 from .devices import compile_properties
+from .precision import cpu_capabilities
 from .errors import DeviceError
 from .logprobs import Distribution, TokenLogprob
 
@@ -53,10 +54,10 @@ class PromptScorer:
         folder, options = self._runner.folder, self._runner.options
         try:
             compiled = core.compile_model(core.read_model(folder.language_ir), self.device,
-                                          compile_properties(self.device, options))
+                                          compile_properties(self.device, options, cpu_capabilities(core)))
             if folder.layout == "vl":
                 embeddings = core.compile_model(core.read_model(folder.embeddings_ir), "CPU",
-                                                compile_properties("CPU", options))
+                                                compile_properties("CPU", replace(options, exact=True)))
                 return _VisionLanguageLayout(compiled, embeddings)
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile the scoring model: {str(exc).splitlines()[0]}") from None

@@ -21,7 +21,8 @@ import time
 import numpy as np
 import openvino as ov
 
-from .devices import DeviceCaps, DeviceOptions, choose_device, static_compile_properties, visible_devices
+from .devices import DeviceCaps, DeviceOptions, choose_device, npu_emulated, static_compile_properties, visible_devices
+from .precision import cpu_capabilities, gpu_precision, npu_precision, prepare_core, read_cpu_precision
 from .errors import DeviceError, SettingsError
 from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, first_line, split_chunks
@@ -64,7 +65,8 @@ class StaticRunner(RunnerBase):
         self.rope_positions_edited = prepare_stateless(model, self.folder.layout)
         self._specs: list[CacheSpec] = cache_specs(model, self.window)
         hidden = self.folder.text_config.get("hidden_size")
-        properties = static_compile_properties(self.device, self.options)
+        properties = static_compile_properties(self.device, self.options, cpu_capabilities(core))
+        prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:
             self._variants = {
@@ -73,10 +75,19 @@ class StaticRunner(RunnerBase):
             }
             embeddings = None
             if self.folder.layout == "vl":
-                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", static_compile_properties("CPU", self.options))
+                # A table lookup, always exact: the fast compile's arithmetic starts after it.
+                exact = DeviceOptions(device="CPU", exact=True)
+                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", static_compile_properties("CPU", exact))
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name} (static shapes): {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
+        family = self.device.split(".")[0]
+        compiled = next(iter(self._variants.values())).request.get_compiled_model()
+        # The host keeps the caches (in the export's f32): the KV precision is the host's, not a plugin's.
+        self.precision = (
+            npu_precision(core, self.options.exact, emulated=npu_emulated() is not None) if family == "NPU"
+            else gpu_precision(compiled) if family == "GPU" else read_cpu_precision(compiled, kv_cache="host")
+        )
         self._embed = None
         if embeddings is not None:
             if self.folder.has_vision:

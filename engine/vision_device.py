@@ -14,6 +14,7 @@ import openvino as ov
 from .devices import AUTO_PREFERENCE, DeviceOptions, choose_device, static_compile_properties, visible_devices
 from .errors import DeviceError, ModelError
 from .model_folder import ModelFolder
+from .precision import cpu_capabilities, prepare_core
 from .vision_encoder import VisionEncoder
 
 
@@ -31,8 +32,11 @@ def open_vision_encoder(core: ov.Core, folder: ModelFolder, options: DeviceOptio
     for index, device in enumerate(candidates):
         static = options.npu_vision_max_pixels if device.split(".")[0] == "NPU" else None
         try:
-            # static_compile_properties: as the language model's on CPU/GPU (f32 when exact), plain NPUW on the NPU.
-            return VisionEncoder(core, folder.path, folder.vision_config, device, static_compile_properties(device, options), static)
+            # static_compile_properties: as the language model's on CPU/GPU (f32 when exact), plain NPUW on the NPU,
+            # whose CPU partitions take the Core's CPU precision (prepare_core).
+            prepare_core(core, device, options.exact)
+            properties = static_compile_properties(device, options, cpu_capabilities(core))
+            return VisionEncoder(core, folder.path, folder.vision_config, device, properties, static)
         except ModelError as exc:
             if index == len(candidates) - 1:
                 raise

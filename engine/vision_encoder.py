@@ -81,7 +81,7 @@ class _Pending:
 
 class VisionEncoder:
     def __init__(
-        self, core: ov.Core, folder: Path, vision_config: dict, device: str = "CPU", properties: dict | None = None,
+        self, core: ov.Core, folder: Path, vision_config: dict, device: str, properties: dict[str, object],
         static_pixels: int | None = None,
     ):
         self.geometry = VisionGeometry.from_config(vision_config, str(folder / "config.json"))
@@ -101,7 +101,7 @@ class VisionEncoder:
                 model = core.read_model(folder / name)
                 if self.static_patches is not None:
                     model.reshape(self._static_shapes(role, model))
-                requests[role] = core.compile_model(model, device, properties or {}).create_infer_request()
+                requests[role] = core.compile_model(model, device, properties).create_infer_request()
             except RuntimeError as exc:
                 # OpenVINO's message ends with the cause; its first lines are only source locations.
                 cause = [line for line in str(exc).strip().splitlines() if line.strip()][-1]

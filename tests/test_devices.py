@@ -22,8 +22,14 @@ def test_cpu_is_exact_by_default_and_can_opt_out():
     assert exact["INFERENCE_PRECISION_HINT"] == "f32"
     assert exact["KV_CACHE_PRECISION"] == "f32"
     assert exact["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "0"
-    fast = compile_properties("CPU", DeviceOptions(exact=False))
-    assert "INFERENCE_PRECISION_HINT" not in fast and "KV_CACHE_PRECISION" not in fast
+    # Fast mode is spelled out too (never the plugin's default, which differs by CPU): the CPU's fastest
+    # floating-point arithmetic among those it reports, a u8 KV cache, int8 activations.
+    for capabilities, inference in ((("FP32", "INT8"), "f32"), (("FP32", "BF16"), "bf16"), (("FP32", "FP16"), "f16")):
+        fast = compile_properties("CPU", DeviceOptions(exact=False), capabilities)
+        assert fast["INFERENCE_PRECISION_HINT"] == inference and fast["KV_CACHE_PRECISION"] == "u8"
+        assert fast["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "32"
+    gpu = compile_properties("GPU", DeviceOptions(exact=False))
+    assert gpu["INFERENCE_PRECISION_HINT"] == "f16" and gpu["KV_CACHE_PRECISION"] == "f16"
 
 
 def test_npu_uses_npuw_llm_with_an_explicit_prompt_limit(tmp_path):
@@ -93,6 +99,12 @@ class _NpuCompileFails:
 
     def read_model(self, *args):
         return self._core.read_model(*args)
+
+    def get_property(self, *args):
+        return self._core.get_property(*args)
+
+    def set_property(self, *args):
+        return self._core.set_property(*args)
 
     def compile_model(self, model, device, properties=None):
         self.attempts.append(device)

@@ -21,6 +21,11 @@ def test_local_info_serialises_to_the_dict_clients_read():
     assert fast.to_dict()["logprobs"] == "full-vocabulary, reduced precision (fast mode)"
     npu = EngineInfo(kind="local", model="m", logprobs="reduced", reduced_by="f16 on the NPU", constraint="letter mask")
     assert npu.to_dict()["logprobs"] == "full-vocabulary, reduced precision (f16 on the NPU)"
+    # what a service fills in: the arithmetic read back from the compiled model, and how a device was emulated
+    stated = EngineInfo(kind="local", model="m", logprobs="exact", constraint="letter mask", device="NPU",
+                        execution_path="static", precision="f32, NPU emulated on CPU", emulated="NPUW on CPU")
+    assert stated.to_dict()["logprobs"] == "exact full-vocabulary (f32, NPU emulated on CPU)"
+    assert stated.to_dict()["precision"] == "f32, NPU emulated on CPU" and stated.to_dict()["emulated"] == "NPUW on CPU"
 
 
 @pytest.mark.parametrize(
@@ -58,11 +63,15 @@ def test_the_result_view_reads_exactness_from_the_info():
     pytest.importorskip("PySide6")
     from decider.ui.result_view import engine_summary
 
-    exact = EngineInfo(kind="local", model="m", logprobs="exact", constraint="letter mask", device="CPU")
-    fast = EngineInfo(kind="local", model="m", logprobs="reduced", constraint="letter mask", device="CPU")
+    exact = EngineInfo(kind="local", model="m", logprobs="exact", constraint="letter mask", device="CPU",
+                       execution_path="dynamic", precision="f32")
+    fast = EngineInfo(kind="local", model="m", logprobs="reduced", constraint="letter mask", device="CPU",
+                      execution_path="dynamic", precision="bf16 inference, u8 KV cache", reduced_by="bf16 inference, u8 KV cache")
     remote = RemoteEngine(RemoteConfig("http://gpu:8000", model="big", constraint="vllm")).info()
-    assert engine_summary(exact) == ("exact full-vocabulary logprobs", "Computed locally on CPU · exact full-vocabulary logprobs")
-    assert engine_summary(fast)[0] == "full-vocabulary logprobs, reduced precision"
+    assert engine_summary(exact) == (
+        "exact logprobs (f32)", "Computed locally: m on CPU · dynamic path · exact full-vocabulary (f32) logprobs")
+    assert engine_summary(fast)[0] == "reduced precision: bf16 inference, u8 KV cache"
+    assert "exact" not in engine_summary(fast)[1]
     short, long = engine_summary(remote)
     assert short == "server top-20 logprobs" and "http://gpu:8000 (big)" in long and "answer constraint: vllm" in long
     assert engine_summary(None) == ("", "")

@@ -12,6 +12,7 @@ from decider.engine.decision_prompt import build_decision_prompt, letter_ids
 from decider.engine.devices import DeviceOptions
 from decider.engine import fast_reasoning
 from decider.engine.errors import SettingsError
+from decider.engine.precision import short_type
 from decider.engine.fast_reasoning import PROPERTIES_ENV, fast_properties, reasoner_for, release, twin_of
 from decider.engine.logprobs import Distribution
 from decider.engine.runner import ModelRunner
@@ -70,7 +71,11 @@ def test_the_answer_after_fast_reasoning_equals_an_exact_prefill_of_the_same_tok
     # ... and the check can fail: the twin's own answer for the same tokens is measurably different.
     fast = Distribution(twin.prefill(sequence)).logprobs(letters)
     assert np.abs(fast - want).max() > 1e-4
-    assert result.reasoning_precision.startswith("fast: ") and "u8 KV cache" in result.reasoning_precision
+    # The label is what the twin's compiled model reports: never exact, its KV cache u8, its arithmetic the CPU's.
+    assert not twin.precision.exact and result.reasoning_precision == twin.precision.label
+    assert "u8 KV cache" in result.reasoning_precision
+    inference = short_type(twin.compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert result.reasoning_precision.startswith(f"{inference} inference")
 
 
 def test_turned_off_the_runner_reasons_itself_and_the_twin_is_released(runner):
@@ -80,7 +85,7 @@ def test_turned_off_the_runner_reasons_itself_and_the_twin_is_released(runner):
     request = DecisionRequest(QUESTION, OPTIONS, think=True, reasoning_budget=8, sampling=SAMPLED, fast_reasoning=False)
     result = decide(runner, request)
     assert twin_of(runner) is None
-    assert result.reasoning_precision == "exact (f32)"
+    assert result.reasoning_precision == "f32"
     assert runner.stats.forwards - forwards >= 8  # the reasoning steps ran here
 
 
@@ -125,7 +130,9 @@ def test_the_engine_info_says_which_precision_reasoned():
 
     service = EngineService(model_dir("qwen35-text"), DeviceOptions(device="CPU"))
     thought = service.decide(DecisionRequest(QUESTION, OPTIONS, think=True, reasoning_budget=3, sampling=SAMPLED))
-    assert thought.engine.exact and thought.engine.reasoning.startswith("fast: ")
+    twin = twin_of(service.runner)
+    assert thought.engine.exact and thought.engine.precision == "f32"
+    assert thought.engine.reasoning == twin.precision.label and "u8 KV cache" in thought.engine.reasoning
     assert thought.to_dict()["engine"]["reasoning"] == thought.engine.reasoning
     plain = service.decide(DecisionRequest(QUESTION, OPTIONS, sampling=SAMPLED))
     assert plain.engine.reasoning is None and "reasoning" not in plain.to_dict()["engine"]
@@ -173,11 +180,12 @@ def test_policy_a_cpu_without_reduced_precision_arithmetic_gets_no_twin(monkeypa
     monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "INT8", "BIN", "EXPORT_IMPORT"))
     assert fast_properties(runner) is None
     reasoner = reasoner_for(runner, True)
-    assert reasoner.runner is runner and reasoner.precision == "exact (f32)" and twin_of(runner) is None
+    assert reasoner.runner is runner and reasoner.precision == "f32" and twin_of(runner) is None
     monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "BF16", "INT8"))
     assert fast_properties(runner)["INFERENCE_PRECISION_HINT"] == "bf16"
     monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "INT8", "VNNI"))
-    assert fast_properties(runner) == {"KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
+    # int8 dot products without bf16/f16: f32 arithmetic stated, the activations quantised, a u8 KV cache
+    assert fast_properties(runner) == {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
 
 
 def test_policy_the_forced_properties_must_be_a_json_object(monkeypatch):

@@ -190,10 +190,10 @@ def test_remote_connection_failure_and_switching_back_to_local(qtbot, make_windo
     # back to the local engine: the model picker's folder (the engine setting follows)
     info = load(qtbot, window)
     assert window.settings.engine == "local" and not info.remote
-    assert window.status_engine.text() == "exact full-vocabulary logprobs"
+    assert window.status_engine.text() == "exact logprobs (f32)"
     assert window.settings_panel.local_box.isVisibleTo(window.settings_panel)
     ask(window, "Pick", ["Red", "Blue"])
     with qtbot.waitSignal(window.decision_shown, timeout=30_000) as blocker:
         window.decide()
-    assert "Computed locally on CPU · exact full-vocabulary logprobs" == window.result_view.engine_note.text()
+    assert window.result_view.engine_note.text() == "Computed locally: qwen35-text on CPU · dynamic path · exact full-vocabulary (f32) logprobs"
     assert not window.result_view.bound_note.isVisibleTo(window.result_view)

@@ -655,6 +655,7 @@ def _optimum_importable() -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.extra
 @pytest.mark.skipif(not _optimum_importable(), reason="optimum-intel (decider[convert]) is not installed")
 def test_convert_exports_int4_npu_and_runs_a_decision(capsys, tmp_path):
     out_dir = tmp_path / "qwen35-text-int4"

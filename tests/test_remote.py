@@ -187,7 +187,7 @@ def test_remote_decisions_equal_local_ones(own_server, request_):
     assert constrained.choice_index == local.choice_index
     for r, l in zip(constrained.options, local.options):
         assert abs(r.probability - l.probability) < 1e-6
-    assert local.engine.kind == "local" and local.engine.logprobs_text == "exact full-vocabulary"
+    assert local.engine.kind == "local" and local.engine.logprobs_text == "exact full-vocabulary (f32)"
 
 
 def test_remote_connection_test_against_our_server(own_server):

@@ -14,6 +14,7 @@ import remote_parity
 
 PYTHON = remote_parity.llama_python()
 pytestmark = [
+    pytest.mark.extra,
     pytest.mark.skipif(PYTHON is None, reason="llama-cpp-python[server] is not installed: pip install -e \".[llama]\" "
                                               "or set DECIDER_LLAMA_PYTHON to an interpreter that has it"),
     pytest.mark.skipif(importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None,

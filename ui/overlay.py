@@ -152,6 +152,10 @@ class CompanionOverlay(QWidget):
         note = choice_note(result)
         if chosen.debiased_probability is not None:
             note = "\n".join(filter(None, [note, "Bars averaged over every option order (debiased)"]))
+        engine = getattr(result, "engine", None)
+        if engine is not None and not engine.remote and not engine.exact:
+            # the bars' arithmetic is named wherever it is not exact f32 (a fast compile, a real NPU's f16)
+            note = "\n".join(filter(None, [note, f"Reduced precision: {engine.precision or engine.reduced_by}"]))
         self.hint.setText(note)
         self.hint.setVisible(bool(note))
         self.adjustSize()

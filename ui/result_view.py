@@ -56,10 +56,10 @@ def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:
             + (f" · bars {bars}" if bars else "")
         )
         return listed, long
-    short = "exact full-vocabulary logprobs" if engine.exact else "full-vocabulary logprobs, reduced precision"
-    device = engine.device
-    long = f"Computed locally{f' on {device}' if device else ''} · {short}"
-    return short, long
+    # The arithmetic is always named: "exact (f32)" only where the compiled model really ran f32.
+    short = f"exact logprobs ({engine.precision})" if engine.exact and engine.precision else (
+        "exact full-vocabulary logprobs" if engine.exact else f"reduced precision: {engine.precision or engine.reduced_by}")
+    return short, f"Computed locally: {engine.summary}"
 
 
 def _label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:

@@ -1,0 +1,203 @@
+"""Which arithmetic computes a model: asked for explicitly at every compile, read back after it, said on every result.
+
+OpenVINO's CPU plugin picks its own defaults by CPU: bf16 inference where the CPU has avx512_bf16 or AMX,
+f32 on AVX2-only CPUs; the IR's metadata asks for an f16 KV cache; int8 exports quantise activations on the
+fly. So nothing here is left to a default. Every compile passes the precision it means (`cpu_properties`,
+`gpu_properties`, `npu_host_properties`), and a runner reads back what it got (`read_cpu_precision`): that,
+not the request, is what the result's label says.
+
+The NPU plugin runs a model through NPUW, which partitions it and compiles the partitions on its devices. A
+real NPU computes in f16 whatever the host does. Partitions NPUW places on the CPU (all of them under the
+testing aid DECIDER_NPUW_DEVICES=CPU) are compiled by the CPU plugin with the Core's CPU properties, which
+NPUW's own configuration does not reach (measured with OpenVINO 2026.4.1: a DEVICE_PROPERTIES entry is
+ignored; the Core's CPU properties are used). `prepare_core` sets them before an NPU compile.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import SettingsError
+
+# Exact logprobs on the CPU: f32 arithmetic, an f32 KV cache, no on-the-fly int8 quantisation of activations.
+CPU_EXACT: dict[str, object] = {
+    "INFERENCE_PRECISION_HINT": "f32",
+    "KV_CACHE_PRECISION": "f32",
+    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
+}
+GPU_EXACT: dict[str, object] = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+GPU_FAST: dict[str, object] = {"INFERENCE_PRECISION_HINT": "f16", "KV_CACHE_PRECISION": "f16"}
+
+# The testing aid beside DECIDER_NPUW_DEVICES: which arithmetic the emulated NPU's CPU partitions use.
+# "f32" (the default) makes the emulated NPU compute what the CPU path computes; "f16" emulates the NPU's own
+# arithmetic for measuring drift (bf16 on a CPU without f16 arithmetic; the label says which ran).
+NPUW_PRECISION_ENV = "DECIDER_NPUW_PRECISION"
+NPUW_PRECISIONS = ("f32", "f16")
+
+_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "uint8_t": "u8", "int8_t": "i8", "u8": "u8"}
+
+
+def short_type(value: object) -> str:
+    """'f32' for OpenVINO's <Type: 'float32'>, 'float32', 'f32' alike."""
+    text = str(value).replace("<Type: '", "").replace("'>", "").strip().lower()
+    return _SHORT.get(text, text)
+
+
+def fast_inference(capabilities: Sequence[str]) -> str:
+    """The CPU's fastest floating-point arithmetic the plugin offers: bf16, f16, else f32."""
+    for capability, hint in (("BF16", "bf16"), ("FP16", "f16")):
+        if capability in capabilities:
+            return hint
+    return "f32"
+
+
+def cpu_properties(exact: bool, capabilities: Sequence[str] = ()) -> dict[str, object]:
+    """The CPU plugin's precision properties: exact, or the fast compile spelled out (never the plugin's choice)."""
+    if exact:
+        return dict(CPU_EXACT)
+    return {
+        "INFERENCE_PRECISION_HINT": fast_inference(capabilities),
+        "KV_CACHE_PRECISION": "u8",
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32",
+    }
+
+
+def gpu_properties(exact: bool) -> dict[str, object]:
+    return dict(GPU_EXACT if exact else GPU_FAST)
+
+
+def npuw_precision() -> str:
+    value = os.environ.get(NPUW_PRECISION_ENV, "").strip().lower() or "f32"
+    if value not in NPUW_PRECISIONS:
+        raise SettingsError(f"{NPUW_PRECISION_ENV} must be one of {', '.join(NPUW_PRECISIONS)} (got {value!r})")
+    return value
+
+
+def npu_host_properties(exact: bool, capabilities: Sequence[str] = ()) -> dict[str, object]:
+    """What the CPU partitions of an NPU compile run with: f32 (the CPU path's numbers), or, in the named
+    emulation mode, the NPU's f16 — or the nearest arithmetic the CPU has (a CPU without f16 arithmetic
+    quietly computes an f16 hint in f32 when it is set on the Core: measured with OpenVINO 2026.4.1)."""
+    if npuw_precision() == "f16":
+        inference = "f16" if "FP16" in capabilities else "bf16" if "BF16" in capabilities else "f32"
+        return {"INFERENCE_PRECISION_HINT": inference, "KV_CACHE_PRECISION": "f16", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+    return cpu_properties(exact)
+
+
+def prepare_core(core, device: str, exact: bool) -> None:
+    """Before compiling on the NPU: give the Core the CPU properties NPUW's CPU partitions will compile with."""
+    if device.split(".")[0] == "NPU":
+        core.set_property("CPU", npu_host_properties(exact, cpu_capabilities(core)))
+
+
+def cpu_capabilities(core) -> tuple[str, ...]:
+    """The CPU plugin's OPTIMIZATION_CAPABILITIES (BF16, FP16, INT8…), plus "VNNI" where the CPU flags show int8
+    dot products (the plugin's list does not say)."""
+    try:
+        found = tuple(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")) if core is not None else ()
+    except RuntimeError:
+        found = ()
+    return found + (("VNNI",) if _VNNI_FLAGS & set(cpu_flags()) else ())
+
+
+_VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
+# The flags that decide OpenVINO's CPU defaults and kernels: named in doctor, bench results and closing notes.
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> list[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            return next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    except OSError:
+        return []
+
+
+def isa_summary() -> str:
+    """'avx2 avx512f avx512_vnni avx512_bf16' — the ISA flags of this CPU that change OpenVINO's choices."""
+    flags = set(cpu_flags())
+    return " ".join(flag for flag in ISA_FLAGS if flag in flags) or "unknown (no /proc/cpuinfo flags)"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The arithmetic a compiled model really runs, read back from it."""
+
+    inference: str  # f32, bf16, f16
+    kv_cache: str  # f32, f16, bf16, u8 ("host" for the static path, whose caches the host keeps in f32)
+    activations_int8_group: int = 0  # dynamic int8 quantisation of activations (0: off)
+    where: str = ""  # a qualifier: "NPU" (the hardware's arithmetic), "NPU emulated on CPU"
+
+    @property
+    def exact(self) -> bool:
+        return (
+            self.inference == "f32" and self.kv_cache in ("f32", "host") and self.activations_int8_group == 0
+            and self.where != "NPU"
+        )
+
+    @property
+    def label(self) -> str:
+        """'f32', 'bf16 inference, u8 KV cache, int8 activations (groups of 32)', 'f16 on the NPU'…"""
+        if self.where == "NPU":
+            return "f16 on the NPU"
+        if self.exact:
+            text = "f32"
+        else:
+            parts = [f"{self.inference} inference"]
+            if self.kv_cache != "host":
+                parts.append(f"{self.kv_cache} KV cache")
+            if self.activations_int8_group:
+                parts.append(f"int8 activations (groups of {self.activations_int8_group})")
+            text = ", ".join(parts)
+        return f"{text}, {self.where}" if self.where else text
+
+
+NPU_HARDWARE = Precision("f16", "f16", 0, "NPU")
+
+
+def _read(source, name: str, *args) -> str:
+    try:
+        return str(source.get_property(*args, name))
+    except (RuntimeError, TypeError):
+        return "?"
+
+
+def read_cpu_precision(compiled, kv_cache: str | None = None) -> Precision:
+    """What a CPU-compiled model runs, from its own properties. kv_cache overrides where the host keeps it."""
+    group = _read(compiled, "DYNAMIC_QUANTIZATION_GROUP_SIZE")
+    return Precision(
+        inference=short_type(_read(compiled, "INFERENCE_PRECISION_HINT")),
+        kv_cache=kv_cache or short_type(_read(compiled, "KV_CACHE_PRECISION")),
+        activations_int8_group=int(group) if group.isdigit() else 0,
+    )
+
+
+def npu_precision(core, exact: bool, emulated: bool) -> Precision:
+    """An NPU compile: the hardware's f16, or under emulation what NPUW's CPU partitions really run — read back
+    from a one-MatMul probe compiled with the Core's CPU properties (the Core's own property echoes a request
+    the CPU may not honour)."""
+    if not emulated:
+        return NPU_HARDWARE
+    host = npu_host_properties(exact, cpu_capabilities(core))
+    return Precision(inference=_probe_cpu_inference(core, host), kv_cache="host", where="NPU emulated on CPU")
+
+
+def _probe_cpu_inference(core, properties: dict[str, object]) -> str:
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    x = ops.parameter([1, 8], np.float32)
+    model = ov.Model([ops.matmul(x, ops.constant(np.ones((8, 8), np.float32)), False, False)], [x])
+    try:
+        return short_type(core.compile_model(model, "CPU", properties).get_property("INFERENCE_PRECISION_HINT"))
+    except RuntimeError:
+        return short_type(properties["INFERENCE_PRECISION_HINT"])
+
+
+def gpu_precision(compiled) -> Precision:
+    return Precision(
+        inference=short_type(_read(compiled, "INFERENCE_PRECISION_HINT")),
+        kv_cache=short_type(_read(compiled, "KV_CACHE_PRECISION")),
+    )
