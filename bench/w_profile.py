@@ -44,11 +44,12 @@ def _compile(runner, perf: bool):
 
     from decider.engine.devices import compile_properties
     from decider.engine.graph import slice_to_last_position
+    from decider.engine.precision import cpu_capabilities
 
     core = ov.Core()
     model = core.read_model(runner.folder.language_ir)
     slice_to_last_position(model)
-    props = dict(compile_properties(runner.device, runner.options))
+    props = dict(compile_properties(runner.device, runner.options, cpu_capabilities(core)))
     if perf:
         props["PERF_COUNT"] = "YES"
     compiled = core.compile_model(model, runner.device, props)
@@ -159,6 +160,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
 
     from decider.engine.devices import DeviceOptions, compile_properties
     from decider.engine.graph import fuse_parallel_projections, slice_to_last_position
+    from decider.engine.precision import cpu_capabilities
     from decider.engine.runner import _TextLayout
 
     core = ov.Core()
@@ -169,7 +171,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
         slice_to_last_position(model)
         if fuse:
             fuse_parallel_projections(model)
-        props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact")))
+        props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact"), cpu_capabilities(core)))
         props.update(extra)
         compiled = core.compile_model(model, device, props)
         layout = layout or _TextLayout(compiled)

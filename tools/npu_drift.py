@@ -37,8 +37,8 @@ FOLDERS = [ROOT / "tests/fixtures/models" / n for n in ("qwen35-text", "qwen35-m
 def _static(folder: Path, f16ic: bool):
     base = static_runner.static_compile_properties
 
-    def properties(device, options):
-        props = base(device, options)
+    def properties(device, options, capabilities=()):
+        props = base(device, options, capabilities)
         if device.startswith("NPU"):
             props["NPUW_F16IC"] = "YES" if f16ic else "NO"
         return props
