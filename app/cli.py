@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("question")
     p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
-    p.add_argument("--context", help="file with shared context (rules, a document); reused across decisions")
+    p.add_argument("--context", help="file with shared context (rules, a document); its state is kept in the prompt cache and reused by later decisions")
     p.add_argument("--image", action="append", default=[], metavar="PATH",
                    help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
     p.add_argument("--system", help="system prompt")

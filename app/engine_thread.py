@@ -133,14 +133,14 @@ class EngineWorker(QObject):
         try:
             from decider.engine.model_folder import inspect_folder
 
-            from .config import demo_label
+            from .config import demo_label, prompt_cache
             from .service import EngineService
 
             label = demo_label(path) or ("demo model" if is_demo else None)  # however it was chosen, a bundled model is labelled so
             is_demo = label is not None
             started = time.perf_counter()
             inspect_folder(path)  # plain-worded ModelError before any compile
-            service = EngineService(path, options, self._history_store())
+            service = EngineService(path, options, self._history_store(), prompt_cache())
             self._stop_api()  # it serves the model being replaced
             self.service = service
             info = ModelInfo(
