@@ -44,6 +44,7 @@ class ModelInfo:
     engine: EngineInfo | None = None  # service.info: kind local/remote, logprobs exactness, …
     model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
     notices: tuple[str, ...] = ()  # what loading had to work around (e.g. AUTO fell back from the NPU)
+    sees_images: bool | None = None  # the model can take pictures; None: not known (a remote server)
 
     @property
     def remote(self) -> bool:
@@ -153,6 +154,7 @@ class EngineWorker(QObject):
                 engine=service.info,
                 model_key=service.model_name,
                 notices=tuple(service.runner.notices),
+                sees_images=service.runner.vision is not None,
             )
             self.model_loaded.emit(info)
             if self._api_config is not None:
