@@ -4,7 +4,7 @@ file names), and whenever anything is elided the full text is the tooltip. It is
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 
@@ -51,7 +51,8 @@ class ElidedLabel(QLabel):
         lines = self._full.split("\n")
         margins = self.contentsMargins()
         width = max((metrics.horizontalAdvance(line) for line in lines), default=0)
-        height = metrics.lineSpacing() * len(lines)
+        # the glyphs' box, as QLabel lays the lines out: n line spacings can clip the last line's descenders
+        height = metrics.boundingRect(QRect(0, 0, 1 << 20, 1 << 20), Qt.AlignLeft | Qt.AlignTop, self._full or " ").height()
         extra = 2 * self.margin()
         return QSize(width + margins.left() + margins.right() + extra + 2,
                      height + margins.top() + margins.bottom() + extra)
