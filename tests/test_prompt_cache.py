@@ -22,6 +22,7 @@ from decider.engine.settings import SamplingSettings
 from decider.engine.static_runner import StaticRunner
 
 from conftest import model_dir
+from support.gui import dirs, make_window  # noqa: F401 (pytest fixtures)
 
 FIXTURE = model_dir("qwen35-text")
 RULES = "".join(f"Rule {i}: a knight moves in an L shape; archers shoot {i % 3 + 2} squares; scouts see far.\n" for i in range(40))
@@ -135,3 +136,58 @@ def test_the_static_path_takes_the_state_from_disk_exactly(tmp_path):
     warm = decide(reader, request)
     assert warm.usage["reused_tokens"] == reader.stats.last_prefill_from_disk > 200
     assert [o.logprob for o in warm.options] == [o.logprob for o in cold.options]
+
+
+def test_decider_serve_takes_the_context_a_cli_process_left(tmp_path, rules):
+    import socket
+    import time
+    import urllib.request
+
+    first = ask(tmp_path, rules)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "DECIDER_CACHE_DIR": str(tmp_path / "cache")}
+    server = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", str(FIXTURE), "--device", "CPU",
+                               "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        body = json.dumps({"question": "Which unit moves first?", "options": ["Archers", "Knights", "Scouts"],
+                           "context": RULES}).encode()
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/decide", body, {"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    answer = json.load(response)
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr.read().decode() if server.poll() is not None else "no answer"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert answer["usage"]["reused_tokens"] == first["usage"]["prompt_tokens"] - answer["usage"]["prefill_tokens"] > 1000
+    assert np.max(np.abs(logprobs(answer) - logprobs(first))) <= 1e-6
+
+
+def test_the_window_keeps_and_takes_the_shared_prefix_on_disk(qtbot, make_window, monkeypatch, tmp_path):
+    """Two windows, each with its own engine thread and runner (as two runs of the app): the second prefills
+    only the question after the system prompt the first computed."""
+    pytest.importorskip("pytestqt")
+    from decider.app.preferences import GuiSettings
+
+    from support.gui import ask as fill, load
+
+    monkeypatch.setenv("DECIDER_CACHE_DIR", str(tmp_path / "cache"))
+    settings = GuiSettings(device="CPU", system_prompt=RULES[:1500], temperature=0.0)
+    results = []
+    for _ in range(2):
+        window = make_window(settings, register_global_hotkey=False)
+        load(qtbot, window)
+        fill(window, "Which unit moves first?", ["Archers", "Knights", "Scouts"])
+        with qtbot.waitSignal(window.decision_shown, timeout=60_000) as blocker:
+            assert window.decide()
+        results.append(blocker.args[0])
+    assert results[0].usage["reused_tokens"] == 0 and results[1].usage["reused_tokens"] > 300
+    assert [o.logprob for o in results[0].options] == [o.logprob for o in results[1].options]
+    assert len(list((tmp_path / "cache" / "prompts").glob("*.npz"))) == 1
