@@ -13,7 +13,10 @@ from decider.engine.errors import SettingsError
 
 from .clipboard import parse_situation
 
-SOURCE_TEXT = {"hotkey": "· from clipboard", "hotkey_image": "· from clipboard + the picture in the slot", "api": "· via local API", "capture": "· from a screenshot"}
+SOURCE_TEXT = {
+    "hotkey": "· from clipboard", "hotkey_image": "· from clipboard + the picture in the slot",
+    "api": "· via local API", "capture": "· from a screenshot",
+}
 
 
 class CompanionActions:
