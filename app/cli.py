@@ -38,13 +38,25 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_sampling_args(parser: argparse.ArgumentParser) -> None:
-    """One flag per sampling setting users set (engine.settings declares them), plus --max-tokens."""
-    group = parser.add_argument_group("sampling (defaults: the model's generation_config, else Qwen3.5's)")
+# The bars are read from the model's distribution, never drawn: sampling only shapes tokens that are drawn.
+DECISION_SAMPLING_NOTE = (
+    "they act on drawn tokens only (the reasoning with --think, the pick with --sample-choice): "
+    "without --think they do not change the bars"
+)
+
+
+def _add_sampling_args(parser: argparse.ArgumentParser, decision: bool = False) -> None:
+    """One flag per sampling setting users set (engine.settings declares them), plus --max-tokens.
+
+    decision: the command shows bars, so each flag's help says sampling does not move them without --think."""
+    group = parser.add_argument_group(
+        "sampling (defaults: the model's generation_config, else Qwen3.5's)",
+        DECISION_SAMPLING_NOTE[0].upper() + DECISION_SAMPLING_NOTE[1:] + "." if decision else None)
+    suffix = "; without --think the bars do not change" if decision else ""
     for name in SAMPLING_NAMES:
         setting = SETTINGS[name]
         # No default here: an absent flag leaves the model's own default in place.
-        group.add_argument(setting.flag, type=setting.kind, help=f"{setting.help} ({setting.range_text()})")
+        group.add_argument(setting.flag, type=setting.kind, help=f"{setting.help} ({setting.range_text()}){suffix}")
     _add_setting(group, "max_tokens")
 
 
@@ -64,17 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("complete", help="raw text completion; prints an OpenAI text_completion object")
     _add_model_args(p)
-    p.add_argument("--prompt", required=True)
+    p.add_argument("--prompt", required=True, help="the text to continue")
     p.add_argument("--logprobs", type=int, default=None,
                    help=f"0-{MAX_COMPLETION_LOGPROBS}: the drawn token's logprob plus N alternatives")
     _add_sampling_args(p)
 
     p = sub.add_parser("chat", help="one chat turn; prints an OpenAI chat.completion object")
     _add_model_args(p)
-    p.add_argument("--message", required=True)
-    p.add_argument("--system")
+    p.add_argument("--message", required=True, help="the user's message")
+    p.add_argument("--system", help="system prompt")
     _add_setting(p, "think")
-    p.add_argument("--logprobs", action="store_true")
+    p.add_argument("--logprobs", action="store_true", help="report each answer token's logprob")
     p.add_argument("--top-logprobs", type=int, default=None,
                    help=f"0-{MAX_TOP_LOGPROBS} alternatives per token (needs --logprobs)")
     _add_sampling_args(p)
@@ -83,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("question")
     p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
-    p.add_argument("--context", help="file with shared context (rules, a document); reused across decisions")
+    p.add_argument("--context", help="file with shared context (rules, a document); its state is kept in the prompt cache and reused by later decisions")
     p.add_argument("--image", action="append", default=[], metavar="PATH",
                    help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
     p.add_argument("--system", help="system prompt")
@@ -94,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setting(p, "sample_choice")
     _add_setting(p, "fast_reasoning")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_sampling_args(p)
+    _add_sampling_args(p, decision=True)
 
     p.add_argument("--no-history", action="store_true", help="do not record this decision in the history")
     p.add_argument("--no-image-hash", action="store_true",
@@ -107,31 +119,32 @@ def build_parser() -> argparse.ArgumentParser:
                         help="force an answer constraint (believed only if the answer shows it renormalised)")
     remote.add_argument("--engine-method", choices=METHODS, default="auto",
                         help="force how the bars are read (default auto: the most exact method the server offers)")
-    remote.add_argument("--engine-timeout", type=float, default=120.0)
+    remote.add_argument("--engine-timeout", type=float, default=120.0, help="seconds to wait for the server (default 120)")
 
     p = sub.add_parser("history", help="decision history: list, label outcomes, export")
     hsub = p.add_subparsers(dest="history_command", required=True)
     q = hsub.add_parser("list", help="the latest decisions")
-    q.add_argument("--limit", type=int, default=20)
+    q.add_argument("--limit", type=int, default=20, help="how many decisions to list, newest first (default 20)")
     q = hsub.add_parser("label", help="mark a decision's right answer")
     q.add_argument("id", type=int)
     q.add_argument("label", help="the right option's letter (A, B, ...), or 'none' to clear")
     q = hsub.add_parser("export", help="export the history")
-    q.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
+    q.add_argument("--format", choices=("csv", "jsonl"), default="jsonl", help="file format (default jsonl)")
     q.add_argument("--out", help="file to write (default: standard output)")
 
     p = sub.add_parser("calibrate", help="calibration of labelled decisions: accuracy, Brier, ECE, reliability")
     p.add_argument("--model", help="model name as recorded (default: all models, each separately)")
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None, help="only think / no-think decisions")
-    p.add_argument("--bins", type=int, default=10)
+    p.add_argument("--bins", type=int, default=10, help="confidence bins of the reliability table and ECE (default 10)")
     p.add_argument("--fit", action="store_true", help="fit a temperature on 2/3 of the rows, report ECE on the rest")
     p.add_argument("--apply", action="store_true", help="with --fit: show calibrated confidence for this model from now on")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
 
     p = sub.add_parser("serve", help="local OpenAI-compatible API server")
     _add_model_args(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; another needs --api-key)")
+    p.add_argument("--port", type=int, default=8765, help="TCP port to listen on (default 8765)")
     p.add_argument("--api-key", help="required for a non-loopback --host")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable, '*' for any")
@@ -140,9 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("gui", help="the desktop window (the default command)")
     _add_model_args(p)
-    p.add_argument("--question")
-    p.add_argument("--option", action="append", default=[])
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--question", help="put this question in the form (decided at start only with --screenshot)")
+    p.add_argument("--option", action="append", default=[], help="an option for the form (repeat 2-10 times)")
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                   help="let the model reason first (default: the window's saved setting)")
     p.add_argument("--screenshot", help="run the decision, save a PNG of the window and exit")
     p.add_argument("--overlay-screenshot", help="with --screenshot: also save a PNG of the overlay")
     p.add_argument("--tab", choices=("decision", "inspector", "calibration", "history"),
@@ -168,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit to report (default 1024)")
     p.add_argument("--device", default="AUTO", help="device to compile the model on (default AUTO: NPU > GPU > CPU)")
     p.add_argument("--no-compile", action="store_true", help="check the folder only; do not compile the model")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 

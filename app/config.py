@@ -30,6 +30,22 @@ def compiled_cache_dir() -> Path:
     return path
 
 
+PROMPT_CACHE_MB = 256  # the prompt cache's bound (DECIDER_PROMPT_CACHE_MB overrides; 0 turns it off)
+
+
+def prompt_cache():
+    """The disk cache of shared-context states every local front end uses (None when turned off)."""
+    from decider.engine.prompt_cache import PromptCache
+
+    try:
+        megabytes = float(os.environ.get("DECIDER_PROMPT_CACHE_MB", PROMPT_CACHE_MB))
+    except ValueError:
+        megabytes = PROMPT_CACHE_MB
+    if megabytes <= 0:
+        return None
+    return PromptCache(cache_dir() / "prompts", int(megabytes * 1024 * 1024))
+
+
 DEMO_MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo-model"
 SEEING_DEMO_MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo-vl-model"
 

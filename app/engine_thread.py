@@ -44,6 +44,7 @@ class ModelInfo:
     engine: EngineInfo | None = None  # service.info: kind local/remote, logprobs exactness, …
     model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
     notices: tuple[str, ...] = ()  # what loading had to work around (e.g. AUTO fell back from the NPU)
+    sees_images: bool | None = None  # the model can take pictures; None: not known (a remote server)
 
     @property
     def remote(self) -> bool:
@@ -133,14 +134,14 @@ class EngineWorker(QObject):
         try:
             from decider.engine.model_folder import inspect_folder
 
-            from .config import demo_label
+            from .config import demo_label, prompt_cache
             from .service import EngineService
 
             label = demo_label(path) or ("demo model" if is_demo else None)  # however it was chosen, a bundled model is labelled so
             is_demo = label is not None
             started = time.perf_counter()
             inspect_folder(path)  # plain-worded ModelError before any compile
-            service = EngineService(path, options, self._history_store())
+            service = EngineService(path, options, self._history_store(), prompt_cache())
             self._stop_api()  # it serves the model being replaced
             self.service = service
             info = ModelInfo(
@@ -153,6 +154,7 @@ class EngineWorker(QObject):
                 engine=service.info,
                 model_key=service.model_name,
                 notices=tuple(service.runner.notices),
+                sees_images=service.runner.vision is not None,
             )
             self.model_loaded.emit(info)
             if self._api_config is not None:

@@ -65,7 +65,10 @@ def model_tools() -> ModelTools:
 
 def app_ports(engine: EngineClient, *, history: Callable[[], History] | None = None,
               save_settings: Callable[[object], object] | None = None, demo_dir: str | None = None) -> AppPorts:
+    from .config import demo_models
+
     return AppPorts(
         engine=engine, settings_rules=settings_rules(), calibration=calibration(), models=model_tools(),
         history=history, save_settings=save_settings, demo_dir=demo_dir,
+        demo_models=tuple((str(path), label) for path, label in demo_models()),
     )

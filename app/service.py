@@ -19,6 +19,7 @@ from decider.engine.decide import DecisionRequest, DecisionResult, decide
 from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
+from decider.engine.prompt_cache import PromptCache
 from decider.engine.runner_choice import open_runner
 from decider.engine.scoring import PromptScorer, PromptScores
 from decider.engine.remote import RemoteConfig, RemoteEngine
@@ -56,9 +57,11 @@ class DecisionService(Protocol):
 class EngineService:
     """A local model: decisions, and text generation for the API and the CLI."""
 
-    def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None, history: HistoryStore | None = None):
+    def __init__(self, model_dir: str | Path, options: DeviceOptions | None = None, history: HistoryStore | None = None,
+                 prompt_cache: PromptCache | None = None):
         # AUTO falls back NPU → GPU → CPU on a compile failure; runner.notices says what happened.
         self.runner = open_runner(model_dir, options)
+        self.runner.use_prompt_cache(prompt_cache)  # shared contexts across processes (exact runners only)
         self.lock = threading.Lock()
         self.history = history  # every decision is recorded here when set
         self.last_history_id: int | None = None
@@ -171,7 +174,7 @@ class RemoteService:
 def open_local_service(model: str | None, options: DeviceOptions, *, history: bool = False) -> EngineService:
     """The service for a model folder (None: the configured or bundled demo model); `history`: record
     every decision in the default history store."""
-    from .config import resolve_model_dir
+    from .config import prompt_cache, resolve_model_dir
     from .history import default_store
 
-    return EngineService(resolve_model_dir(model), options, default_store() if history else None)
+    return EngineService(resolve_model_dir(model), options, default_store() if history else None, prompt_cache())

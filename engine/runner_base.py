@@ -25,6 +25,7 @@ from .devices import DeviceCaps, DeviceOptions
 from .errors import ContextLimitError, ModelError, SettingsError
 from .model_folder import ModelFolder
 from .precision import Precision
+from .prompt_cache import PromptCache, runner_identity
 from .tokenizer import ChatTokenizer
 from .vision_tokens import ImageToken, Item, has_images
 
@@ -49,6 +50,7 @@ class RunnerStats:
     last_prefill_tokens: int = 0  # tokens the last prefill actually computed
     last_prefill_reused: int = 0  # tokens the last prefill took from the existing/restored state
     last_prefill_s: float = 0.0  # wall time of the last prefill
+    last_prefill_from_disk: int = 0  # of the reused tokens, how many came from the prompt cache on disk
     snapshots_restored: int = 0
     compile_s: float = 0.0  # wall time of compile_model (all variants) at load
 
@@ -66,6 +68,8 @@ class RunnerBase:
     vocab_size: int
     logits_width: int
     vision = None  # a VisionEncoder where this runner can feed images (engine/vision_encoder.py)
+    prompt_cache: PromptCache | None = None  # prefix states on disk, shared across processes (use_prompt_cache)
+    _cache_identity = ""
 
     def _init_conversation(self) -> None:
         # Items: text ids, and image tokens naming their picture by digest (so prefix keys include the image).
@@ -190,6 +194,43 @@ class RunnerBase:
         while len(self._snapshots) > MAX_SNAPSHOTS:
             self._snapshots.popitem(last=False)
 
+    def use_prompt_cache(self, cache: PromptCache | None) -> None:
+        """Keep the state after each shared prefix (a checkpoint before the prompt's end) on disk and take it
+        from there in a later process. Only where snapshots are exact (caps.snapshots); elsewhere a no-op."""
+        if cache is not None and not self.caps.snapshots:
+            cache = None
+        self.prompt_cache = cache
+        self._cache_identity = runner_identity(self) if cache is not None else ""
+
+    def _cacheable(self, prefix: Sequence[Item]) -> bool:
+        return self.prompt_cache is not None and not has_images(prefix)
+
+    def _resume_from_disk(self, ids: list[Item], checkpoints: Sequence[int], start: int) -> int:
+        """Past `start`, restore the longest checkpoint prefix the prompt cache holds; return the new start."""
+        for cut in sorted((c for c in checkpoints if start < c < len(ids)), reverse=True):
+            prefix = ids[:cut]
+            if not self._cacheable(prefix):
+                continue
+            entry = self.prompt_cache.load(PromptCache.key(self._cache_identity, prefix), prefix)
+            if entry is None:
+                continue
+            self._restore_state(entry.states)
+            self.history = list(prefix)
+            # in memory too: the next request in this process restores it without reading the file
+            self._snapshots[tuple(prefix)] = _Snapshot(entry.states, entry.logits)
+            self._snapshots.move_to_end(tuple(prefix))
+            while len(self._snapshots) > MAX_SNAPSHOTS:
+                self._snapshots.popitem(last=False)
+            self.stats.last_prefill_from_disk = cut
+            return cut
+        return start
+
+    def _persist(self, prefix: list[Item]) -> None:
+        key = PromptCache.key(self._cache_identity, prefix)
+        if not self.prompt_cache.has(key):
+            snapshot = self._snapshots[tuple(prefix)]
+            self.prompt_cache.store(key, prefix, snapshot.states, snapshot.logits)
+
     def clear_snapshots(self) -> None:
         self._snapshots.clear()
 
@@ -248,11 +289,14 @@ class RunnerBase:
 
     def _prefill(self, ids: list[Item], checkpoints: Sequence[int]) -> np.ndarray:
         self.check_prompt(ids)
+        self.stats.last_prefill_from_disk = 0
         key = tuple(ids)
         if self.caps.snapshots and key in self._snapshots:
             self.stats.last_prefill_reused, self.stats.last_prefill_tokens = len(ids), 0
             return self._restore(key).copy()
         start = self._resume(ids)
+        if self.prompt_cache is not None:
+            start = self._resume_from_disk(ids, checkpoints, start)
         self.stats.last_prefill_reused = start
         self.stats.last_prefill_tokens = len(ids) - start
         cuts = sorted({c for c in checkpoints if start < c < len(ids)}) + [len(ids)]
@@ -265,6 +309,9 @@ class RunnerBase:
             self.history = ids[:cut]
             if cut in checkpoints and self.caps.snapshots:
                 self._keep_snapshot(tuple(ids[:cut]), logits)
+                # a prefix a later prompt shares (not the prompt's own end) is worth keeping across processes
+                if cut < len(ids) and self._cacheable(ids[:cut]):
+                    self._persist(ids[:cut])
         return logits
 
     def step(self, token: int) -> np.ndarray:

@@ -152,14 +152,15 @@ def test_empty_state_then_demo_label(qtbot, make_window):
         window.load_model(FIXTURE, is_demo=True)
     assert blocker.args[0].name == "demo model"
     assert window.status_model.text() == "demo model"
-    assert window.settings.recent_models == ()  # the demo is not a "recent model"
+    # a bundled demo is remembered like any folder (issue 27): the window reopens on it
+    assert window.settings.recent_models == (os.path.abspath(FIXTURE),) and window.settings.last_model == os.path.abspath(FIXTURE)
     # the bundled folder chosen by its path (--model, the picker) is labelled the same way
     from decider.app.config import DEMO_MODEL_DIR
 
     with qtbot.waitSignal(window.model_ready, timeout=60_000) as blocker:
         window.load_model(str(DEMO_MODEL_DIR))
     assert blocker.args[0].name == "demo model" and blocker.args[0].is_demo
-    assert window.settings.recent_models == ()
+    assert window.settings.recent_models[0] == str(DEMO_MODEL_DIR) and window.settings.last_model == str(DEMO_MODEL_DIR)
 
 
 def test_cancel_stops_a_long_think_generation(qtbot, make_window):
@@ -314,4 +315,4 @@ def test_a_device_fallback_is_shown_in_the_status_bar(qtbot, make_window, monkey
     assert "NPU could not run the model" in info.notices[0]
     assert window.status_device.text().startswith("CPU") and "⚠" in window.status_device.text()
     assert "forced compile failure" in window.status_device.toolTip()
-    assert "NPU could not run the model" in window.statusBar().currentMessage()
+    assert "NPU could not run the model" in window.status.current_message()

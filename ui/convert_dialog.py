@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .folder_dialog import choose_folder
 from .ports import ModelTools
 from .task_dialog import TaskDialog, label
 from .theme import set_role
@@ -122,7 +123,7 @@ class ConvertDialog(TaskDialog):
             self.out_dir.setText(f"{text.strip().rstrip('/')}-ov")
 
     def _browse_hf(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Hugging Face checkpoint folder", self.hf_dir.text() or str(Path.home()))
+        path = choose_folder(self, "Hugging Face checkpoint folder", self.hf_dir.text() or str(Path.home()))
         if path:
             self.hf_dir.setText(path)
 

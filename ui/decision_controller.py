@@ -121,6 +121,10 @@ class DecisionController(QObject):
         self.model_loading.emit(config.base_url)
         self.engine.use_remote(config)
 
+    def forget_result(self) -> None:
+        """The last decision no longer applies (another model is in)."""
+        self.last_request, self.last_result = None, None
+
     def forget_model(self) -> None:
         """No model: the engine setting changed and there is nothing to fall back on."""
         self.model_info = None

@@ -11,6 +11,8 @@ from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QImage, QPixmap
 from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from .elided import ElidedLabel
+
 THUMB_WIDTH, THUMB_HEIGHT = 160, 90
 
 
@@ -50,12 +52,13 @@ class ImageSlot(QFrame):
         self.setAcceptDrops(True)
         self._image: QImage | None = None
         self._pixels: np.ndarray | None = None
+        self._origin = ""
         self.thumbnail = QLabel()
         self.thumbnail.setFixedSize(THUMB_WIDTH, THUMB_HEIGHT)
         self.thumbnail.setAlignment(Qt.AlignCenter)
         self.thumbnail.setFrameShape(QFrame.StyledPanel)
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
+        # each line whole or elided in the middle (a file name keeps its end), the full text in the tooltip
+        self.caption = ElidedLabel(mode=Qt.ElideMiddle)
         self.paste_button = QPushButton("Paste image")
         self.paste_button.setToolTip("Use the image on the clipboard (a screenshot, a copied picture)")
         self.open_button = QPushButton("Open…")
@@ -73,13 +76,16 @@ class ImageSlot(QFrame):
         for button in (self.paste_button, self.open_button, self.capture_button, self.region_button, self.clear_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
-        side = QVBoxLayout()
-        side.addWidget(self.caption)
-        side.addLayout(buttons)
-        layout = QHBoxLayout(self)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.thumbnail, 0, Qt.AlignTop)
+        row.addLayout(buttons, 1)
+        # the caption under both, the slot's whole width: a size, a file name and a line of help fit there
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.thumbnail)
-        layout.addLayout(side, 1)
+        layout.setSpacing(4)
+        layout.addLayout(row)
+        layout.addWidget(self.caption)
         self._show()
 
     # ---------------------------------------------------------------- state
@@ -90,11 +96,18 @@ class ImageSlot(QFrame):
         """What a request carries: () without an image."""
         return () if self._pixels is None else (self._pixels,)
 
+    def summary(self) -> str:
+        """The picture in a few words: size and where it came from ("" without one)."""
+        if self._image is None:
+            return ""
+        return f"{self._image.width()}×{self._image.height()}" + (f" · {self._origin}" if self._origin else "")
+
     def set_image(self, image: QImage | None, origin: str = "") -> None:
         if image is None or image.isNull():
             self._image, self._pixels = None, None
         else:
             self._image, self._pixels = image, qimage_to_pixels(image)
+        self._origin = origin if self._image is not None else ""
         self._show(origin)
         self.changed.emit()
 
@@ -111,7 +124,7 @@ class ImageSlot(QFrame):
         if not has:
             self.thumbnail.setPixmap(QPixmap())
             self.thumbnail.setText("no image")
-            self.caption.setText("Decide from a picture: paste, drop or capture one.")
+            self.caption.setText("Decide from a picture:\npaste, drop or capture one.")
             return
         thumb = QPixmap.fromImage(self._image).scaled(THUMB_WIDTH, THUMB_HEIGHT, Qt.KeepAspectRatio, Qt.SmoothTransformation)
         self.thumbnail.setPixmap(thumb)

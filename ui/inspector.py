@@ -55,6 +55,15 @@ def _item(text: str, probability: float | None = None, align=Qt.AlignLeft) -> QT
     return item
 
 
+def logprob_text(value: float) -> str:
+    """Three decimals, or three significant digits where those would read "-0.000" (a near-certain token)."""
+    if value == 0:
+        return "0.000"
+    if abs(value) < 0.0005:
+        return f"{value:.2e}"
+    return f"{value:.3f}"
+
+
 def _table(headers: list[str]) -> QTableWidget:
     table = QTableWidget(0, len(headers))
     table.setHorizontalHeaderLabels(headers)
@@ -183,8 +192,9 @@ class TokenInspector(QScrollArea):
             table.setItem(row, 0, item)
             upper = getattr(option, "bound", None) == "upper"
             mark = "≤ " if upper else ""  # a remote server did not list it: the list's lowest logprob bounds it
-            table.setItem(row, 1, _item(f"{mark}{option.logprob:.3f}", None, Qt.AlignRight))
-            table.setItem(row, 2, _item(f"{mark}{full:.2e}", full, Qt.AlignRight))
+            # every cell of a row carries its shade: a gap reads as a missing value
+            table.setItem(row, 1, _item(f"{mark}{logprob_text(option.logprob)}", option.probability, Qt.AlignRight))
+            table.setItem(row, 2, _item(f"{mark}{full:.2e}", option.probability, Qt.AlignRight))
             table.setItem(row, 3, _item(f"{'< ' if upper else ''}{percent_text(option.probability)}", option.probability, Qt.AlignRight))
             if upper:
                 item.setToolTip(f"{option.label}. {option.text}\nnot in the server's top-20 alternatives: the values are upper bounds")
@@ -207,12 +217,12 @@ class TokenInspector(QScrollArea):
         table.setRowCount(len(alts))
         for row, alt in enumerate(alts):
             p = math.exp(alt.logprob)
-            table.setItem(row, 0, _item(str(row + 1), None, Qt.AlignCenter))
+            table.setItem(row, 0, _item(str(row + 1), p, Qt.AlignCenter))
             item = _item(token_display(alt.token), p)
             item.setToolTip(repr(alt.token))
             table.setItem(row, 1, item)
-            table.setItem(row, 2, _item(str(alt.token_id) if alt.token_id >= 0 else "—", None, Qt.AlignRight))
-            table.setItem(row, 3, _item(f"{alt.logprob:.3f}", None, Qt.AlignRight))
+            table.setItem(row, 2, _item(str(alt.token_id) if alt.token_id >= 0 else "—", p, Qt.AlignRight))
+            table.setItem(row, 3, _item(logprob_text(alt.logprob), p, Qt.AlignRight))
             table.setItem(row, 4, _item(percent_text(p), p, Qt.AlignRight))
         _fit_height(table)
 

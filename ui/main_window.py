@@ -36,6 +36,7 @@ from .window_models import ModelActions
 from .window_parts import AskPanel, Header, StatusLabels
 
 TABS = ("decision", "inspector", "calibration", "history")
+FAILED_PREFIX = "Decision failed: "
 
 
 class MainWindow(ModelActions, CompanionActions, QMainWindow):
@@ -133,6 +134,9 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.options.submit.connect(self.decide)
         self.options.changed.connect(self._update_buttons)
         self.question.textChanged.connect(self._update_buttons)
+        self._form_error = False  # a "the question is empty"-kind message is shown: re-checked as the form changes
+        self.options.changed.connect(self._recheck_form)
+        self.question.textChanged.connect(self._recheck_form)
         self.think_box.toggled.connect(lambda on: self.settings_panel.set_value("think", on))
         self.permute_box.toggled.connect(lambda on: self.settings_panel.set_value("permute", on))
         self.decide_button.clicked.connect(self.decide)
@@ -230,9 +234,12 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         except SettingsError as exc:
             self.tabs.setCurrentWidget(self.result_view)
             self.result_view.show_error(str(exc))
+            self.inspector.clear()
+            self._form_error = True
             if source != "window":
                 self.overlay.show_error(str(exc), SOURCE_TEXT.get(source, ""))
             return False
+        self._form_error = False
         # With permute, every cyclic order thinks again: the progress counts across all of them.
         budget = request.reasoning_budget * (len(request.options) if request.permute else 1)
         self.result_view.show_running(request.think, budget)
@@ -241,6 +248,18 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         started = self.controller.submit(request, source)
         self._update_buttons()
         return started
+
+    def _recheck_form(self) -> None:
+        """While a form error is shown, edits re-check the form: the message goes once the form is right."""
+        if not self._form_error or self.deciding:
+            return
+        try:
+            self.build_request()
+        except SettingsError as exc:
+            self.result_view.show_error(str(exc))
+            return
+        self._form_error = False
+        self.result_view.show_ready()
 
     def cancel(self) -> None:
         if self.controller.cancel():
@@ -272,6 +291,8 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.show_message(f"{model} ({'think' if think else 'no think'}): {state}", 5000)
 
     def _on_decided(self, request, result, source: str) -> None:
+        if self.status.current_message().startswith(FAILED_PREFIX):
+            self.show_message("")  # an earlier failure is not this decision's news
         self.result_view.show_result(result, self._temperature(request))
         self.inspector.set_result(result, request)
         engine = getattr(result, "engine", None)
@@ -298,9 +319,10 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
     def _on_failed(self, message: str, source: str) -> None:
         self.tabs.setCurrentWidget(self.result_view)
         self.result_view.show_error(message)
+        self.inspector.clear()
         if self.overlay.isVisible():
             self.overlay.show_error(message, SOURCE_TEXT.get(source, ""))
-        self.show_message(f"Decision failed: {message}", 10_000)
+        self.show_message(f"{FAILED_PREFIX}{message}", 10_000)
         self.screen_decisions.decision_ended()
         self._update_buttons()
         self.decision_failed.emit(message)
@@ -379,7 +401,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.tabs.setCurrentWidget(widgets[name])
 
     def show_message(self, text: str, timeout_ms: int = 0) -> None:
-        self.statusBar().showMessage(text, timeout_ms)
+        self.status.show_message(text, timeout_ms)
 
     def _update_buttons(self) -> None:
         self.ask_panel.show_running(self.deciding, self.model_info is not None and self.loading_path is None)

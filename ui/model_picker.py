@@ -12,7 +12,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
 from decider.engine.errors import ModelError
 from decider.engine.model_folder import inspect_folder
 
+from .folder_dialog import choose_folder
 from .ports import ModelTools
 from .theme import set_role
 
@@ -50,7 +50,9 @@ def describe_folder(path: str | Path) -> tuple[bool, str]:
 
 class ModelPickerDialog(QDialog):
     def __init__(self, tools: ModelTools, recent: list[str], current: str | None = None, demo: str | None = None,
-                 parent: QWidget | None = None, *, downloaded: list[str] | None = None, doctor_options=None) -> None:
+                 parent: QWidget | None = None, *, downloaded: list[str] | None = None, doctor_options=None,
+                 bundled: dict[str, str] | None = None) -> None:
+        """bundled: the models this checkout ships, folder -> label ("demo model", "seeing demo model"); always listed."""
         super().__init__(parent)
         self.tools = tools
         self.setWindowTitle("Choose a model")
@@ -80,13 +82,15 @@ class ModelPickerDialog(QDialog):
         layout.addWidget(caption)
         self.list = QListWidget()
         self.list.setUniformItemSizes(False)
+        labels = dict(bundled or {})
+        if demo and demo not in labels:
+            labels[demo] = "demo model"
         entries = list(recent)
-        if demo and demo not in entries:
-            entries.append(demo)
+        entries += [p for p in labels if p not in entries]
         fetched = tools.downloaded() if downloaded is None else list(downloaded)
         entries += [p for p in fetched if p not in entries]
         for path in entries:
-            name = "demo model" if path == demo else Path(path).name
+            name = labels.get(path) or Path(path).name
             if path in fetched and path not in recent:
                 name += "  · downloaded"
             item = QListWidgetItem(f"{name}\n{path}")
@@ -170,7 +174,7 @@ class ModelPickerDialog(QDialog):
 
     def browse(self) -> None:
         start = str(Path(self._checked).parent) if self._checked else str(Path.home())
-        path = QFileDialog.getExistingDirectory(self, "Model folder", start)
+        path = choose_folder(self, "Model folder", start)
         if not path:
             return
         self.list.clearSelection()

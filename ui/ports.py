@@ -102,6 +102,7 @@ class ModelInfo(Protocol):
     engine: EngineInfo | None  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
     model_key: str
     notices: tuple[str, ...]  # what loading had to work around, shown in the status bar (e.g. a device fallback)
+    sees_images: bool | None  # the model can take pictures (None: not known, e.g. a remote server)
 
     @property
     def remote(self) -> bool: ...
@@ -195,3 +196,4 @@ class AppPorts:
     history: Callable[[], History] | None = None  # opens the history; None: the history is off
     save_settings: Callable[[Any], object] | None = None  # None: nothing is written (a screenshot run)
     demo_dir: str | None = None
+    demo_models: tuple[tuple[str, str], ...] = ()  # the bundled models: (folder, label), listed in the picker

@@ -298,13 +298,11 @@ class ResultView(QStackedWidget):
             self._only(self.error_box, self.placeholder)
 
     def show_error(self, message: str) -> None:
+        """The error alone: a previous result under it would read as this question's answer."""
         set_role(self.error_box, "ErrorBox")
         self.error_box.setText(message)
-        if self.result is not None:
-            self._only(self.error_box, self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage,
-                       *[w for w in (self.bound_note, self.engine_note) if w.text()])
-        else:
-            self._only(self.error_box, self.placeholder)
+        self.result = None
+        self._only(self.error_box, self.placeholder)
 
     def show_result(self, result, temperature: float | None = None) -> None:
         """Show a result; with `temperature` (the one applied for this model and think mode) every raw

@@ -13,7 +13,10 @@ from decider.engine.errors import SettingsError
 
 from .clipboard import parse_situation
 
-SOURCE_TEXT = {"hotkey": "· from clipboard", "api": "· via local API", "capture": "· from a screenshot"}
+SOURCE_TEXT = {
+    "hotkey": "· from clipboard", "hotkey_image": "· from clipboard + the picture in the slot",
+    "api": "· via local API", "capture": "· from a screenshot",
+}
 
 
 class CompanionActions:
@@ -32,6 +35,17 @@ class CompanionActions:
             return False
         self.question.setPlainText(question)
         self.options.set_options(options)
+        if self.image_slot.pixels():
+            # the slot's picture (say, an earlier capture) goes with the text only where it can, and never unsaid
+            info = self.model_info
+            if getattr(info, "sees_images", None) is False:
+                self.image_slot.clear()
+                self.image_slot.show_note(f"Picture removed:\n{info.name} cannot see images.")
+                self.show_message(f"Clipboard decision on the text alone: {info.name} cannot see the picture, removed", 8000)
+            else:
+                self.show_message(f"Clipboard decision sent with the picture in the slot ({self.image_slot.summary()}); "
+                                  "Clear it to decide on the text alone", 8000)
+                return self.decide("hotkey_image")
         return self.decide("hotkey")
 
     def _on_api_decided(self, question: str, result) -> None:

@@ -18,6 +18,7 @@ from .window_parts import connection_message
 
 
 class ModelActions:
+    model_picker = None  # the picker while it is open
     _shown_model = None  # the model the window shows (None until the first one is in)
 
     def choose_model(self) -> None:
@@ -28,10 +29,16 @@ class ModelActions:
             options = self.settings.device_options()
         except SettingsError:
             options = None
+        bundled = dict(self.ports.demo_models)
         dialog = ModelPickerDialog(self.ports.models, list(self.settings.recent_models), current, self.demo_dir, self,
-                                   doctor_options=options)
-        if dialog.exec() and dialog.chosen:
-            self.load_model(dialog.chosen, is_demo=dialog.chosen == self.demo_dir)
+                                   doctor_options=options, bundled=bundled)
+        self.model_picker = dialog  # while it is open (tests, screenshots)
+        try:
+            accepted = dialog.exec() and dialog.chosen
+        finally:
+            self.model_picker = None
+        if accepted:
+            self.load_model(dialog.chosen, is_demo=dialog.chosen == self.demo_dir or dialog.chosen in bundled)
 
     def start(self, path: str | None, is_demo: bool = False) -> None:
         """The first model at start: the remote server when that is the engine, else the local folder."""
@@ -105,7 +112,16 @@ class ModelActions:
 
     def _on_model_loaded(self, info) -> None:
         first = self._shown_model is None
+        changed = not first and self._shown_model.path != info.path
         self._shown_model = info
+        if changed:
+            # the last decision was another model's (other options, maybe a picture): not shown as this one's
+            self.controller.forget_result()
+            self.inspector.clear()
+            self.result_view.show_ready()
+        if self.image_slot.pixels() and getattr(info, "sees_images", None) is False:
+            self.image_slot.clear()
+            self.image_slot.show_note(f"Picture removed:\n{info.name} cannot see images.")
         remote = getattr(info, "remote", False)
         notices = tuple(getattr(info, "notices", ()))
         short, long = engine_summary(getattr(info, "engine", None))
@@ -125,7 +141,7 @@ class ModelActions:
             self.status_device.setText(f"{info.device}  ⚠" if notices else info.device)
             self.status_device.setToolTip("\n".join(notices))
         self.settings_panel.set_model_defaults(info.defaults)
-        if not info.is_demo and not remote:
+        if not remote:  # a bundled demo too: the window reopens on it, the picker lists it first
             self._update_settings(settings=self.settings.with_recent_model(info.path))
         self.calibration_view.set_current(self.controller.model_key, self.settings.think)
         if first or self.result_view.currentWidget() is not self.result_view.main_page:

@@ -3,7 +3,7 @@ Decide/Cancel) and the status bar's labels. Plain widgets: the window connects a
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .elided import ElidedLabel
 from .options_editor import OptionsEditor
 
 
@@ -133,10 +134,17 @@ class AskPanel(QWidget):
 
 
 class StatusLabels:
-    """The status bar's permanent labels: busy, model, device, engine, latency, tokens, hotkey."""
+    """The status bar: a message on the left (elided with "…", the full text in its tooltip: QStatusBar's own
+    message is cut mid-word) and the permanent labels: busy, model, device, engine, latency, tokens, hotkey."""
 
     def __init__(self, bar: QStatusBar) -> None:
         bar.setSizeGripEnabled(False)
+        self.message = ElidedLabel()
+        self.message.setObjectName("StatusMessage")
+        self.message.setContentsMargins(6, 0, 6, 0)
+        bar.addWidget(self.message, 1)
+        self._message_timer = QTimer(bar, singleShot=True)
+        self._message_timer.timeout.connect(lambda: self.message.setText(""))
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)
         self.busy.setTextVisible(False)
@@ -151,6 +159,16 @@ class StatusLabels:
         bar.addPermanentWidget(self.busy)
         for label in (self.model, self.device, self.engine, self.latency, self.tokens, self.hotkey):
             bar.addPermanentWidget(label)
+
+    def show_message(self, text: str, timeout_ms: int = 0) -> None:
+        """Show text until the next message (or for timeout_ms)."""
+        self._message_timer.stop()
+        self.message.setText(text)
+        if timeout_ms > 0:
+            self._message_timer.start(timeout_ms)
+
+    def current_message(self) -> str:
+        return self.message.text()
 
 
 def connection_message(report) -> tuple[str, bool]:
