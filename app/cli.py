@@ -29,7 +29,8 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
                              "NPU: images scaled into a fixed budget)")
     parser.add_argument(
         "--fast", action="store_true",
-        help="let the device pick lower precision (bf16/f16 KV cache); faster, logprobs no longer exact",
+        help="compile reduced precision, stated: the CPU's fastest float (bf16, f16, else f32), a u8 KV cache and int8 "
+             "activations (f16 on a GPU); faster, bars labelled reduced precision, never exact",
     )
     parser.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit in tokens (default 1024)")
     parser.add_argument(
