@@ -24,6 +24,7 @@ from decider.engine.runner_choice import open_runner
 from decider.engine.scoring import PromptScorer, PromptScores
 from decider.engine.remote import RemoteConfig, RemoteEngine
 from decider.engine.settings import SamplingSettings
+from decider.engine.tools import Tool
 
 from .history import HistoryStore
 
@@ -103,11 +104,13 @@ class EngineService:
         max_tokens: int,
         top_logprobs: int | None,
         stop: tuple[str, ...] = (),
+        tools: tuple[Tool, ...] = (),
     ) -> GenerationRequest:
-        prompt = build_chat_prompt(self.runner.tokenizer, messages, think, see=self.runner.image_tokens)
+        prompt = build_chat_prompt(self.runner.tokenizer, messages, think, see=self.runner.image_tokens, tools=tools)
+        # A snapshot at the prompt's end too: another draw from the same prompt (n > 1, the next request) costs no prefill.
         return GenerationRequest(
             tuple(prompt.ids), sampling, max_tokens, think=think, top_logprobs=top_logprobs, stop=stop,
-            checkpoints=(prompt.checkpoint,),
+            checkpoints=(prompt.checkpoint, len(prompt.ids)),
         )
 
     def run(self, request: GenerationRequest, should_stop: Callable[[], bool] | None = None) -> Completion:

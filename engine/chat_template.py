@@ -14,9 +14,10 @@ import numpy as np
 
 from .errors import SettingsError
 from .tokenizer import ChatTokenizer
+from .tools import Tool, ToolCall, call_text, tools_system_text
 from .vision_tokens import ImageToken, Item, image_block
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 
 
 # A message's content: text, or parts in order, each text, one image's tokens (from the runner) or one
@@ -28,6 +29,7 @@ Part = str | tuple[ImageToken, ...] | np.ndarray
 class Message:
     role: str
     content: str | tuple[Part, ...]
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls (rendered after its text)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -59,19 +61,44 @@ def validate_messages(messages: list[Message]) -> None:
         raise SettingsError("messages must not be empty")
     if any(m.role == "system" for m in messages[1:]):
         raise SettingsError("a system message may only come first")
-    if messages[-1].role != "user":
-        raise SettingsError("the last message must be from the user")
+    if messages[-1].role not in ("user", "tool"):
+        raise SettingsError("the last message must be from the user (or a tool's result)")
+    if any(m.tool_calls and m.role != "assistant" for m in messages):
+        raise SettingsError("only assistant messages carry tool calls")
 
 
 def build_chat_prompt(
-    tokenizer: ChatTokenizer, messages: list[Message], think: bool, see: Callable[[np.ndarray], Sequence[ImageToken]] | None = None
+    tokenizer: ChatTokenizer, messages: list[Message], think: bool, see: Callable[[np.ndarray], Sequence[ImageToken]] | None = None,
+    tools: tuple[Tool, ...] = (),
 ) -> ChatPrompt:
-    """see: an image's pixels → its tokens (runner.image_tokens); without it a message with pixels is refused."""
+    """see: an image's pixels → its tokens (runner.image_tokens); without it a message with pixels is refused.
+    tools: functions offered in the system turn (engine/tools.py), as Qwen's template renders them."""
     validate_messages(messages)
     ids: list[Item] = []
-    for message in messages:
+    if tools:  # the functions join the system turn (made when there was none)
+        system = messages[0] if messages[0].role == "system" else None
+        text = "".join(p for p in system.parts if isinstance(p, str)).strip() if system else None
+        messages = [Message("system", tools_system_text(tools, text)), *messages[1 if system else 0:]]
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            if index and messages[index - 1].role == "tool":
+                continue  # rendered with the first of its run
+            # A run of tool results is one user turn, each in <tool_response> tags: one text, as a tokenizer splits it.
+            run: list[Part] = []
+            for result in messages[index:]:
+                if result.role != "tool":
+                    break
+                run += ["\n<tool_response>\n", *(_seen(p, see) for p in result.parts), "\n</tool_response>"]
+            ids += [tokenizer.im_start] + encode_parts(tokenizer, "user", tuple(run)) + [tokenizer.im_end]
+            ids += tokenizer.encode_text("\n")
+            continue
+        parts = tuple(_seen(part, see) for part in message.parts)
+        if message.tool_calls:
+            text = "".join(p for p in parts if isinstance(p, str))
+            calls = "\n".join(call_text(c) for c in message.tool_calls)
+            parts = (f"{text}\n{calls}" if text else calls,)
         ids.append(tokenizer.im_start)
-        ids += encode_parts(tokenizer, f"{message.role}\n", tuple(_seen(part, see) for part in message.parts))
+        ids += encode_parts(tokenizer, f"{message.role}\n", parts)
         ids.append(tokenizer.im_end)
         ids += tokenizer.encode_text("\n")
     ids.append(tokenizer.im_start)

@@ -7,6 +7,7 @@ import uuid
 
 from .echo import EchoedPrompt
 from .generate import Completion, ContentToken, Delta
+from .tools import parse_tool_calls
 
 
 def _envelope(kind: str, request_id: str, created: int, model: str, choices: list) -> dict:
@@ -37,18 +38,60 @@ def chat_logprobs(entries: list[ContentToken] | None) -> dict | None:
     return {"content": [chat_logprob_entry(e) for e in entries]}
 
 
-def chat_completion(completion: Completion, model: str, request_id: str | None = None) -> dict:
-    message = {"role": "assistant", "content": completion.content}
+def chat_choice(completion: Completion, index: int = 0, *, tools: bool = False, probabilities: dict | None = None) -> dict:
+    """One choice of a chat.completion. With tools offered, an answer that calls functions is `tool_calls`
+    (content null, finish_reason "tool_calls"); `probabilities` is Decider's extension field
+    `tool_choice_probabilities` (engine/tools.choice_probabilities)."""
+    content, calls = parse_tool_calls(completion.content) if tools else (completion.content, [])
+    message: dict = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [call.to_openai() for call in calls]
     if completion.reasoning is not None:
         message["reasoning_content"] = completion.reasoning
     choice = {
-        "index": 0,
+        "index": index,
         "message": message,
         "logprobs": chat_logprobs(completion.logprobs) if completion.logprobs is not None else None,
-        "finish_reason": completion.finish_reason,
+        "finish_reason": "tool_calls" if calls and completion.finish_reason == "stop" else completion.finish_reason,
     }
+    if probabilities is not None:
+        choice["tool_choice_probabilities"] = probabilities
+    return choice
+
+
+def chat_completion(completion: Completion, model: str, request_id: str | None = None) -> dict:
+    return chat_completions([chat_choice(completion)], [completion], model, request_id)
+
+
+def chat_completions(choices: list[dict], completions: list[Completion], model: str, request_id: str | None = None) -> dict:
+    """A chat.completion of n choices drawn from one prompt: the prompt counted once, the draws summed."""
     request_id = request_id or f"chatcmpl-{uuid.uuid4().hex[:24]}"
-    return {**_envelope("chat.completion", request_id, int(time.time()), model, [choice]), "usage": _usage(completion)}
+    generated = sum(c.completion_tokens for c in completions)
+    usage = {"prompt_tokens": completions[0].prompt_tokens, "completion_tokens": generated,
+             "total_tokens": completions[0].prompt_tokens + generated}
+    return {**_envelope("chat.completion", request_id, int(time.time()), model, choices), "usage": usage}
+
+
+def chat_choice_chunks(request_id: str, model: str, created: int, choice: dict, with_usage: bool = False) -> list[dict]:
+    """A finished choice as stream chunks (role, its text or its calls, the finish), for answers that are only
+    known whole: tool calls (parsed once complete) and n > 1. Accumulated by a client, they equal the choice."""
+    message, index = choice["message"], choice["index"]
+
+    def chunk(delta: dict, finish: str | None = None, logprobs: dict | None = None) -> dict:
+        body = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+        return _chunk_usage(_envelope("chat.completion.chunk", request_id, created, model, [body]), with_usage)
+
+    chunks = [chunk({"role": "assistant", "content": "" if message["content"] is not None else None})]
+    if message.get("reasoning_content"):
+        chunks.append(chunk({"reasoning_content": message["reasoning_content"]}))
+    if message["content"]:
+        chunks.append(chunk({"content": message["content"]}, logprobs=choice["logprobs"]))
+    for position, call in enumerate(message.get("tool_calls", [])):
+        chunks.append(chunk({"tool_calls": [{"index": position, **call}]}, logprobs=choice["logprobs"] if position == 0 else None))
+    last = chunk({}, choice["finish_reason"])
+    if "tool_choice_probabilities" in choice:
+        last["choices"][0]["tool_choice_probabilities"] = choice["tool_choice_probabilities"]
+    return chunks + [last]
 
 
 def completion_logprobs(entries: list[ContentToken], prompt_chars: int) -> dict:

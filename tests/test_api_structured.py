@@ -148,8 +148,3 @@ def test_the_mask_restricts_the_draw_not_the_logprobs(service):
     assert min(got) < -0.5  # the grammar forced tokens the model did not want: their logprobs say so
 
 
-def test_tools_stay_refused(client):
-    with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="decider", messages=ASK, max_tokens=2,
-                                       tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
-    assert info.value.param == "tools"

@@ -14,6 +14,7 @@ from decider.engine.errors import Cancelled
 from decider.engine.generate import Completion
 from decider.engine.openai_format import completion_choice
 
+from .chat_run import draws
 from .protocol import CompletionJob, CompletionRequest
 
 
@@ -27,16 +28,18 @@ def run_completions(
         if should_stop():
             raise Cancelled("the client left")
         scores = service.score(job.ids, request.logprobs) if request.scores_prompt else None
-        if job.generation is not None:
-            completion = service.run(job.generation, should_stop)
-        else:  # max_tokens 0: the prompt alone (scored or echoed), nothing generated
-            completion = Completion(prompt_tokens=len(job.ids), finish_reason="length")
         echoed = echo_prompt(tokenizer, job.ids, scores, job.text) if request.echo else None
         prompt_chars = len(echoed.text if echoed is not None else prompt_text(tokenizer, job))
-        choices.append(
-            completion_choice(completion, index, prompt_chars, logprobs=request.logprobs is not None, echoed=echoed)
-        )
-        completions.append(completion)
+        # n draws per prompt, the prompt prefilled once (a snapshot at its end), choices in OpenAI's order
+        for generation in draws(job.generation, request.n or 1) if job.generation is not None else [None]:
+            if generation is not None:
+                completion = service.run(generation, should_stop)
+            else:  # max_tokens 0: the prompt alone (scored or echoed), nothing generated
+                completion = Completion(prompt_tokens=len(job.ids), finish_reason="length")
+            choices.append(
+                completion_choice(completion, len(choices), prompt_chars, logprobs=request.logprobs is not None, echoed=echoed)
+            )
+            completions.append(completion)
     return choices, completions
 
 

@@ -3,12 +3,14 @@ order) and /v1/decide's `images` field. Remote image URLs are refused, never fet
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
 from decider.engine.chat_template import Message
 from decider.engine.errors import SettingsError
+from decider.engine.tools import ToolCall
 
 from ..images import decode_data_url
 from .errors import field_error, located_error
@@ -16,15 +18,36 @@ from .fields import Strict
 
 MAX_IMAGES_PER_REQUEST = 8
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 
 
 def _role(value: object) -> str:
     if value == "developer":
         return "system"  # OpenAI's newer name for the system message
     if value not in ROLES:
-        raise located_error("invalid_value", f" must be system, developer, user or assistant (got {value!r:.40})")
+        raise located_error("invalid_value", f" must be system, developer, user, assistant or tool (got {value!r:.40})")
     return value
+
+
+def _tool_calls(value: object) -> tuple[ToolCall, ...]:
+    """An assistant message's earlier calls: [{"id", "type": "function", "function": {"name", "arguments"}}]."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise located_error("invalid_type", " must be a list of tool calls")
+    calls = []
+    for index, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(function.get("arguments"), str):
+            raise located_error("invalid_value", f'[{index}] must be {{"id": ..., "type": "function", "function": {{"name": ..., "arguments": "<JSON>"}}}}')
+        try:
+            arguments = json.loads(function["arguments"])
+        except ValueError:
+            raise located_error("invalid_value", f"[{index}].function.arguments must be a JSON object as text") from None
+        if not isinstance(arguments, dict):
+            raise located_error("invalid_value", f"[{index}].function.arguments must be a JSON object as text")
+        calls.append(ToolCall(function["name"], json.dumps(arguments, ensure_ascii=False), str(item.get("id", ""))))
+    return tuple(calls)
 
 
 def _content(value: object) -> str | tuple:
@@ -81,6 +104,8 @@ class ChatMessage(Strict):
     role: Annotated[str, BeforeValidator(_role)]
     content: Annotated[Any, BeforeValidator(_content), Field(default=None, validate_default=True)]
     name: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
+    tool_calls: Annotated[tuple[ToolCall, ...], BeforeValidator(_tool_calls), Field(default=())]
+    tool_call_id: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -88,12 +113,17 @@ class ChatMessage(Strict):
         if not isinstance(value, dict):
             raise located_error("invalid_type", " must be an object")
         unknown = sorted(set(value) - set(cls.model_fields))
-        if unknown:  # tool_calls, tool_call_id, audio, refusal…: OpenAI features this server does not have
+        if unknown:  # audio, refusal…: OpenAI features this server does not have
             raise located_error("unsupported_parameter", " is not supported", sub=unknown[0])
+        if value.get("content") is None and value.get("tool_calls") and value.get("role") == "assistant":
+            value = {**value, "content": ""}  # an assistant turn that only called functions
+        for field, role in (("tool_calls", "assistant"), ("tool_call_id", "tool")):
+            if field in value and value.get("role") != role:
+                raise located_error("unsupported_parameter", f" is only for {role} messages", sub=field)
         return value
 
     def to_message(self) -> Message:
-        return Message(self.role, self.content)
+        return Message(self.role, self.content, self.tool_calls)
 
 
 def _bad_name():

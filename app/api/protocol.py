@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, ValidationInfo, create_model, model_validator
 
 from decider.engine.decide import DecisionRequest
 from decider.engine.errors import SettingsError
@@ -20,6 +20,7 @@ from decider.engine.logit_bias import check_logit_bias
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, grammar_tokenizer
+from decider.engine.tools import TOOL_CHOICES, Tool, check_tools, tag_ids, tool_grammar
 
 from ..requests import SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
@@ -31,6 +32,7 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_GUIDED_CHOICES = 64
 MAX_LOGIT_BIAS = 1024  # tokens in one logit_bias
 MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its batch size)
+MAX_CHOICES = 16  # n: completions drawn from one prefill
 
 
 
@@ -113,7 +115,7 @@ class _Generation(SamplingFields):
     stream_options: StreamOptions | None = None
     logit_bias: Annotated[tuple[tuple[int, float], ...], BeforeValidator(_logit_bias), Field(default=())]
     response_format: Annotated[ResponseFormat | None, BeforeValidator(_response_format)] = None
-    n: refused(one, "one choice per request (n=1)")
+    n: int_in(1, MAX_CHOICES) = None  # several draws from one prefill of the prompt
     user: Ignored
     metadata: Ignored
     store: Ignored
@@ -161,6 +163,42 @@ def _guided_choice(value: object, info: ValidationInfo) -> tuple[str, ...] | Non
     return tuple(value)
 
 
+def _tools(value: object) -> tuple[Tool, ...] | None:
+    """OpenAI's tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]."""
+    if value is None or value == []:
+        return None
+    shape = 'tools must be a list of {"type": "function", "function": {"name": ..., "parameters": {...}}}'
+    if not isinstance(value, list):
+        raise field_error("invalid_type", shape)
+    tools = []
+    for index, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) and item.get("type") == "function" else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or set(item) - {"type", "function"}:
+            raise field_error("invalid_value", f"tools[{index}]: {shape}")
+        unknown = sorted(set(function) - {"name", "description", "parameters", "strict"})
+        if unknown:
+            raise field_error("invalid_value", f"tools[{index}].function.{unknown[0]} is not supported")
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        description = function.get("description")
+        if not isinstance(parameters, dict) or not (description is None or isinstance(description, str)):
+            raise field_error("invalid_value", f"tools[{index}].function: parameters must be a JSON schema object, description a string")
+        tools.append(Tool(function["name"], parameters, description, function.get("strict") is True))
+    try:
+        return check_tools(tuple(tools))
+    except SettingsError as exc:
+        raise field_error("invalid_value", str(exc)) from None
+
+
+def _tool_choice(value: object) -> str | None:
+    """"none", "auto", "required", or a function's name (from {"type": "function", "function": {"name": ...}})."""
+    if value is None or value in TOOL_CHOICES:
+        return value
+    function = value.get("function") if isinstance(value, dict) and value.get("type") == "function" else None
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return function["name"]
+    raise field_error("invalid_value", 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}')
+
+
 class ChatCompletionRequest(_Generation):
     messages: Annotated[list[ChatMessage], BeforeValidator(check_messages), Field(default=None, validate_default=True)]
     max_tokens: int_in(1) = None
@@ -171,11 +209,12 @@ class ChatCompletionRequest(_Generation):
     enable_thinking: Boolean = None
     chat_template_kwargs: ChatTemplateKwargs | None = None
     guided_choice: Annotated[tuple[str, ...] | None, BeforeValidator(_guided_choice)] = None  # vLLM's extension
-    tools: refused(empty([]), "no tool calling")
-    functions: refused(empty([]), "no function calling")
-    tool_choice: refused(empty("none"), "no tool calling")
-    function_call: refused(empty("none"), "no function calling")
-    parallel_tool_calls: Boolean = None  # meaningless without tools: accepted, ignored
+    tools: Annotated[tuple[Tool, ...] | None, BeforeValidator(_tools)] = None
+    tool_choice: Annotated[str | None, BeforeValidator(_tool_choice)] = None
+    parallel_tool_calls: Boolean = None
+    functions: refused(empty([]), "the deprecated functions field: use tools")
+    function_call: refused(empty("none"), "the deprecated function_call field: use tool_choice")
+    _tool_format: ResponseFormat | None = PrivateAttr(None)
     modalities: refused(empty(["text"]), "text output only")
     audio: refused(absent, "text output only")
     prediction: refused(absent, "no predicted outputs")
@@ -198,7 +237,37 @@ class ChatCompletionRequest(_Generation):
                               "response_format")
         if self.response_format is not None and self.guided_choice is not None:
             raise field_error("invalid_value", "give response_format or guided_choice, not both", "response_format")
+        self._check_tools()
         return self
+
+    def _check_tools(self) -> None:
+        for index, message in enumerate(self.messages):  # as OpenAI: a result answers a call made just before
+            before = self.messages[index - 1] if index else None
+            if message.role == "tool" and not (before and (before.role == "tool" or before.tool_calls)):
+                raise field_error("invalid_value", f"messages[{index}]: a tool message must follow an assistant message "
+                                  "with tool_calls", f"messages[{index}].role")
+        choice = self.tool_choice
+        if self.tools is None:
+            if choice not in (None, "none"):
+                raise field_error("invalid_value", "tool_choice needs tools", "tool_choice")
+            return
+        if choice not in TOOL_CHOICES and choice is not None and choice not in {t.name for t in self.tools}:
+            raise field_error("invalid_value", f"tool_choice names {choice!r:.70}, which is not in tools", "tool_choice")
+        if self.calls_tools and (self.response_format is not None or self.guided_choice is not None):
+            raise field_error("invalid_value", "tools constrain the answer: give them without response_format or guided_choice", "tools")
+        if self.calls_tools and self.thinking:
+            raise field_error("invalid_value", "a tool call is constrained from the answer's first token: turn thinking off "
+                              "(or tool_choice: none)", "tools")
+        if self.calls_tools:
+            try:  # compiled here, once: a schema llguidance cannot use is a 400 before anything queues
+                self._tool_format = tool_grammar(self.tools, self.tool_choice or "auto", self.parallel_tool_calls is not False)
+            except SettingsError as exc:
+                raise field_error("invalid_value", str(exc), "tools") from None
+
+    @property
+    def calls_tools(self) -> bool:
+        """Functions offered and the model may call them (tool_choice is not "none")."""
+        return self.tools is not None and self.tool_choice != "none"
 
     def _think_switches(self) -> dict[str, bool]:
         """Qwen's reasoning switch, under each name clients use for it."""
@@ -227,10 +296,16 @@ class ChatCompletionRequest(_Generation):
         """Tokenize (the chat template) and check the prompt against the context: no engine lock needed."""
         top = (self.top_logprobs or 0) if self.logprobs else None
         messages = [m.to_message() for m in self.messages]
-        request = service.chat_request(messages, self.thinking, _sampling(self, service.defaults), self.limit or 1, top, self.stop)
+        request = service.chat_request(messages, self.thinking, _sampling(self, service.defaults), self.limit or 1, top, self.stop,
+                                       tools=self.tools or ())
         runner = service.runner
         runner.check_prompt(request.prompt_ids)
         request = replace(request, **self._output_controls(runner.tokenizer, runner.vocab_size))
+        if self._tool_format is not None:  # checked at validation; compiled again with this tokenizer's tag ids
+            grammar_tokenizer(runner.tokenizer)
+            grammar = tool_grammar(self.tools, self.tool_choice or "auto", self.parallel_tool_calls is not False,
+                                   tag_ids(runner.tokenizer))
+            request = replace(request, response_format=grammar)
         if self.guided_choice is not None:  # answer with one of these (single-token) strings
             return replace(request, allowed=self._choice_ids(runner.tokenizer), max_tokens=1)
         if self.limit is None:  # as OpenAI: bounded only by the context
@@ -291,14 +366,14 @@ class CompletionRequest(_Generation):
     max_tokens: int_in(0) = None
     logprobs: Annotated[int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
     echo: Boolean = None
-    best_of: refused(one, "only best_of=1")
+    best_of: refused(one, "best_of=1 only (n draws several completions from one prefill)")
     suffix: refused(empty(""), "no insertion (suffix)")
 
     @model_validator(mode="after")
     def _together(self) -> "CompletionRequest":
-        if self.stream and (self.echo or len(self.prompt) > 1 or self.max_tokens == 0):
+        if self.stream and (self.echo or len(self.prompt) > 1 or self.max_tokens == 0 or (self.n or 1) > 1):
             raise field_error(
-                "unsupported_parameter", "stream is not supported with echo, several prompts or max_tokens 0", "stream"
+                "unsupported_parameter", "stream is not supported with echo, several prompts, n > 1 or max_tokens 0", "stream"
             )
         return self
 
@@ -328,8 +403,9 @@ class CompletionRequest(_Generation):
             runner.check_prompt(ids)
             generation = None
             if self.limit > 0:
+                # a snapshot at the prompt's end: n > 1 draws, and the next request with this prompt, prefill nothing
                 generation = GenerationRequest(ids, _sampling(self, service.defaults), self.limit, think=False,
-                                               top_logprobs=self.logprobs, stop=self.stop, **controls)
+                                               top_logprobs=self.logprobs, stop=self.stop, checkpoints=(len(ids),), **controls)
             jobs.append(CompletionJob(ids, text, generation))
         return jobs
 

@@ -26,7 +26,9 @@ from decider.engine.errors import Cancelled, ContextLimitError, SettingsError
 from decider.engine.generate import Completion, Delta
 from decider.engine.openai_format import (
     chat_chunk,
+    chat_choice_chunks,
     chat_completion,
+    chat_completions,
     chat_delta,
     chat_usage_chunk,
     completion_chunk,
@@ -34,6 +36,7 @@ from decider.engine.openai_format import (
     text_completions,
 )
 
+from .chat_run import run_chat
 from .completions import prompt_text, run_completions
 from .errors import ApiError, from_engine, from_validation
 from . import tokens
@@ -203,6 +206,12 @@ class Routes:
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = service.model_name
         client = Client(request.receive, state)
+        if parsed.calls_tools or (parsed.n or 1) > 1:  # answers known whole (engine/tools.py, chat_run.py)
+            choices, completions = await self._run(client, run_chat, service, parsed, generation, client.should_stop)
+            self._notify(state.on_chat_completion, messages, completions[0])
+            if not parsed.stream:
+                return json_response(200, chat_completions(choices, completions, model, request_id))
+            return self._replay(client, request_id, model, choices, completions, parsed.include_usage)
         if not parsed.stream:
             completion = await self._run(client, service.run, generation, client.should_stop)
             self._notify(state.on_chat_completion, messages, completion)
@@ -225,6 +234,23 @@ class Routes:
             self._notify(state.on_chat_completion, messages, completion)
 
         return await self._stream(client, service.stream(generation, client.should_stop), step, end, done)
+
+    def _replay(self, client: Client, request_id: str, model: str, choices: list[dict], completions: list[Completion],
+                usage: bool) -> Response:
+        """A finished chat answer as a stream: each choice's chunks, then the usage when asked."""
+        created = int(time.time())
+
+        async def events() -> AsyncIterator[dict]:
+            for choice in choices:
+                for chunk in chat_choice_chunks(request_id, model, created, choice, usage):
+                    yield chunk
+            if usage:
+                yield {**chat_completions(choices, completions, model, request_id), "object": "chat.completion.chunk", "choices": []}
+
+        async def nothing() -> None:
+            return None
+
+        return EventStream(events(), client, finish=nothing, on_error=self.error_for)
 
     async def completions(self, request: Request) -> Response:
         service = self.state.service
