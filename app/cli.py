@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("question")
     p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
+    p.add_argument("--tool", metavar="FILE", help="JSON file of OpenAI tools: the functions are the options (bars: how "
+                   "likely the model calls each; the chosen call's arguments follow its schema)")
     p.add_argument("--context", help="file with shared context (rules, a document); its state is kept in the prompt cache and reused by later decisions")
     p.add_argument("--image", action="append", default=[], metavar="PATH",
                    help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
@@ -291,6 +293,10 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
 def cmd_ask(args: argparse.Namespace) -> int:
     from .render import render_decision
 
+    if args.tool:
+        from .tool_decision import ask_with_tools
+
+        return ask_with_tools(args, lambda: _service(args, history=False))
     # Validate the request before the (slow) model load, so a typo fails at once.
     from decider.engine.settings import SamplingSettings
 

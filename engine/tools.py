@@ -175,3 +175,28 @@ def check_tools(tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise SettingsError(f"tools: function name {name!r:.70} must be 1-64 letters, digits, _ . or -")
     return tools
+
+
+TOOLS_SHAPE = 'a list of {"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
+
+
+def tools_from_openai(value: object) -> tuple[Tool, ...]:
+    """OpenAI's `tools` list (a file's too: a single tool object or a bare function is accepted there), checked."""
+    if isinstance(value, dict):
+        value = [value if value.get("type") == "function" else {"type": "function", "function": value}]
+    if not isinstance(value, list):
+        raise SettingsError(f"tools must be {TOOLS_SHAPE}")
+    tools = []
+    for index, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) and item.get("type") == "function" else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or set(item) - {"type", "function"}:
+            raise SettingsError(f"tools[{index}] must be {TOOLS_SHAPE[10:]}")
+        unknown = sorted(set(function) - {"name", "description", "parameters", "strict"})
+        if unknown:
+            raise SettingsError(f"tools[{index}].function.{unknown[0]} is not supported")
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        description = function.get("description")
+        if not isinstance(parameters, dict) or not (description is None or isinstance(description, str)):
+            raise SettingsError(f"tools[{index}].function: parameters must be a JSON schema object, description a string")
+        tools.append(Tool(function["name"], parameters, description, function.get("strict") is True))
+    return check_tools(tuple(tools))

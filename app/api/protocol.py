@@ -20,7 +20,7 @@ from decider.engine.logit_bias import check_logit_bias
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, grammar_tokenizer
-from decider.engine.tools import TOOL_CHOICES, Tool, check_tools, tag_ids, tool_grammar
+from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tool_grammar, tools_from_openai
 
 from ..requests import SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
@@ -167,24 +167,10 @@ def _tools(value: object) -> tuple[Tool, ...] | None:
     """OpenAI's tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]."""
     if value is None or value == []:
         return None
-    shape = 'tools must be a list of {"type": "function", "function": {"name": ..., "parameters": {...}}}'
     if not isinstance(value, list):
-        raise field_error("invalid_type", shape)
-    tools = []
-    for index, item in enumerate(value):
-        function = item.get("function") if isinstance(item, dict) and item.get("type") == "function" else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or set(item) - {"type", "function"}:
-            raise field_error("invalid_value", f"tools[{index}]: {shape}")
-        unknown = sorted(set(function) - {"name", "description", "parameters", "strict"})
-        if unknown:
-            raise field_error("invalid_value", f"tools[{index}].function.{unknown[0]} is not supported")
-        parameters = function.get("parameters", {"type": "object", "properties": {}})
-        description = function.get("description")
-        if not isinstance(parameters, dict) or not (description is None or isinstance(description, str)):
-            raise field_error("invalid_value", f"tools[{index}].function: parameters must be a JSON schema object, description a string")
-        tools.append(Tool(function["name"], parameters, description, function.get("strict") is True))
+        raise field_error("invalid_type", f"tools must be {TOOLS_SHAPE}")
     try:
-        return check_tools(tuple(tools))
+        return tools_from_openai(value)
     except SettingsError as exc:
         raise field_error("invalid_value", str(exc)) from None
 

@@ -1,0 +1,94 @@
+"""Functions as options (`decider ask --tool file.json`, #28): a bar per function from its exact call probability,
+the chosen call's arguments valid under its schema, and the overlay showing the call under its bar."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from decider.app.service import EngineService
+from decider.app.tool_decision import decide_tools, load_tools
+from decider.engine.chat_template import Message, build_chat_prompt
+from decider.engine.devices import DeviceOptions
+from decider.engine.errors import SettingsError
+from decider.engine.runner import ModelRunner
+from decider.engine.settings import SamplingSettings
+from decider.engine.tools import choice_probabilities
+
+DEMO = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
+QUESTION = "Scouts report that an orc guards the bridge. What should we do?"
+TOOLS = [
+    {"type": "function", "function": {"name": "attack", "parameters": {
+        "type": "object", "properties": {"target": {"type": "string", "enum": ["orc", "troll"]}}, "required": ["target"]}}},
+    {"type": "function", "function": {"name": "retreat", "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "function": {"name": "trade", "parameters": {"type": "object", "properties": {
+        "item": {"type": "string", "maxLength": 10}, "price": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["item", "price"]}}},
+]
+
+
+@pytest.fixture
+def tools_file(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(TOOLS))
+    return path
+
+
+def test_the_bars_are_the_functions_exact_probabilities_renormalised(tools_file):
+    service = EngineService(DEMO, DeviceOptions(device="CPU"))
+    tools = load_tools(str(tools_file))
+    decision = decide_tools(service, QUESTION, tools, SamplingSettings(temperature=0.0))
+    runner = ModelRunner(DEMO, DeviceOptions(device="CPU"))  # a fresh runner: a direct computation
+    prompt = build_chat_prompt(runner.tokenizer, [Message("user", QUESTION)], False, tools=tools).ids
+    want = choice_probabilities(runner, prompt, tools)["functions"]
+    total = sum(want.values())
+    assert [o.text for o in decision.result.options] == ["attack", "retreat", "trade"]
+    for option in decision.result.options:
+        assert abs(option.probability - want[option.text] / total) < 1e-6
+    assert abs(decision.result.coverage - total) < 1e-9
+    chosen = decision.result.options[decision.result.choice_index].text
+    assert chosen == max(want, key=want.get) and decision.call.name == chosen
+    arguments = json.loads(decision.call.arguments)
+    assert isinstance(arguments, dict)
+    if chosen == "attack":
+        assert arguments["target"] in ("orc", "troll")
+
+
+def test_the_cli_prints_bars_and_the_call(tools_file):
+    done = subprocess.run([sys.executable, "-m", "decider.app.cli", "ask", QUESTION, "--tool", str(tools_file),
+                           "--model", str(DEMO), "--device", "CPU", "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["mode"] == "tools" and len(body["options"]) == 3
+    assert body["tool_call"]["function"]["name"] == body["choice"]["text"]
+    assert set(body["tool_choice_probabilities"]["functions"]) == {"attack", "retreat", "trade"}
+    clash = subprocess.run([sys.executable, "-m", "decider.app.cli", "ask", QUESTION, "--tool", str(tools_file), "--option", "a"],
+                           capture_output=True, text=True, timeout=120)
+    assert clash.returncode != 0 and "not with --option" in clash.stderr and "Traceback" not in clash.stderr
+
+
+def test_a_bad_tools_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    for text, message in (("[", "not JSON"), ('[{"type": "function", "function": {"name": "bad name"}}]', "function name"),
+                          ('{"type": "function"}', "must be")):
+        bad.write_text(text)
+        with pytest.raises(SettingsError, match=message):
+            load_tools(str(bad))
+    with pytest.raises(SettingsError, match="not a regular file"):
+        load_tools(str(tmp_path))
+
+
+def test_the_overlay_shows_the_call_under_its_bar(qtbot, tools_file):
+    from decider.ui.overlay import CompanionOverlay
+
+    service = EngineService(DEMO, DeviceOptions(device="CPU"))
+    decision = decide_tools(service, QUESTION, load_tools(str(tools_file)), SamplingSettings(temperature=0.0))
+    overlay = CompanionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.show_result(QUESTION, decision.result, call=f"{decision.call.name}({decision.call.arguments})")
+    assert overlay.hint.text().startswith(f"Call: {decision.call.name}(")
+    assert decision.call.name in overlay.choice.text()
