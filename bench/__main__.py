@@ -224,20 +224,34 @@ def cmd_setup(args) -> int:
         if code:
             return code
     log(f"setup: installing {REQUIREMENTS.name} (torch's CPU wheel first; llama-cpp-python compiles for ~10 minutes)")
-    steps = [
-        [str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"],
-        # torch first and alone, so what depends on it does not choose another build
-        # (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu picks the small CPU wheel)
-        [str(python), "-m", "pip", "install", "-q", "torch==2.13.0"],
-        [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
-    ]
-    for argv in steps:
+    for argv in setup_steps(str(python)):
         code = subprocess.run(argv, env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 1))).returncode
         if code:
             log(f"setup: failed: {' '.join(argv[1:])}")
             return code
     log("setup: done")
     return 0
+
+
+def setup_steps(python: str) -> list[list[str]]:
+    """The tools venv's installs: the comparison engines, then this project itself (the paired jobs run Decider
+    and its peer in the same interpreter: without the package they stopped at `No module named 'decider'`).
+    The project goes in without its window and server stacks (Qt, uvicorn…), which no job imports."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    engine_deps = [d for d in project["dependencies"] if not d.lower().startswith(GUI_AND_SERVER)]
+    return [
+        [python, "-m", "pip", "install", "-q", "--upgrade", "pip"],
+        # torch first and alone, so what depends on it does not choose another build
+        [python, "-m", "pip", "install", "-q", "torch==2.13.0"],
+        [python, "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
+        [python, "-m", "pip", "install", "-q", *engine_deps],
+        [python, "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
+    ]
+
+
+GUI_AND_SERVER = ("pyside6", "uvicorn", "starlette", "pydantic")
 
 
 def cmd_build(args) -> int:
