@@ -244,7 +244,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def decision_request(args: argparse.Namespace, defaults):
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.types import DecisionRequest
 
     context = None
     if args.context:
@@ -327,7 +327,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from decider.engine.decide import LABELS
+    from decider.engine.types import LABELS
 
     from .history import default_store
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from decider.engine.decide import LABELS, DecisionRequest, DecisionResult
+from decider.engine.types import LABELS, DecisionRequest, DecisionResult
 from decider.engine.errors import SettingsError
 
 SCHEMA_VERSION = 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decider.engine.decide import DecisionResult
+from decider.engine.types import DecisionResult
 
 BAR_WIDTH = 24
 

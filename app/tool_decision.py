@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.decide import LABELS, DecisionResult, OptionResult
+from decider.engine.types import LABELS, DecisionResult, OptionResult
 from decider.engine.errors import SettingsError
 from decider.engine.generate import GenerationRequest, generate
 from decider.engine.settings import SamplingSettings

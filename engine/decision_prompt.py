@@ -18,7 +18,7 @@ from .errors import SettingsError
 from .tokenizer import ChatTokenizer
 from .vision_tokens import ImageToken, Item, image_block
 
-LABELS = "ABCDEFGHIJ"
+from .types import LABELS  # noqa: E402 (one alphabet for prompts and results)
 _SECTION = re.compile(r"^\[(\w+)\]\s*$")
 
 

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decide import LABELS, Alternative, DecisionRequest, DecisionResult, OptionResult, _Clock, _draw
+from .clock import Clock
+from .logprobs import Alternative
+from .option_draw import draw_option
+from .types import LABELS, DecisionRequest, DecisionResult, OptionResult
 from .decision_prompt import load_templates, user_segments
 from .errors import SettingsError
 from .generate import make_rng
@@ -137,7 +140,7 @@ class RemoteEngine:
     def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
         if request.images:  # the raw prompt and /v1/decide carry text only
             raise SettingsError("images need the local engine (a remote decision sends text only)")
-        clock = _Clock()
+        clock = Clock()
         forced_chat = self.config.constraint != "none" or self.config.method == "chat"
         profile = None if forced_chat else self.profile()
         method = self.config.method
@@ -283,7 +286,7 @@ class RemoteEngine:
         shown = probabilities
         most_likely = int(np.argmax(shown))
         if request.sample_choice:
-            choice = _draw(shown, request.sampling.temperature, make_rng(request.sampling.seed))
+            choice = draw_option(shown, request.sampling.temperature, make_rng(request.sampling.seed))
         else:
             choice = most_likely
         # uncertain: another option's highest possible bar reaches the most likely one's lowest; through the

@@ -149,3 +149,18 @@ def test_a_bare_layer_name_does_not_import_in_tests():
     with pytest.raises(ModuleNotFoundError):
         resources.files("app")
     assert resources.files("decider.engine").joinpath("prompts/decision.txt").is_file()
+
+
+def test_the_window_imports_the_decision_vocabulary_without_the_engine():
+    """engine/types.py holds the request/result vocabulary: importing the main window loads neither OpenVINO nor
+    the tokenizer (#29: it used to load 19 engine modules and `tokenizers` for DecisionRequest)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, decider.ui.main_window\n"
+            "print(sorted(m for m in ('openvino', 'tokenizers', 'llguidance', 'decider.engine.runner', 'decider.engine.decide', "
+            "'decider.engine.generate') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

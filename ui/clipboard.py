@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from decider.engine.decision_prompt import LABELS
+from decider.engine.types import LABELS
 from decider.engine.errors import SettingsError
 
 MAX_OPTIONS = len(LABELS)  # one per answer letter

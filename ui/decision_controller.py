@@ -19,7 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from decider.engine.decide import DecisionRequest
+from decider.engine.types import DecisionRequest
 
 from .ports import EngineClient, ModelInfo, Settings
 

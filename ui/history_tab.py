@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QPushButton, QVBoxLayout, QWidget
 
-from decider.engine.decide import LABELS
+from decider.engine.types import LABELS
 from decider.engine.errors import SettingsError
 
 from .bars import percent_text

@@ -16,7 +16,7 @@ from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from decider.engine.decide import DecisionRequest
+from decider.engine.types import DecisionRequest
 from decider.engine.errors import SettingsError
 
 from .calibration_tab import CalibrationView

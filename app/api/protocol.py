@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, ValidationInfo, create_model, model_validator
 
-from decider.engine.decide import DecisionRequest
+from decider.engine.types import DecisionRequest
 from decider.engine.errors import SettingsError
 from decider.engine.generate import GenerationRequest
 from decider.engine.logit_bias import check_logit_bias

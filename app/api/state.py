@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from decider.engine.chat_template import Message
-from decider.engine.decide import DecisionRequest, DecisionResult
+from decider.engine.types import DecisionRequest, DecisionResult
 from decider.engine.errors import Cancelled, SettingsError
 from decider.engine.generate import Completion
 

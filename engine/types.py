@@ -1,0 +1,151 @@
+"""The decision vocabulary every front end shares: a request, its options' results, the result.
+
+Light on purpose (no openvino, no tokenizers): the window, the API's request classes and the CLI import these
+without loading the engine that computes them (engine/decide.py does, and re-exports them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import SettingsError
+from .info import EngineInfo
+from .logprobs import Alternative
+from .settings import SETTINGS, SamplingSettings
+from .vision_preprocess import check_pixels
+
+LABELS = "ABCDEFGHIJ"
+MAX_OPTIONS = len(LABELS)
+MAX_IMAGES = 8
+
+
+@dataclass(frozen=True)
+class DecisionRequest:
+    question: str
+    options: tuple[str, ...]
+    system: str | None = None
+    context: str | None = None
+    think: bool = SETTINGS["think"].default
+    reasoning_budget: int = SETTINGS["reasoning_budget"].default
+    permute: bool = SETTINGS["permute"].default
+    score_options: bool = SETTINGS["score_options"].default
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    alternatives: int = SETTINGS["alternatives"].default
+    # Pixel arrays ([H, W, 3] uint8 RGB) shown before the context; not compared (arrays have no ==).
+    images: tuple[np.ndarray, ...] = field(default=(), compare=False)
+    sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the largest bar
+    fast_reasoning: bool = SETTINGS["fast_reasoning"].default  # reasoning from a fast compile; the answer stays exact
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str) or not self.question.strip():
+            raise SettingsError("the question is empty")
+        options = tuple(o.strip() if isinstance(o, str) else o for o in self.options)
+        if not options:
+            raise SettingsError("no options: give 2 to 10")
+        if any(not isinstance(o, str) or not o for o in options):
+            raise SettingsError("an option is empty")
+        if len(options) == 1:
+            raise SettingsError("only one option: give 2 to 10")
+        if len(options) > MAX_OPTIONS:
+            raise SettingsError(f"{len(options)} options: at most {MAX_OPTIONS}")
+        seen = set()
+        for option in options:
+            if option.casefold() in seen:
+                raise SettingsError(f"duplicate option {option!r}")
+            seen.add(option.casefold())
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "question", self.question.strip())
+        for name in ("system", "context"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise SettingsError(f"{name} must be text")
+            object.__setattr__(self, name, value.strip() or None if isinstance(value, str) else None)
+        SETTINGS["reasoning_budget"].check(self.reasoning_budget)
+        SETTINGS["alternatives"].check(self.alternatives)
+        if not isinstance(self.images, (tuple, list)) or len(self.images) > MAX_IMAGES:
+            raise SettingsError(f"images: give at most {MAX_IMAGES}")
+        object.__setattr__(self, "images", tuple(check_pixels(image) for image in self.images))
+        for name in ("think", "permute", "score_options", "sample_choice", "fast_reasoning"):
+            SETTINGS[name].check(getattr(self, name))
+        if self.think and self.score_options:
+            raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
+
+
+@dataclass(frozen=True)
+class OptionResult:
+    label: str
+    text: str
+    logprob: float  # full-vocabulary logprob of the option (its letter, or its whole sequence)
+    probability: float  # renormalised over the options
+    debiased_probability: float | None = None  # averaged over cyclic rotations (permute)
+    token_count: int = 1
+    normalized_logprob: float | None = None  # per-token mean (word-option scoring)
+    bound: str | None = None  # "upper": a remote server did not list it; logprob is the list's floor
+    bar: str = "exact"  # what the bar is: "exact", "estimate" (a server's unconfirmed number) or "upper" (a bound)
+    low: float | None = None  # the bar's possible range when it is not exact (a server's bounds), else None
+    high: float | None = None
+
+    @property
+    def shown(self) -> float:
+        """The value every surface shows for this option: debiased when permute ran, else the renormalised one."""
+        return self.debiased_probability if self.debiased_probability is not None else self.probability
+
+
+@dataclass
+class DecisionResult:
+    choice_index: int
+    options: list[OptionResult]
+    coverage: float
+    mode: str  # "letters" or "words"
+    reasoning: str | None
+    alternatives: list[Alternative]
+    timings: dict[str, float]
+    usage: dict[str, int]
+    history_id: int | None = None  # set by the app when the decision is recorded
+    engine: EngineInfo | None = None  # which engine computed it and how exact its logprobs are (set by the service)
+    choice_mode: str = "argmax"  # "argmax": the shown bars' favourite; "sampled": drawn (sample_choice)
+    uncertain: bool = False  # the bars are bounds/estimates that do not settle which option is most likely
+    reasoning_precision: str | None = None  # which precision drew the reasoning tokens (think mode; the service puts it in engine)
+
+    @property
+    def choice(self) -> OptionResult:
+        return self.options[self.choice_index]
+
+    @property
+    def drawn(self) -> bool:
+        return self.choice_mode == "sampled"
+
+    @property
+    def most_likely_index(self) -> int:
+        """The option with the largest shown bar (the first on a tie)."""
+        return int(np.argmax([o.shown for o in self.options]))
+
+    @property
+    def shown_field(self) -> str:
+        """Which OptionResult field the bars show: where two exist, every surface names the one it shows."""
+        return "debiased_probability" if any(o.debiased_probability is not None for o in self.options) else "probability"
+
+    def to_dict(self) -> dict:
+        likely = self.options[self.most_likely_index]
+        return {
+            "choice": {
+                "label": self.choice.label, "index": self.choice_index, "text": self.choice.text,
+                "probability": self.choice.shown, "mode": self.choice_mode, "uncertain": self.uncertain,
+                "most_likely": {"label": likely.label, "index": self.most_likely_index, "text": likely.text,
+                                "probability": likely.shown},
+            },
+            "shown": self.shown_field,
+            "options": [asdict(o) for o in self.options],
+            "coverage": self.coverage,
+            "mode": self.mode,
+            "reasoning": self.reasoning,
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "timings": self.timings,
+            "usage": self.usage,
+            "history_id": self.history_id,
+            "engine": self.engine.to_dict() if self.engine is not None else {},
+        }
+
+
