@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--question", help="put this question in the form (decided at start only with --screenshot)")
     p.add_argument("--option", action="append", default=[], help="an option for the form (repeat 2-10 times)")
+    p.add_argument("--tool", metavar="FILE", help="JSON file of OpenAI tools: the form's options become the functions")
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
                    help="let the model reason first (default: the window's saved setting)")
     p.add_argument("--screenshot", help="run the decision, save a PNG of the window and exit")
@@ -296,7 +297,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.tool:
         from .tool_decision import ask_with_tools
 
-        return ask_with_tools(args, lambda: _service(args, history=False))
+        return ask_with_tools(args, lambda: _service(args, history=not args.no_history))
     # Validate the request before the (slow) model load, so a typo fails at once.
     from decider.engine.settings import SamplingSettings
 

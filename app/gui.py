@@ -150,6 +150,10 @@ def gui_main(args: argparse.Namespace) -> int:
         window.question.setPlainText(args.question)
     if getattr(args, "option", None):
         window.options.set_options(list(args.option))
+    if getattr(args, "tool", None):
+        from .tool_decision import load_tools
+
+        window.set_tools(load_tools(args.tool))
 
     if screenshot:
         _screenshot_run(app, window, args, path, is_demo, screenshot, overlay_shot, code)
@@ -181,8 +185,8 @@ def _screenshot_run(app, window, args, path, is_demo, screenshot: str, overlay_s
         code["value"] = 2
         QTimer.singleShot(0, app.quit)
         return
-    if not args.question or len(args.option) < 2:
-        print("decider: error: --screenshot needs --question and at least two --option", file=sys.stderr)
+    if not args.question or (len(args.option) < 2 and not getattr(args, "tool", None)):
+        print("decider: error: --screenshot needs --question and at least two --option (or --tool)", file=sys.stderr)
         code["value"] = 2
         QTimer.singleShot(0, app.quit)
         return

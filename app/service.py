@@ -18,12 +18,14 @@ from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.decide import DecisionRequest, DecisionResult, decide
 from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
+from decider.engine.errors import SettingsError
 from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
 from decider.engine.prompt_cache import PromptCache
 from decider.engine.runner_choice import open_runner
 from decider.engine.scoring import PromptScorer, PromptScores
 from decider.engine.remote import RemoteConfig, RemoteEngine
 from decider.engine.settings import SamplingSettings
+from decider.engine.tool_decide import decide_tools
 from decider.engine.tools import Tool
 
 from .history import HistoryStore
@@ -134,7 +136,10 @@ class EngineService:
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
     ) -> DecisionResult:
         with self.lock:
-            result = decide(self.runner, request, should_stop=should_stop)
+            if request.tools:  # functions as options
+                result = decide_tools(self.runner, request, should_stop=should_stop)
+            else:
+                result = decide(self.runner, request, should_stop=should_stop)
         result.engine = replace(self.info, reasoning=result.reasoning_precision)
         if self.history is not None:
             result.history_id = self.history.add(request, result, model=self.model_name, device=self.runner.device, source=source)
@@ -166,6 +171,11 @@ class RemoteService:
     def decide(
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
     ) -> DecisionResult:
+        if request.tools:
+            # A server's top-N logprobs cannot give each function's call probability (a path of several tokens,
+            # each needing its own forward): said plainly instead of bars that would not be what they claim.
+            raise SettingsError("functions as options need a local model or a Decider server: an OpenAI-compatible "
+                                "server's logprobs cannot give each function's call probability")
         with self.lock:
             result = self.engine.decide(request, should_stop)
         if self.history is not None:

@@ -14,6 +14,7 @@ from .errors import SettingsError
 from .info import EngineInfo
 from .logprobs import Alternative
 from .settings import SETTINGS, SamplingSettings
+from .tools import Tool, ToolCall
 from .vision_preprocess import check_pixels
 
 LABELS = "ABCDEFGHIJ"
@@ -37,6 +38,9 @@ class DecisionRequest:
     images: tuple[np.ndarray, ...] = field(default=(), compare=False)
     sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the largest bar
     fast_reasoning: bool = SETTINGS["fast_reasoning"].default  # reasoning from a fast compile; the answer stays exact
+    # Functions as the options (engine/tool_decide.py): the options are their names, in order; the bars are how
+    # likely the model calls each, and the result carries the chosen call's arguments.
+    tools: tuple[Tool, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -71,6 +75,12 @@ class DecisionRequest:
             SETTINGS[name].check(getattr(self, name))
         if self.think and self.score_options:
             raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
+        if self.tools:
+            if tuple(t.name for t in self.tools) != options:
+                raise SettingsError("with functions as the options, the options are the functions' names, in order")
+            clashes = [name for name in ("think", "permute", "score_options", "sample_choice", "context") if getattr(self, name)]
+            if clashes or self.images:
+                raise SettingsError(f"functions as options: not with {', '.join(clashes or ['images'])}")
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,8 @@ class DecisionResult:
     choice_mode: str = "argmax"  # "argmax": the shown bars' favourite; "sampled": drawn (sample_choice)
     uncertain: bool = False  # the bars are bounds/estimates that do not settle which option is most likely
     reasoning_precision: str | None = None  # which precision drew the reasoning tokens (think mode; the service puts it in engine)
+    tool_call: ToolCall | None = None  # functions as options: the chosen function's call (None: cut short by max_tokens)
+    tool_probabilities: dict | None = None  # functions as options: engine/tools.choice_probabilities at the answer
 
     @property
     def choice(self) -> OptionResult:
@@ -146,6 +158,8 @@ class DecisionResult:
             "usage": self.usage,
             "history_id": self.history_id,
             "engine": self.engine.to_dict() if self.engine is not None else {},
+            **({"tool_call": self.tool_call.to_openai() if self.tool_call else None,
+                "tool_choice_probabilities": self.tool_probabilities} if self.tool_probabilities is not None else {}),
         }
 
 

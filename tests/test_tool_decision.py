@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from support.gui import dirs, load, make_window  # noqa: F401 (pytest fixtures)
+
 from decider.app.service import EngineService
-from decider.app.tool_decision import decide_tools, load_tools
+from decider.app.tool_decision import call_text, load_tools, tool_request
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.devices import DeviceOptions
 from decider.engine.errors import SettingsError
@@ -41,18 +43,19 @@ def tools_file(tmp_path):
 def test_the_bars_are_the_functions_exact_probabilities_renormalised(tools_file):
     service = EngineService(DEMO, DeviceOptions(device="CPU"))
     tools = load_tools(str(tools_file))
-    decision = decide_tools(service, QUESTION, tools, SamplingSettings(temperature=0.0))
+    decision = service.decide(tool_request(QUESTION, tools, sampling=SamplingSettings(temperature=0.0)))
     runner = ModelRunner(DEMO, DeviceOptions(device="CPU"))  # a fresh runner: a direct computation
     prompt = build_chat_prompt(runner.tokenizer, [Message("user", QUESTION)], False, tools=tools).ids
     want = choice_probabilities(runner, prompt, tools)["functions"]
     total = sum(want.values())
-    assert [o.text for o in decision.result.options] == ["attack", "retreat", "trade"]
-    for option in decision.result.options:
+    assert [o.text for o in decision.options] == ["attack", "retreat", "trade"]
+    for option in decision.options:
         assert abs(option.probability - want[option.text] / total) < 1e-6
-    assert abs(decision.result.coverage - total) < 1e-9
-    chosen = decision.result.options[decision.result.choice_index].text
-    assert chosen == max(want, key=want.get) and decision.call.name == chosen
-    arguments = json.loads(decision.call.arguments)
+    assert abs(decision.coverage - total) < 1e-9
+    chosen = decision.options[decision.choice_index].text
+    assert chosen == max(want, key=want.get) and decision.tool_call.name == chosen
+    assert decision.engine.exact and decision.to_dict()["tool_call"]["function"]["name"] == chosen
+    arguments = json.loads(decision.tool_call.arguments)
     assert isinstance(arguments, dict)
     if chosen == "attack":
         assert arguments["target"] in ("orc", "troll")
@@ -86,9 +89,37 @@ def test_the_overlay_shows_the_call_under_its_bar(qtbot, tools_file):
     from decider.ui.overlay import CompanionOverlay
 
     service = EngineService(DEMO, DeviceOptions(device="CPU"))
-    decision = decide_tools(service, QUESTION, load_tools(str(tools_file)), SamplingSettings(temperature=0.0))
+    decision = service.decide(tool_request(QUESTION, load_tools(str(tools_file)), sampling=SamplingSettings(temperature=0.0)))
     overlay = CompanionOverlay()
     qtbot.addWidget(overlay)
-    overlay.show_result(QUESTION, decision.result, call=f"{decision.call.name}({decision.call.arguments})")
-    assert overlay.hint.text().startswith(f"Call: {decision.call.name}(")
-    assert decision.call.name in overlay.choice.text()
+    overlay.show_result(QUESTION, decision)  # the result carries its call: the overlay shows it under the bars
+    assert overlay.hint.text().startswith(f"Call: {call_text(decision)}")
+    assert decision.tool_call.name in overlay.choice.text()
+
+
+def test_functions_as_options_are_checked_and_refused_where_no_bar_can_be_computed(tools_file):
+    from decider.app.service import RemoteService
+    from decider.engine.remote import RemoteConfig
+
+    tools = load_tools(str(tools_file))
+    with pytest.raises(SettingsError, match="functions' names"):
+        tool_request(QUESTION, tools).__class__(question=QUESTION, options=("a", "b", "c"), tools=tools)
+    with pytest.raises(SettingsError, match="not with think"):
+        tool_request(QUESTION, tools, think=True)
+    with pytest.raises(SettingsError, match="need a local model"):
+        RemoteService(RemoteConfig("http://127.0.0.1:9/v1")).decide(tool_request(QUESTION, tools))
+
+
+def test_the_window_decides_between_functions_and_shows_the_call(qtbot, make_window, tools_file):
+    window = make_window()
+    load(qtbot, window, str(DEMO))
+    window.question.setPlainText(QUESTION)
+    window.set_tools(load_tools(str(tools_file)))
+    assert window.options.options() == ["attack", "retreat", "trade"]
+    with qtbot.waitSignal(window.decision_shown, timeout=60_000):
+        window.decide()
+    result = window.result_view.result
+    assert result.mode == "tools" and result.tool_call is not None
+    assert f"Call: {call_text(result)}" in window.result_view.choice_meta.text()
+    window.options.set_options(["attack", "flee"])  # edited away from the functions: an ordinary decision again
+    assert window.build_request().tools == ()

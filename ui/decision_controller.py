@@ -30,8 +30,13 @@ class DecisionState(str, Enum):
     CANCELLING = "cancelling"
 
 
-def build_request(question: str, options: list[str] | tuple[str, ...], settings: Settings, images: tuple = ()) -> DecisionRequest:
-    """The request the form's text, its picture (pixel arrays) and the settings make; SettingsError names what is wrong."""
+def build_request(question: str, options: list[str] | tuple[str, ...], settings: Settings, images: tuple = (),
+                  tools: tuple = ()) -> DecisionRequest:
+    """The request the form's text, its picture (pixel arrays) and the settings make; SettingsError names what is wrong.
+    `tools`: functions loaded as the options (`decider gui --tool`), used while the options are still their names."""
+    if tools and tuple(options) == tuple(t.name for t in tools):
+        return DecisionRequest(question=question, options=tuple(options), tools=tuple(tools),
+                               system=settings.system_prompt or None, sampling=settings.sampling())
     return DecisionRequest(
         question=question,
         options=tuple(options),

@@ -135,6 +135,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.options.changed.connect(self._update_buttons)
         self.question.textChanged.connect(self._update_buttons)
         self._form_error = False  # a "the question is empty"-kind message is shown: re-checked as the form changes
+        self.tools: tuple = ()  # functions as the options (set_tools), while the editor lists their names
         self.options.changed.connect(self._recheck_form)
         self.question.textChanged.connect(self._recheck_form)
         self.think_box.toggled.connect(lambda on: self.settings_panel.set_value("think", on))
@@ -215,7 +216,14 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
 
     # ------------------------------------------------------------ deciding
     def build_request(self) -> DecisionRequest:
-        return build_request(self.question.toPlainText(), self.options.options(), self.settings, self.image_slot.pixels())
+        return build_request(self.question.toPlainText(), self.options.options(), self.settings, self.image_slot.pixels(),
+                             self.tools)
+
+    def set_tools(self, tools: tuple) -> None:
+        """Functions as the options (`decider gui --tool FILE`): the editor lists their names; a decision on those
+        names gives a bar per function and the chosen call."""
+        self.tools = tuple(tools)
+        self.options.set_options([t.name for t in self.tools])
 
     def decide(self, source: str = "window") -> bool:
         """Submit the editor's decision; False (with the reason shown) when it cannot run now."""

@@ -132,11 +132,9 @@ class CompanionOverlay(QWidget):
         self.hint.show()
         self.adjustSize()
 
-    def show_result(self, question: str, result, source: str = "", calibrated: list[float] | None = None,
-                    call: str | None = None) -> None:
+    def show_result(self, question: str, result, source: str = "", calibrated: list[float] | None = None) -> None:
         """`calibrated`: one value per option at the temperature applied in the Calibration tab (shown beside
-        the raw percentage, as in the window). `call`: the function call a tool decision chose (its options are
-        the functions), shown under the bars."""
+        the raw percentage, as in the window). A decision between functions shows the chosen call under the bars."""
         self.shown = (question, result, source)
         self.source.setText(source)
         self._set_text(self.question, question)
@@ -154,8 +152,9 @@ class CompanionOverlay(QWidget):
         note = choice_note(result)
         if chosen.debiased_probability is not None:
             note = "\n".join(filter(None, [note, "Bars averaged over every option order (debiased)"]))
-        if call:
-            note = "\n".join(filter(None, [f"Call: {call}", note]))
+        call = getattr(result, "tool_call", None)
+        if call is not None:
+            note = "\n".join(filter(None, [f"Call: {call.name}({call.arguments})", note]))
         engine = getattr(result, "engine", None)
         if engine is not None and not engine.remote and not engine.exact:
             # the bars' arithmetic is named wherever it is not exact f32 (a fast compile, a real NPU's f16)

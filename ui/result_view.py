@@ -320,6 +320,9 @@ class ResultView(QStackedWidget):
         drawn = getattr(result, "choice_mode", "argmax") == "sampled"
         verb = "Drawn" if drawn else "Chosen"
         meta = f"{verb} with {bound_text(shown, bound)} confidence · {how} · {result.mode} mode"
+        call = getattr(result, "tool_call", None)
+        if call is not None:  # functions as options: the chosen function's call, its arguments under its schema
+            meta += f"\nCall: {call.name}({call.arguments})"
         self.calibrated = self._calibrated(result, temperature)
         if self.calibrated is not None:
             value = bound_text(self.calibrated[result.choice_index], bound)
