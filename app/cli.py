@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit to report (default 1024)")
     p.add_argument("--device", default="AUTO", help="device to compile the model on (default AUTO: NPU > GPU > CPU)")
     p.add_argument("--no-compile", action="store_true", help="check the folder only; do not compile the model")
+    p.add_argument("--tune", action="store_true", help="time the reduced-precision compiles on this CPU, keep the fastest "
+                   "for --fast and fast reasoning, and say which (and whether fast reasoning pays here)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -477,9 +479,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     from .doctor import run_doctor
 
+    from .config import compiled_cache_dir
+
     kwargs = {} if args.npu_max_prompt is None else {"npu_max_prompt_len": args.npu_max_prompt}
-    options = DeviceOptions(device=args.device, **kwargs)
-    report = run_doctor(args.model, options, compile=not args.no_compile)
+    options = DeviceOptions(device=args.device, cache_dir=compiled_cache_dir() if args.tune else None, **kwargs)
+    report = run_doctor(args.model, options, compile=not args.no_compile, tune=args.tune)
     print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else report.render())
     return 0 if report.ok else 1
 

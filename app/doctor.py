@@ -218,7 +218,7 @@ def check_model(report: Report, path: str | Path, core=None, options: DeviceOpti
     )
 
 
-def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> None:
+def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune: bool = False) -> None:
     """Open the model as the app would: which device and path compute, how long compiling took, fallbacks."""
     from decider.engine.devices import npu_emulated
     from decider.engine.errors import DeciderError
@@ -237,6 +237,12 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions) -> N
         f"{runner.precision.label} arithmetic ({'exact' if runner.precision.exact else 'not exact'} logprobs); "
         f"context {runner.context_length:,} tokens",
     )
+    if tune and runner.device.startswith("CPU") and runner.execution_path == "dynamic":
+        from decider.engine.fast_tuning import tune as measure
+
+        report.add("info", "fast compile: " + measure(runner).summary())
+    elif tune:
+        report.add("info", f"fast compile: measured on the CPU's dynamic path only (this model runs on {runner.device})")
 
 
 def _check_ir(report: Report, core, model) -> int | None:
@@ -298,11 +304,13 @@ def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
     )
 
 
-def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None, compile: bool = False) -> Report:
+def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None, compile: bool = False,
+               tune: bool = False) -> Report:
+    """tune: also time the reduced-precision candidates on this machine and keep the fastest (engine/fast_tuning.py)."""
     report = Report()
     core, _ = check_openvino(report)
     if model is not None:
         check_model(report, model, core, options)
         if compile and report.ok:
-            check_compile(report, model, options or DeviceOptions())
+            check_compile(report, model, options or DeviceOptions(), tune)
     return report

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from .devices import DeviceOptions
 from .errors import SettingsError
-from .precision import cpu_capabilities, cpu_properties, fast_inference, gpu_properties
+from .fast_tuning import cached, tuned
+from .precision import gpu_properties
 
 if TYPE_CHECKING:  # openvino only for annotations
     from .runner_base import RunnerBase
@@ -57,10 +58,8 @@ def fast_properties(runner: RunnerBase) -> dict[str, object] | None:
         return gpu_properties(exact=False)
     if family != "CPU":
         return None
-    capabilities = cpu_capabilities(getattr(runner, "_core", None))
-    if fast_inference(capabilities) != "f32" or "VNNI" in capabilities:  # int8 dot products: DQ runs
-        return cpu_properties(exact=False, capabilities=capabilities)
-    return None
+    tuning = tuned(runner)  # measured on this machine (engine/fast_tuning.py), once per model, device and CPU
+    return tuning.properties if tuning.reasoning_pays else None
 
 
 _TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -97,7 +96,9 @@ def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
     properties = fast_properties(runner) if fast and can_twin(runner) else None
     if properties is None:
         release(runner)
-        return Reasoner(runner, precision_of(runner))
+        tuning = cached(runner) if fast and can_twin(runner) and runner.device.startswith("CPU") else None
+        why = f" (fast reasoning measured no faster here: {_verdict(tuning)})" if tuning is not None else ""
+        return Reasoner(runner, precision_of(runner) + why)
     twin = _TWINS.get(runner)
     if twin is None:
         options = DeviceOptions(device=runner.device, exact=False, cache_dir=runner.options.cache_dir,
@@ -105,6 +106,14 @@ def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
         twin = runner.twin(options, properties)
         _TWINS[runner] = twin
     return Reasoner(twin, precision_of(twin))
+
+
+def _verdict(tuning) -> str:
+    winner = tuning.winner
+    if winner is None:
+        return f"no reduced compile beat the exact step of {tuning.exact_step_ms:.2f} ms"
+    return (f"a twin step saves {tuning.exact_step_ms - winner.step_ms:.2f} ms, an exact prefill of the token costs "
+            f"{tuning.exact_prefill_ms_per_token:.2f} ms")
 
 
 def twin_of(runner: RunnerBase) -> RunnerBase | None:

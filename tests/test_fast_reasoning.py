@@ -175,19 +175,6 @@ def test_the_settings_form_has_the_checkbox(qtbot):
     assert panel.settings.fast_reasoning is True
 
 
-def test_policy_a_cpu_without_reduced_precision_arithmetic_gets_no_twin(monkeypatch):
-    runner = ModelRunner(model_dir("qwen35-text"))
-    monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "INT8", "BIN", "EXPORT_IMPORT"))
-    assert fast_properties(runner) is None
-    reasoner = reasoner_for(runner, True)
-    assert reasoner.runner is runner and reasoner.precision == "f32" and twin_of(runner) is None
-    monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "BF16", "INT8"))
-    assert fast_properties(runner)["INFERENCE_PRECISION_HINT"] == "bf16"
-    monkeypatch.setattr(fast_reasoning, "cpu_capabilities", lambda r: ("FP32", "INT8", "VNNI"))
-    # int8 dot products without bf16/f16: f32 arithmetic stated, the activations quantised, a u8 KV cache
-    assert fast_properties(runner) == {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
-
-
 def test_policy_the_forced_properties_must_be_a_json_object(monkeypatch):
     runner = ModelRunner(model_dir("qwen35-text"))
     monkeypatch.setenv(PROPERTIES_ENV, '["u8"]')

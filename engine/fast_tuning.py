@@ -1,0 +1,245 @@
+"""The fast compile chosen by measurement on this machine, not by a table of CPU flags.
+
+Which reduced-precision compile decodes fastest depends on the CPU (AVX2 only, AVX-512 with VNNI and bf16, AMX),
+the model's weight format and OpenVINO's kernels: measured on an AVX-512/bf16 EPYC, a bf16 twin with int8
+activations ran u8 weights through bf16 brgemm kernels and was only 0.89x the exact step, while the exact answer
+then had to prefill the reasoning again. So each candidate below is compiled, its decode steps timed after a
+short prompt, its drift from the exact runner measured in nats, and the kernels it really runs read back from
+its runtime model. The fastest (with the number of threads it ran best at) is kept per model, device, CPU and
+OpenVINO version in the cache folder, and reported. Fast reasoning is then worth it only when a twin step saves
+more than an exact prefill of that token costs (`Tuning.reasoning_pays`); otherwise the runner reasons itself.
+
+Every candidate states its precision explicitly (engine/precision.py): no plugin default is ever measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .devices import DeviceOptions
+from .precision import cpu_capabilities, isa_summary
+
+STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
+PROMPT = 48  # prompt tokens before the timed steps
+CACHE_NAME = "fast-tuning.json"
+
+
+def candidates(capabilities: tuple[str, ...]) -> dict[str, dict[str, object]]:
+    """The reduced-precision compiles worth timing on a CPU with these capabilities, each spelled out."""
+    out: dict[str, dict[str, object]] = {}
+    for capability, hint in (("BF16", "bf16"), ("FP16", "f16")):
+        if capability in capabilities:
+            out[f"{hint}, u8 KV, int8 activations"] = {"INFERENCE_PRECISION_HINT": hint, "KV_CACHE_PRECISION": "u8",
+                                                       "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
+            out[f"{hint}, f32 KV"] = {"INFERENCE_PRECISION_HINT": hint, "KV_CACHE_PRECISION": "f32",
+                                      "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+    out["f32, u8 KV, int8 activations"] = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8",
+                                           "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
+    return out
+
+
+@dataclass
+class Measured:
+    name: str
+    properties: dict[str, object]
+    step_ms: float  # median decode step
+    drift_nats: float  # max |Δ logprob| of the drawn tokens' distributions vs exact, over the timed steps
+    precision: str  # read back from the compiled model
+    kernels: list[str] = field(default_factory=list)  # FullyConnected primitive types the runtime model reports
+
+
+@dataclass
+class Tuning:
+    key: str
+    cpu: str
+    exact_step_ms: float
+    exact_prefill_ms_per_token: float
+    threads: int | None  # INFERENCE_NUM_THREADS the winner ran best at (None: the plugin's choice)
+    chosen: str | None  # None: no candidate beat the exact step
+    measured: list[Measured]
+
+    @property
+    def winner(self) -> Measured | None:
+        return next((m for m in self.measured if m.name == self.chosen), None)
+
+    @property
+    def properties(self) -> dict[str, object] | None:
+        winner = self.winner
+        if winner is None:
+            return None
+        return {**winner.properties, **({"INFERENCE_NUM_THREADS": self.threads} if self.threads else {})}
+
+    @property
+    def reasoning_pays(self) -> bool:
+        """A fast twin's reasoning beats exact reasoning end to end: each twin step saves more than the exact
+        prefill of that token (the answer's exact read) costs."""
+        winner = self.winner
+        return winner is not None and self.exact_step_ms - winner.step_ms > self.exact_prefill_ms_per_token
+
+    def summary(self) -> str:
+        rows = [f"{m.name}: {m.step_ms:.2f} ms/step ({m.precision}; drift {m.drift_nats:.2g} nats"
+                + (f"; kernels {', '.join(m.kernels)}" if m.kernels else "") + ")" for m in self.measured]
+        verdict = (f"chosen: {self.chosen}" + (f" at {self.threads} threads" if self.threads else "")
+                   if self.chosen else "chosen: none (no reduced compile beat the exact step)")
+        pays = "fast reasoning pays" if self.reasoning_pays else "fast reasoning does not pay: think mode reasons exactly"
+        return (f"CPU {self.cpu}; exact {self.exact_step_ms:.2f} ms/step, exact prefill {self.exact_prefill_ms_per_token:.2f} "
+                f"ms/token; " + "; ".join(rows) + f"; {verdict}; {pays}")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Tuning:
+        return cls(**{**data, "measured": [Measured(**m) for m in data["measured"]]})
+
+
+def tuning_key(runner) -> str:
+    """What a measurement holds for: the model's files, the device, the CPU's ISA and OpenVINO's version."""
+    import openvino as ov
+
+    folder = Path(runner.folder.path)
+    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.glob("*.bin"))
+    text = json.dumps({"folder": str(folder.resolve()), "files": files, "device": runner.device, "cpu": isa_summary(),
+                       "openvino": ov.get_version()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _cache_file(runner) -> Path | None:
+    """Beside the compiled-model cache (the app's cache folder); without one, $DECIDER_CACHE_DIR; else nowhere."""
+    folder = runner.options.cache_dir or os.environ.get("DECIDER_CACHE_DIR")
+    return Path(folder) / CACHE_NAME if folder else None
+
+
+def cached(runner) -> Tuning | None:
+    path = _cache_file(runner)
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8")) if path else {}
+        data = entries.get(tuning_key(runner))
+        return Tuning.from_json(data) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # an unreadable cache is a cache miss
+
+
+def _store(runner, tuning: Tuning) -> None:
+    path = _cache_file(runner)
+    if path is None:
+        return
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        if not isinstance(entries, dict):
+            entries = {}
+    except (OSError, ValueError):
+        entries = {}
+    entries[tuning.key] = tuning.to_json()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(entries, indent=1), encoding="utf-8")
+    temporary.replace(path)
+
+
+KERNEL_LAYERS = ("FullyConnected", "GatedDeltaNet", "ScaledDotProductAttention")
+
+
+def kernels(compiled) -> list[str]:
+    """The kernels the step's heavy layers really ran ('FullyConnected brgemm_avx512_bf16'…), read from the runtime
+    model after inference (before it, primitive types read 'undef')."""
+    try:
+        model = compiled.get_runtime_model()
+    except (AttributeError, RuntimeError):
+        return []
+    found = set()
+    for node in model.get_ordered_ops():
+        info = node.get_rt_info()
+        try:
+            layer, primitive = info["layerType"].astype(str), info["primitiveType"].astype(str)
+        except (KeyError, RuntimeError, AttributeError):
+            continue
+        if layer in KERNEL_LAYERS:
+            found.add(f"{layer} {primitive}")
+    return sorted(found)
+
+
+def _steps(runner, prompt: list[int], tokens: list[int], clock: Callable[[], float]) -> tuple[list[float], list[np.ndarray]]:
+    """Prefill the prompt, then step through `tokens` (teacher-forced): each step's seconds and logits."""
+    runner.reset()
+    runner.prefill(prompt)
+    runner.step(tokens[0])  # warm-up: the first step's shapes compile
+    times, logits = [], []
+    for token in tokens[1:]:
+        started = clock()
+        logits.append(runner.step(token))
+        times.append(clock() - started)
+    return times, logits
+
+
+def _logsoftmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+Timings = Callable[[str, list[float]], list[float]]  # (what was timed, seconds measured) -> seconds to use
+
+
+def _as_measured(name: str, seconds: list[float]) -> list[float]:
+    return seconds
+
+
+def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: tuple[int, ...] | None = None,
+         store: bool = True) -> Tuning:
+    """Measure every candidate against the exact runner and keep the fastest. `timings` sees each measurement
+    by name ("exact", "exact prefill", a candidate's name, "NAME @ N threads"): real compiles and steps always run,
+    a test may only replace the seconds, to choose which candidate wins."""
+    clock = time.perf_counter
+    vocab = runner.vocab_size
+    rng = np.random.default_rng(0)
+    prompt = [int(t) for t in rng.integers(0, vocab, PROMPT)]
+    tokens = [int(t) for t in rng.integers(0, vocab, steps + 1)]
+    exact_times, exact_logits = _steps(runner, prompt, tokens, clock)
+    exact_times = timings("exact", exact_times)
+    runner.reset()
+    started = clock()
+    runner.prefill(prompt + tokens)
+    prefill_per_token = timings("exact prefill", [clock() - started])[0] / len(prompt + tokens)
+    runner.reset()
+    measured = []
+    for name, properties in candidates(cpu_capabilities(getattr(runner, "_core", None))).items():
+        twin = runner.twin(DeviceOptions(device=runner.device, exact=False), properties)
+        times, logits = _steps(twin, prompt, tokens, clock)
+        times = timings(name, times)
+        drift = max(float(np.max(np.abs(_logsoftmax(a) - _logsoftmax(b)))) for a, b in zip(logits, exact_logits))
+        measured.append(Measured(name, properties, statistics.median(times) * 1000, drift, twin.precision.label, kernels(twin.compiled)))
+        del twin
+    exact_ms = statistics.median(exact_times) * 1000
+    best = min(measured, key=lambda m: m.step_ms) if measured else None
+    chosen = best.name if best is not None and best.step_ms < exact_ms else None
+    best_threads = None
+    if best is not None and chosen is not None:
+        counts = threads if threads is not None else tuple(sorted({1, os.cpu_count() or 1}))
+        by_threads = {}
+        for count in counts:
+            twin = runner.twin(DeviceOptions(device=runner.device, exact=False), {**best.properties, "INFERENCE_NUM_THREADS": count})
+            by_threads[count] = statistics.median(timings(f"{best.name} @ {count} threads", _steps(twin, prompt, tokens, clock)[0])) * 1000
+            del twin
+        fastest = min(by_threads, key=by_threads.get)
+        if by_threads[fastest] < best.step_ms:
+            best_threads, best.step_ms = fastest, by_threads[fastest]
+    tuning = Tuning(tuning_key(runner), isa_summary(), exact_ms, prefill_per_token * 1000, best_threads, chosen, measured)
+    if store:
+        _store(runner, tuning)
+    return tuning
+
+
+def tuned(runner) -> Tuning:
+    """This machine's measurement for the runner's model: from the cache, else measured now (and kept)."""
+    found = cached(runner)
+    return found if found is not None else tune(runner)
+

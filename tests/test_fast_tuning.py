@@ -1,0 +1,87 @@
+"""The fast compile is chosen by measurement on this machine (#30): real compiles and steps, cached per model,
+device, CPU and OpenVINO version; the timings may be replaced by a test to decide which candidate wins."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import model_dir
+from decider.engine import fast_reasoning
+from decider.engine.devices import DeviceOptions
+from decider.engine.fast_reasoning import fast_properties, reasoner_for, release, twin_of
+from decider.engine.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
+from decider.engine.precision import cpu_capabilities
+from decider.engine.runner import ModelRunner
+
+
+@pytest.fixture
+def runner(tmp_path):
+    return ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", cache_dir=tmp_path))
+
+
+def fixed(seconds: dict[str, float], default: float = 0.010):
+    """Timings: each named measurement takes this many seconds a step (the steps still run for real)."""
+    return lambda name, measured: [seconds.get(name.split(" @ ")[0], default)] * len(measured)
+
+
+def test_the_fastest_candidate_is_chosen_and_kept(runner, tmp_path):
+    names = list(candidates(cpu_capabilities(runner._core)))
+    winner = names[-1]
+    tuning = tune(runner, fixed({"exact": 0.010, "exact prefill": 0.001, winner: 0.004}, default=0.008), threads=(1,))
+    assert tuning.chosen == winner and tuning.winner.step_ms == pytest.approx(4.0)
+    assert tuning.reasoning_pays  # saves 6 ms a step where an exact prefill costs ~0.02 ms a token
+    for m in tuning.measured:  # every candidate really compiled and ran: its precision read back, its drift measured
+        assert m.precision and not m.precision.startswith("f32") or "KV" in m.precision
+        assert m.drift_nats > 0
+    assert tuning.properties == {**tuning.winner.properties, "INFERENCE_NUM_THREADS": 1} or tuning.threads is None
+    stored = json.loads((tmp_path / CACHE_NAME).read_text())
+    assert list(stored) == [tuning_key(runner)] and stored[tuning.key]["chosen"] == winner
+    assert cached(runner).chosen == winner
+
+
+def test_a_twin_uses_the_measured_choice_and_fast_reasoning_follows_the_measurement(runner, monkeypatch):
+    monkeypatch.delenv(fast_reasoning.PROPERTIES_ENV, raising=False)
+    names = list(candidates(cpu_capabilities(runner._core)))
+    tune(runner, fixed({"exact": 0.010, "exact prefill": 0.0001, names[0]: 0.002}), threads=(1,))
+    assert fast_properties(runner)["INFERENCE_PRECISION_HINT"] == candidates(cpu_capabilities(runner._core))[names[0]]["INFERENCE_PRECISION_HINT"]
+    reasoner = reasoner_for(runner, True)
+    assert reasoner.runner is twin_of(runner) and reasoner.runner is not runner
+    release(runner)
+    # measured slower (or a saving below the exact prefill's cost): the runner reasons itself, and says why
+    tune(runner, fixed({"exact": 0.010, "exact prefill": 0.5}), threads=(1,))
+    assert fast_properties(runner) is None
+    reasoner = reasoner_for(runner, True)
+    assert reasoner.runner is runner and "measured no faster here" in reasoner.precision and twin_of(runner) is None
+
+
+def test_a_changed_key_measures_again(runner, tmp_path):
+    tune(runner, fixed({"exact": 0.010}), threads=(1,))
+    key = tuning_key(runner)
+    other = ModelRunner(model_dir("qwen35-vl"), DeviceOptions(device="CPU", cache_dir=tmp_path))
+    assert tuning_key(other) != key and cached(other) is None
+    (tmp_path / CACHE_NAME).write_text("{ not json")
+    assert cached(runner) is None  # a damaged cache is a miss, not an error
+
+
+def test_doctor_tune_reports_the_choice_in_a_fresh_process(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "decider.app.cli", "doctor", str(model_dir("qwen35-text")), "--device", "CPU",
+                           "--tune"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "DECIDER_CACHE_DIR": str(tmp_path)})
+    assert "fast compile:" in done.stdout and "ms/step" in done.stdout, done.stdout + done.stderr
+    assert (tmp_path / CACHE_NAME).is_file() or any(tmp_path.rglob(CACHE_NAME))
+
+
+def test_fast_mode_compiles_the_measured_choice(runner, tmp_path):
+    options = candidates(cpu_capabilities(runner._core))
+    # a candidate that differs from the stated default (u8 KV): bf16/f16 with an f32 KV cache, where the CPU has them
+    other = next((name for name, props in options.items() if props["KV_CACHE_PRECISION"] == "f32"), None)
+    if other is None:
+        pytest.skip("this CPU offers one reduced compile only (no bf16/f16): nothing to choose between")
+    tune(runner, fixed({"exact": 0.010, "exact prefill": 0.0001, other: 0.001}), threads=(1,))
+    fast = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path))
+    assert fast.precision.kv_cache == "f32" and fast.precision.inference == options[other]["INFERENCE_PRECISION_HINT"]
