@@ -18,7 +18,6 @@ from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.decide import DecisionRequest, DecisionResult, decide
 from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
-from decider.engine.errors import SettingsError
 from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
 from decider.engine.prompt_cache import PromptCache
 from decider.engine.runner_choice import open_runner
@@ -171,11 +170,6 @@ class RemoteService:
     def decide(
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
     ) -> DecisionResult:
-        if request.tools:
-            # A server's top-N logprobs cannot give each function's call probability (a path of several tokens,
-            # each needing its own forward): said plainly instead of bars that would not be what they claim.
-            raise SettingsError("functions as options need a local model or a Decider server: an OpenAI-compatible "
-                                "server's logprobs cannot give each function's call probability")
         with self.lock:
             result = self.engine.decide(request, should_stop)
         if self.history is not None:

@@ -14,7 +14,8 @@ EngineKind = Literal["local", "remote"]
 # exact: full-vocabulary float64 logprobs from f32 logits; reduced: full vocabulary, lower-precision
 # compile (fast mode); letters: a server's full-vocabulary logprob of each option letter (read one by one);
 # top_n: only the server's top-N list, so unlisted options get an upper bound.
-LogprobExactness = Literal["exact", "reduced", "letters", "top_n"]
+# none: the server only made a call (functions as options on a server without per-function probabilities)
+LogprobExactness = Literal["exact", "reduced", "letters", "top_n", "none"]
 
 LOCAL_CONSTRAINT = "letter mask"  # the local engine constrains the answer draw to the option letters
 
@@ -44,8 +45,8 @@ class EngineInfo:
     def __post_init__(self) -> None:
         if self.kind not in ("local", "remote"):
             raise ValueError(f"engine kind must be local or remote (got {self.kind!r})")
-        if self.logprobs not in ("exact", "reduced", "letters", "top_n"):
-            raise ValueError(f"logprob exactness must be exact, reduced, letters or top_n (got {self.logprobs!r})")
+        if self.logprobs not in ("exact", "reduced", "letters", "top_n", "none"):
+            raise ValueError(f"logprob exactness must be exact, reduced, letters, top_n or none (got {self.logprobs!r})")
         if self.logprobs == "top_n" and not self.top_logprobs:
             raise ValueError("top_n logprobs need the list's length (top_logprobs)")
         if self.logprobs == "exact" and self.precision is not None and not self.precision.startswith("f32"):
@@ -68,6 +69,8 @@ class EngineInfo:
             return f"full-vocabulary, reduced precision ({self.precision or self.reduced_by or 'fast mode'})"
         if self.logprobs == "letters":
             return "the server's full-vocabulary logprob of each option letter"
+        if self.logprobs == "none":
+            return "no probabilities (the server's call only)"
         return f"server top-{self.top_logprobs} (not full-vocabulary exact)"
 
     @property
@@ -77,6 +80,9 @@ class EngineInfo:
             return None
         if self.method == "decide":
             return "exact (computed by Decider on the server)"
+        if self.method and self.method.startswith("tools"):
+            return "exact (each function's call probability, computed by Decider on the server)" if self.logprobs == "exact" \
+                else "not probabilities: the called function at 1, the others at 0"
         if self.method == "forced letters":
             return "every letter's own logprob, renormalised"
         if self.constraint != "none" and self.method is None:  # configured, no decision yet

@@ -27,6 +27,7 @@ import numpy as np
 from .clock import Clock
 from .logprobs import Alternative
 from .option_draw import draw_option
+from .remote_tools import TOOLS_CALL_ONLY, TOOLS_EXACT, decide_tools_remote
 from .types import LABELS, DecisionRequest, DecisionResult, OptionResult
 from .decision_prompt import load_templates, user_segments
 from .errors import SettingsError
@@ -130,7 +131,7 @@ class RemoteEngine:
     def info(self, method: str | None = None, notes: list[str] | None = None) -> EngineInfo:
         """What computes (or computed, with the method and notes of a decision) the bars."""
         method = method or (None if self.config.method == "auto" else self.config.method)  # None: no decision yet
-        logprobs = {"decide": "exact", "forced letters": "letters"}.get(method, "top_n")
+        logprobs = {"decide": "exact", "forced letters": "letters", TOOLS_EXACT: "exact", TOOLS_CALL_ONLY: "none"}.get(method, "top_n")
         return EngineInfo(
             kind="remote", model=self._model, logprobs=logprobs, constraint=self.config.constraint,
             url=self.config.base_url, top_logprobs=TOP_LOGPROBS, server=self._profile.kind if self._profile else None,
@@ -138,6 +139,8 @@ class RemoteEngine:
         )
 
     def decide(self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None) -> DecisionResult:
+        if request.tools:  # functions as options: the server's own tool calling (engine/remote_tools.py)
+            return decide_tools_remote(self, request)
         if request.images:  # the raw prompt and /v1/decide carry text only
             raise SettingsError("images need the local engine (a remote decision sends text only)")
         clock = Clock()
@@ -165,7 +168,7 @@ class RemoteEngine:
         return self._result(request, reading, reasoning, clock)
 
     # --- Decider's own server: the decision runs there ---
-    def _decide_there(self, request: DecisionRequest, clock: _Clock) -> DecisionResult:
+    def _decide_there(self, request: DecisionRequest, clock: Clock) -> DecisionResult:
         body = {
             "model": self.model, "question": request.question, "options": list(request.options), "system": request.system,
             "context": request.context, "think": request.think, "reasoning_budget": request.reasoning_budget,
@@ -269,7 +272,7 @@ class RemoteEngine:
         return reading, message.get("reasoning_content") if request.think else None
 
     # --- the result, labelled for what it is ---
-    def _result(self, request: DecisionRequest, reading: LetterReading, reasoning: str | None, clock: _Clock) -> DecisionResult:
+    def _result(self, request: DecisionRequest, reading: LetterReading, reasoning: str | None, clock: Clock) -> DecisionResult:
         labels = list(LABELS[: len(request.options)])
         values = np.array(reading.logprobs, dtype=float)
         chat = reading.method == "chat"

@@ -97,17 +97,35 @@ def test_the_overlay_shows_the_call_under_its_bar(qtbot, tools_file):
     assert decision.tool_call.name in overlay.choice.text()
 
 
-def test_functions_as_options_are_checked_and_refused_where_no_bar_can_be_computed(tools_file):
-    from decider.app.service import RemoteService
-    from decider.engine.remote import RemoteConfig
-
+def test_functions_as_options_are_checked(tools_file):
     tools = load_tools(str(tools_file))
     with pytest.raises(SettingsError, match="functions' names"):
         tool_request(QUESTION, tools).__class__(question=QUESTION, options=("a", "b", "c"), tools=tools)
     with pytest.raises(SettingsError, match="not with think"):
         tool_request(QUESTION, tools, think=True)
-    with pytest.raises(SettingsError, match="need a local model"):
-        RemoteService(RemoteConfig("http://127.0.0.1:9/v1")).decide(tool_request(QUESTION, tools))
+
+
+def test_a_decider_server_gives_the_same_exact_bars_through_the_remote_engine(tools_file):
+    """The tools go through to the server's own tool calling; a Decider server reports the per-function
+    probabilities, so the remote bars are the local ones and are labelled exact."""
+    from decider.app.api.server import ApiServer
+    from decider.app.service import RemoteService
+    from decider.engine.remote import RemoteConfig
+
+    tools = load_tools(str(tools_file))
+    greedy = SamplingSettings(temperature=0.0)
+    local = EngineService(DEMO, DeviceOptions(device="CPU"))
+    server = ApiServer(EngineService(DEMO, DeviceOptions(device="CPU")), "127.0.0.1", 0)
+    server.start()
+    try:
+        remote = RemoteService(RemoteConfig(server.url)).decide(tool_request(QUESTION, tools, sampling=greedy))
+    finally:
+        server.stop()
+    want = local.decide(tool_request(QUESTION, tools, sampling=greedy))
+    assert remote.engine.exact and remote.engine.remote and "computed by Decider on the server" in remote.engine.bars_text
+    for got, expected in zip(remote.options, want.options):
+        assert abs(got.probability - expected.probability) < 1e-6 and got.bar == "exact"
+    assert remote.tool_call.name == want.tool_call.name and not remote.uncertain
 
 
 def test_the_window_decides_between_functions_and_shows_the_call(qtbot, make_window, tools_file):

@@ -1,0 +1,69 @@
+"""Functions as options on a server: the tools go through to the server's own tool calling (vLLM, llama.cpp, OVMS,
+another Decider), and each bar says whether the server could give it.
+
+A Decider server answers with `tool_choice_probabilities` (the exact per-function probabilities of
+engine/tools.py): the bars are those, renormalised, labelled exact. Any other server only makes a call: its
+logprobs describe the tokens it drew, not the other functions' paths, so the called function's bar is an
+estimate of 1 and the others 0, the result is marked uncertain and a note says the bars are not probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .clock import Clock
+from .remote_http import RemoteError
+from .types import LABELS, DecisionRequest, DecisionResult, OptionResult
+from .tools import ToolCall
+
+MAX_CALL_TOKENS = 256
+TOOLS_EXACT, TOOLS_CALL_ONLY = "tools, computed by the server", "tools, the server's call only"
+NO_PROBABILITIES = "the server made the call but reports no per-function probabilities: the bars only show which it called"
+
+
+def decide_tools_remote(engine, request: DecisionRequest) -> DecisionResult:
+    clock = Clock()
+    messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
+        {"role": "user", "content": request.question}]
+    sampling = {k: v for k, v in request.sampling.to_dict().items() if k in ("temperature", "top_p", "seed") and v is not None}
+    body = {"model": engine.model, "messages": messages, "tools": [t.signature() for t in request.tools],
+            "tool_choice": "required", "parallel_tool_calls": False, "max_tokens": MAX_CALL_TOKENS, **sampling}
+    answer = engine.client.call("POST", f"{engine.config.api}/chat/completions", body)
+    choice = (answer.get("choices") or [{}])[0]
+    calls = (choice.get("message") or {}).get("tool_calls") or []
+    names = list(request.options)
+    function = (calls[0].get("function") or {}) if calls else {}
+    if function.get("name") not in names:
+        raise RemoteError(f"{engine.config.base_url} answered without calling one of the offered functions "
+                          f"(finish_reason {choice.get('finish_reason')!r})")
+    call = ToolCall(function["name"], _arguments(function.get("arguments")), str(calls[0].get("id", "")))
+    clock.lap("prefill_s")
+    probabilities = choice.get("tool_choice_probabilities")
+    exact = isinstance(probabilities, dict) and isinstance(probabilities.get("functions"), dict)
+    if exact:
+        values = [float(probabilities["functions"].get(name, 0.0)) for name in names]
+        mass = sum(values)
+        options = [OptionResult(label, name, math.log(max(p, 1e-300)), p / mass if mass > 0 else 1 / len(names))
+                   for label, name, p in zip(LABELS, names, values)]
+        chosen, coverage, notes = names.index(call.name), mass, []
+    else:
+        chosen = names.index(call.name)
+        options = [OptionResult(label, name, 0.0 if i == chosen else -math.inf, 1.0 if i == chosen else 0.0, bar="estimate")
+                   for i, (label, name) in enumerate(zip(LABELS, names))]
+        coverage, notes = 0.0, [NO_PROBABILITIES]
+    result = DecisionResult(
+        choice_index=chosen, options=options, coverage=coverage, mode="tools", reasoning=None, alternatives=[],
+        timings=clock.total(), usage=answer.get("usage") or {}, uncertain=not exact,
+        tool_call=call, tool_probabilities=probabilities if exact else None,
+    )
+    result.engine = engine.info(TOOLS_EXACT if exact else TOOLS_CALL_ONLY, notes)
+    return result
+
+
+def _arguments(value) -> str:
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return str(value)
+    return json.dumps(parsed, ensure_ascii=False) if isinstance(parsed, dict) else str(value)
