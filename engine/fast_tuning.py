@@ -113,16 +113,20 @@ def tuning_key(runner) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _cache_file(runner) -> Path | None:
-    """Beside the compiled-model cache (the app's cache folder); without one, $DECIDER_CACHE_DIR; else nowhere."""
-    folder = runner.options.cache_dir or os.environ.get("DECIDER_CACHE_DIR")
-    return Path(folder) / CACHE_NAME if folder else None
+def _cache_file(runner) -> Path:
+    """Beside the compiled-model cache: the runner's, else the app's default one (app/config.compiled_cache_dir's
+    place), so every process on this machine — the window, `decider ask`, `decider serve` — reads one measurement
+    and makes the same choice."""
+    import platformdirs
+
+    folder = runner.options.cache_dir or Path(os.environ.get("DECIDER_CACHE_DIR") or platformdirs.user_cache_dir("decider")) / "compiled"
+    return Path(folder) / CACHE_NAME
 
 
 def cached(runner) -> Tuning | None:
     path = _cache_file(runner)
     try:
-        entries = json.loads(path.read_text(encoding="utf-8")) if path else {}
+        entries = json.loads(path.read_text(encoding="utf-8"))
         data = entries.get(tuning_key(runner))
         return Tuning.from_json(data) if isinstance(data, dict) else None
     except (OSError, ValueError, TypeError, KeyError):
@@ -131,8 +135,6 @@ def cached(runner) -> Tuning | None:
 
 def _store(runner, tuning: Tuning) -> None:
     path = _cache_file(runner)
-    if path is None:
-        return
     try:
         entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         if not isinstance(entries, dict):

@@ -50,7 +50,8 @@ from .protocol import (
     TokenizeRequest,
 )
 from .state import ApiDecision, ApiState
-from .transport import Client, EventStream, early_response, error_response, json_response, original_path, read_json
+from ..images import PixelBudget
+from .transport import PARSE_IN_THREAD, Client, EventStream, early_response, error_response, json_response, original_path, read_json
 
 log = logging.getLogger("decider.api")
 
@@ -110,10 +111,18 @@ class Routes:
     # ----- shared steps -----
 
     async def _parse(self, request: Request, kind: type[BaseModel]):
-        body = await read_json(request, self.state.max_body, self.state.body_timeout)
+        body, size = await read_json(request, self.state.max_body, self.state.body_timeout)
         request.state.body_read = True
+        service = self.state.service
+        # One image budget for the whole request (all its messages), and none at all for a model that cannot see:
+        # each image is refused from its header, before its pixels are decoded (app/images.py).
+        can_see = getattr(service.runner, "vision", None) is not None
+        context = {"images": PixelBudget(can_see=can_see, model=service.model_name)}
         try:
-            parsed = kind.model_validate(body)
+            if size > PARSE_IN_THREAD:  # decoding images, big texts: never on the event loop other clients share
+                parsed = await to_thread.run_sync(lambda: kind.model_validate(body, context=context))
+            else:
+                parsed = kind.model_validate(body, context=context)
         except ValidationError as exc:
             raise from_validation(exc) from None
         self._check_model(parsed.model)
