@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 
-from .soak import Plan, free_port, make_request, post, rss_of, summarise
+from .soak_requests import Plan, free_port, make_request, post, rss_of, summarise
 
 
 def _wait(done, timeout: float, what: str) -> None:
