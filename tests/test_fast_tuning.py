@@ -85,3 +85,27 @@ def test_fast_mode_compiles_the_measured_choice(runner, tmp_path):
     tune(runner, fixed({"exact": 0.010, "exact prefill": 0.0001, other: 0.001}), threads=(1,))
     fast = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path))
     assert fast.precision.kv_cache == "f32" and fast.precision.inference == options[other]["INFERENCE_PRECISION_HINT"]
+
+
+def test_threads_are_measured_and_the_count_is_kept_and_stated(runner):
+    """1 and 2 threads beside the plugin's default (#30 item 3): the fastest count is compiled, and all are said."""
+    winner = list(candidates(cpu_capabilities(runner._core)))[-1]
+    seconds = {"exact": 0.010, "exact prefill": 0.0001, winner: 0.004, f"{winner} @ 1 threads": 0.003,
+               f"{winner} @ 2 threads": 0.005}
+    tuning = tune(runner, lambda name, measured: [seconds.get(name, 0.008)] * len(measured), threads=(1, 2))
+    assert tuning.threads == 1 and tuning.properties["INFERENCE_NUM_THREADS"] == 1
+    assert tuning.thread_ms == pytest.approx({"default": 4.0, "1": 3.0, "2": 5.0})
+    assert "1 threads 3.00 ms" in tuning.summary() and "default threads 4.00 ms" in tuning.summary()
+    assert cached(runner).thread_ms == tuning.thread_ms  # kept with the choice
+
+
+def test_the_twin_compile_counts_against_fast_reasoning(runner):
+    """Fast reasoning pays only end to end: twin steps saved minus the exact prefill of the reasoning minus the
+    twin's compile, over one think-mode decision's reasoning (fast_tuning.REASONING_TOKENS)."""
+    winner = list(candidates(cpu_capabilities(runner._core)))[-1]
+    base = {"exact": 0.010, "exact prefill": 0.0, winner: 0.009}  # 1 ms saved a step: 0.512 s per decision
+    slow_compile = tune(runner, fixed({**base, f"{winner} compile": 0.6}), threads=(1,))
+    assert slow_compile.chosen == winner and not slow_compile.reasoning_pays
+    assert "does not pay" in slow_compile.summary() and "-0.09 s per 512 reasoning tokens" in slow_compile.summary()
+    quick_compile = tune(runner, fixed({**base, f"{winner} compile": 0.2}), threads=(1,))
+    assert quick_compile.reasoning_pays and quick_compile.reasoning_gain_ms == pytest.approx(312.0)
