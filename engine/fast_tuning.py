@@ -20,7 +20,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +261,21 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
     if store:
         _store(runner, tuning)
     return tuning
+
+
+def tune_on_first_use(runner) -> Tuning | None:
+    """--fast's first use on a model: measure now, against an exact compile of the same model on the same Core (the
+    runner being built is the fast one), and keep the result. Only where there is a cache folder to keep it in;
+    a compile or step that fails leaves the stated default compile (None)."""
+    from .errors import DeciderError
+    from .runner import ModelRunner  # here: the runner imports this module
+
+    if _cache_file(runner) is None:
+        return None
+    try:
+        return tune(ModelRunner(runner.folder, replace(runner.options, exact=True), runner._core))
+    except (DeciderError, RuntimeError):
+        return None
 
 
 def tuned(runner) -> Tuning:

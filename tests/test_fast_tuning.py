@@ -109,3 +109,25 @@ def test_the_twin_compile_counts_against_fast_reasoning(runner):
     assert "does not pay" in slow_compile.summary() and "-0.09 s per 512 reasoning tokens" in slow_compile.summary()
     quick_compile = tune(runner, fixed({**base, f"{winner} compile": 0.2}), threads=(1,))
     assert quick_compile.reasoning_pays and quick_compile.reasoning_gain_ms == pytest.approx(312.0)
+
+
+def test_the_first_fast_runner_measures_and_compiles_the_choice(tmp_path):
+    """--fast's first use on a model measures (once: the next process reads the choice) and compiles the winner."""
+    options = DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path)
+    fast = ModelRunner(model_dir("qwen35-text"), options)
+    tuning = cached(fast)
+    assert tuning is not None and {m.name for m in tuning.measured} == set(candidates(cpu_capabilities(fast._core)))
+    compiled = {name: str(fast.compiled.get_property(name)) for name in ("KV_CACHE_PRECISION", "INFERENCE_NUM_THREADS")}
+    if tuning.properties is not None:
+        assert fast.precision.kv_cache == tuning.properties["KV_CACHE_PRECISION"]
+        assert fast.precision.inference == tuning.properties["INFERENCE_PRECISION_HINT"]
+        if tuning.threads:
+            assert compiled["INFERENCE_NUM_THREADS"] == str(tuning.threads)
+    else:  # nothing beat the exact step: the stated default compile
+        assert fast.precision.kv_cache == "u8"
+    stored = (tmp_path / CACHE_NAME).stat().st_mtime_ns
+    code = ("from decider.engine.runner import ModelRunner; from decider.engine.devices import DeviceOptions; "
+            f"ModelRunner({str(model_dir('qwen35-text'))!r}, DeviceOptions(device='CPU', exact=False, cache_dir={str(tmp_path)!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / CACHE_NAME).stat().st_mtime_ns == stored  # another process reused it: no second measurement
