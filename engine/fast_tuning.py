@@ -137,8 +137,15 @@ def _cache_file(runner) -> Path | None:
     return Path(folder) / CACHE_NAME if folder else None
 
 
+# Measurements for runners with no cache folder (the engine used as a library): kept for this process, so a
+# think-mode decision does not measure again each time.
+_IN_PROCESS: dict[str, Tuning] = {}
+
+
 def cached(runner) -> Tuning | None:
     path = _cache_file(runner)
+    if path is None:
+        return _IN_PROCESS.get(tuning_key(runner))
     try:
         entries = json.loads(path.read_text(encoding="utf-8")) if path else {}
         data = entries.get(tuning_key(runner))
@@ -260,6 +267,8 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
                     by_threads)
     if store:
         _store(runner, tuning)
+        if _cache_file(runner) is None:
+            _IN_PROCESS[tuning.key] = tuning
     return tuning
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import model_dir
-from decider.engine import fast_reasoning
+from decider.engine import fast_reasoning, fast_tuning
 from decider.engine.devices import DeviceOptions
 from decider.engine.fast_reasoning import fast_properties, reasoner_for, release, twin_of
 from decider.engine.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
@@ -131,3 +131,16 @@ def test_the_first_fast_runner_measures_and_compiles_the_choice(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / CACHE_NAME).stat().st_mtime_ns == stored  # another process reused it: no second measurement
+
+
+def test_without_a_cache_folder_the_measurement_is_kept_for_the_process(monkeypatch):
+    """The engine used as a library (no cache folder): a think-mode decision measures once, not every time."""
+    monkeypatch.delenv("DECIDER_CACHE_DIR", raising=False)
+    monkeypatch.delenv(fast_reasoning.PROPERTIES_ENV, raising=False)
+    runner = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU"))
+    calls = []
+    real = fast_tuning.tune
+    monkeypatch.setattr(fast_tuning, "tune", lambda *a, **k: calls.append(1) or real(*a, **k))  # a spy: real runs
+    first = fast_properties(runner)
+    assert fast_properties(runner) == first and len(calls) == 1
+    assert cached(runner) is not None
