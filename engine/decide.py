@@ -58,7 +58,6 @@ def _read_letters(
     if request.think:
         close = frozenset({tokenizer.think_close})
         reasoner = reasoner_for(runner, request.fast_reasoning)
-        precision = reasoner.precision
         if reasoner.hands_over(runner):
             # The exact runner stays at the prompt; the twin reasons from a copy of that state.
             hand_over(runner, reasoner.runner, prompt.ids, prompt.checkpoints[:-1])
@@ -69,6 +68,7 @@ def _read_letters(
         ):
             generated.append(step.token_id)
         clock.lap("reasoning_s")
+        precision = reasoner.precision  # after the reasoning: the kernels it ran are read back
         ended = generated[-1] if generated else None
         body = generated[:-1] if ended in tokenizer.stop_ids | close else generated
         reasoning = tokenizer.decode(body).strip("\n")

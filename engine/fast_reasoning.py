@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from .devices import DeviceOptions
 from .errors import SettingsError
 from .fast_tuning import cached, tuned
-from .precision import gpu_properties
+from .precision import as_ran, fully_connected_kernels, gpu_properties
 
 if TYPE_CHECKING:  # openvino only for annotations
     from .runner_base import RunnerBase
@@ -68,15 +68,21 @@ _TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 @dataclass(frozen=True)
 class Reasoner:
     runner: RunnerBase  # draws the reasoning tokens: the exact runner itself, or its fast twin
-    precision: str  # what EngineInfo shows as the reasoning's precision
+    note: str = ""  # why the runner reasons itself although fast reasoning was asked for
+
+    @property
+    def precision(self) -> str:
+        """What EngineInfo shows as the reasoning's precision: read back once the reasoning ran."""
+        return precision_of(self.runner) + self.note
 
     def hands_over(self, exact: RunnerBase) -> bool:
         return self.runner is not exact
 
 
 def precision_of(runner: RunnerBase) -> str:
-    """The precision a runner computes in, as read back from its compiled model (engine/precision.py)."""
-    return runner.precision.label
+    """The precision a runner computes in, as read back from its compiled model and, once it ran, from the kernels
+    its FullyConnected layers ran (engine/precision.py): int8 activations only where int8 kernels ran."""
+    return as_ran(runner.precision, fully_connected_kernels(getattr(runner, "compiled", None))).label
 
 
 def can_twin(runner: RunnerBase) -> bool:
@@ -98,14 +104,14 @@ def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
         release(runner)
         tuning = cached(runner) if fast and can_twin(runner) and runner.device.startswith("CPU") else None
         why = f" (fast reasoning measured no faster here: {_verdict(tuning)})" if tuning is not None else ""
-        return Reasoner(runner, precision_of(runner) + why)
+        return Reasoner(runner, why)
     twin = _TWINS.get(runner)
     if twin is None:
         options = DeviceOptions(device=runner.device, exact=False, cache_dir=runner.options.cache_dir,
                                 runtime_cache_capacity=runner.options.runtime_cache_capacity)
         twin = runner.twin(options, properties)
         _TWINS[runner] = twin
-    return Reasoner(twin, precision_of(twin))
+    return Reasoner(twin)
 
 
 def _verdict(tuning) -> str:

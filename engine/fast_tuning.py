@@ -20,17 +20,20 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from .devices import DeviceOptions
-from .precision import cpu_capabilities, isa_summary
+from .precision import as_ran, cpu_capabilities, fully_connected_kernels, isa_summary
 
 STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
 PROMPT = 48  # prompt tokens before the timed steps
 CACHE_NAME = "fast-tuning.json"
+# The reasoning a twin's compile is amortised over when deciding whether fast reasoning pays: one think-mode
+# decision's worth (the twin is then kept, so later decisions only gain).
+REASONING_TOKENS = 512
 
 
 def candidates(capabilities: tuple[str, ...]) -> dict[str, dict[str, object]]:
@@ -53,8 +56,9 @@ class Measured:
     properties: dict[str, object]
     step_ms: float  # median decode step
     drift_nats: float  # max |Δ logprob| of the drawn tokens' distributions vs exact, over the timed steps
-    precision: str  # read back from the compiled model
-    kernels: list[str] = field(default_factory=list)  # FullyConnected primitive types the runtime model reports
+    precision: str  # read back from the compiled model, int8 activations only where an int8 kernel ran
+    kernels: list[str] = field(default_factory=list)  # the heavy layers' primitive types the runtime model reports
+    compile_ms: float = 0.0  # the twin's compile (paid once per runner, before its first reasoning)
 
 
 @dataclass
@@ -66,6 +70,8 @@ class Tuning:
     threads: int | None  # INFERENCE_NUM_THREADS the winner ran best at (None: the plugin's choice)
     chosen: str | None  # None: no candidate beat the exact step
     measured: list[Measured]
+    # The winner's median step by INFERENCE_NUM_THREADS: "default" (the plugin's choice), "1", "2"…
+    thread_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def winner(self) -> Measured | None:
@@ -80,17 +86,29 @@ class Tuning:
 
     @property
     def reasoning_pays(self) -> bool:
-        """A fast twin's reasoning beats exact reasoning end to end: each twin step saves more than the exact
-        prefill of that token (the answer's exact read) costs."""
+        """A fast twin's reasoning beats exact reasoning end to end: over REASONING_TOKENS tokens its steps save
+        more than the exact prefill of those tokens (the answer's exact read) plus the twin's compile cost."""
+        return self.reasoning_gain_ms > 0
+
+    @property
+    def reasoning_gain_ms(self) -> float:
+        """What fast reasoning saves over exact reasoning for REASONING_TOKENS tokens (negative: it loses)."""
         winner = self.winner
-        return winner is not None and self.exact_step_ms - winner.step_ms > self.exact_prefill_ms_per_token
+        if winner is None:
+            return float("-inf")
+        saved = (self.exact_step_ms - winner.step_ms - self.exact_prefill_ms_per_token) * REASONING_TOKENS
+        return saved - winner.compile_ms
 
     def summary(self) -> str:
         rows = [f"{m.name}: {m.step_ms:.2f} ms/step ({m.precision}; drift {m.drift_nats:.2g} nats"
                 + (f"; kernels {', '.join(m.kernels)}" if m.kernels else "") + ")" for m in self.measured]
-        verdict = (f"chosen: {self.chosen}" + (f" at {self.threads} threads" if self.threads else "")
+        verdict = (f"chosen: {self.chosen}" + (f" at {self.threads} threads" if self.threads else " at the plugin's default threads")
                    if self.chosen else "chosen: none (no reduced compile beat the exact step)")
-        pays = "fast reasoning pays" if self.reasoning_pays else "fast reasoning does not pay: think mode reasons exactly"
+        if self.thread_ms:
+            verdict += " (" + ", ".join(f"{count} threads {ms:.2f} ms" for count, ms in self.thread_ms.items()) + ")"
+        gain = f"{self.reasoning_gain_ms / 1000:+.2f} s per {REASONING_TOKENS} reasoning tokens" if self.winner else ""
+        pays = (f"fast reasoning pays ({gain})" if self.reasoning_pays
+                else "fast reasoning does not pay: think mode reasons exactly" + (f" ({gain})" if gain else ""))
         return (f"CPU {self.cpu}; exact {self.exact_step_ms:.2f} ms/step, exact prefill {self.exact_prefill_ms_per_token:.2f} "
                 f"ms/token; " + "; ".join(rows) + f"; {verdict}; {pays}")
 
@@ -123,8 +141,15 @@ def _cache_file(runner) -> Path:
     return Path(folder) / CACHE_NAME
 
 
+# Measurements for runners with no cache folder (the engine used as a library): kept for this process, so a
+# think-mode decision does not measure again each time.
+_IN_PROCESS: dict[str, Tuning] = {}
+
+
 def cached(runner) -> Tuning | None:
     path = _cache_file(runner)
+    if path is None:
+        return _IN_PROCESS.get(tuning_key(runner))
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
         data = entries.get(tuning_key(runner))
@@ -214,19 +239,24 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
     runner.reset()
     measured = []
     for name, properties in candidates(cpu_capabilities(getattr(runner, "_core", None))).items():
+        started = clock()
         twin = runner.twin(DeviceOptions(device=runner.device, exact=False), properties)
+        compile_s = timings(f"{name} compile", [clock() - started])[0]
         times, logits = _steps(twin, prompt, tokens, clock)
         times = timings(name, times)
         drift = max(float(np.max(np.abs(_logsoftmax(a) - _logsoftmax(b)))) for a, b in zip(logits, exact_logits))
-        measured.append(Measured(name, properties, statistics.median(times) * 1000, drift, twin.precision.label, kernels(twin.compiled)))
+        precision = as_ran(twin.precision, fully_connected_kernels(twin.compiled)).label
+        measured.append(Measured(name, properties, statistics.median(times) * 1000, drift, precision,
+                                 kernels(twin.compiled), compile_s * 1000))
         del twin
     exact_ms = statistics.median(exact_times) * 1000
     best = min(measured, key=lambda m: m.step_ms) if measured else None
     chosen = best.name if best is not None and best.step_ms < exact_ms else None
-    best_threads = None
+    best_threads, by_threads = None, {}
     if best is not None and chosen is not None:
-        counts = threads if threads is not None else tuple(sorted({1, os.cpu_count() or 1}))
-        by_threads = {}
+        # 1 and 2 threads (as the bench rows compare with llama.cpp) and all of them, beside the plugin's default
+        counts = threads if threads is not None else tuple(sorted({1, min(2, os.cpu_count() or 1), os.cpu_count() or 1}))
+        default_ms = best.step_ms
         for count in counts:
             twin = runner.twin(DeviceOptions(device=runner.device, exact=False), {**best.properties, "INFERENCE_NUM_THREADS": count})
             by_threads[count] = statistics.median(timings(f"{best.name} @ {count} threads", _steps(twin, prompt, tokens, clock)[0])) * 1000
@@ -234,10 +264,29 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
         fastest = min(by_threads, key=by_threads.get)
         if by_threads[fastest] < best.step_ms:
             best_threads, best.step_ms = fastest, by_threads[fastest]
-    tuning = Tuning(tuning_key(runner), isa_summary(), exact_ms, prefill_per_token * 1000, best_threads, chosen, measured)
+        by_threads = {"default": default_ms, **{str(count): ms for count, ms in by_threads.items()}}
+    tuning = Tuning(tuning_key(runner), isa_summary(), exact_ms, prefill_per_token * 1000, best_threads, chosen, measured,
+                    by_threads)
     if store:
         _store(runner, tuning)
+        if _cache_file(runner) is None:
+            _IN_PROCESS[tuning.key] = tuning
     return tuning
+
+
+def tune_on_first_use(runner) -> Tuning | None:
+    """--fast's first use on a model: measure now, against an exact compile of the same model on the same Core (the
+    runner being built is the fast one), and keep the result. Only where there is a cache folder to keep it in;
+    a compile or step that fails leaves the stated default compile (None)."""
+    from .errors import DeciderError
+    from .runner import ModelRunner  # here: the runner imports this module
+
+    if _cache_file(runner) is None:
+        return None
+    try:
+        return tune(ModelRunner(runner.folder, replace(runner.options, exact=True), runner._core))
+    except (DeciderError, RuntimeError):
+        return None
 
 
 def tuned(runner) -> Tuning:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import SettingsError
 
@@ -128,6 +128,7 @@ class Precision:
     kv_cache: str  # f32, f16, bf16, u8 ("host" for the static path, whose caches the host keeps in f32)
     activations_int8_group: int = 0  # dynamic int8 quantisation of activations (0: off)
     where: str = ""  # a qualifier: "NPU" (the hardware's arithmetic), "NPU emulated on CPU"
+    kernels: str = ""  # the FullyConnected kernels read back after inference ("brgemm_avx512_bf16"); "" not read
 
     @property
     def exact(self) -> bool:
@@ -150,6 +151,8 @@ class Precision:
             if self.activations_int8_group:
                 parts.append(f"int8 activations (groups of {self.activations_int8_group})")
             text = ", ".join(parts)
+            if self.kernels:
+                text += f" (FullyConnected {self.kernels})"
         return f"{text}, {self.where}" if self.where else text
 
 
@@ -161,6 +164,41 @@ def _read(source, name: str, *args) -> str:
         return str(source.get_property(*args, name))
     except (RuntimeError, TypeError):
         return "?"
+
+
+# A FullyConnected primitive type ends in the precision its arithmetic runs in ("brgemm_avx512_bf16",
+# "gemm_mlas_f32"); int8 dot products show as an i8/u8 suffix or a VNNI/AMX-int8 kernel.
+_INT8_KERNEL = ("_i8", "_u8", "_s8", "int8", "vnni")
+
+
+def fully_connected_kernels(compiled) -> tuple[str, ...]:
+    """The primitive types the compiled model's FullyConnected layers ran, from its runtime model. Read after an
+    inference: before one (and on devices without the CPU's exec graph) there is nothing to read (())."""
+    try:
+        ops = compiled.get_runtime_model().get_ordered_ops()
+    except (AttributeError, RuntimeError):
+        return ()
+    found = set()
+    for node in ops:
+        info = node.get_rt_info()
+        try:
+            layer, primitive = str(info["layerType"].astype(str)), str(info["primitiveType"].astype(str))
+        except (KeyError, RuntimeError, AttributeError):
+            continue
+        if layer == "FullyConnected" and primitive and primitive != "undef":
+            found.add(primitive)
+    return tuple(sorted(found))
+
+
+def as_ran(precision: Precision, kernels: Sequence[str]) -> Precision:
+    """The precision with what the FullyConnected layers really ran: int8 activations are claimed only where an
+    int8 kernel ran (requested dynamic quantisation does not run on f32 weights, and on an AVX-512/bf16 CPU
+    measured u8 weights widened into bf16 brgemm kernels), and the kernels are named. Unread: unchanged."""
+    if not kernels or precision.exact:
+        return precision
+    int8 = any(mark in kernel.lower() for kernel in kernels for mark in _INT8_KERNEL)
+    return replace(precision, activations_int8_group=precision.activations_int8_group if int8 else 0,
+                   kernels=", ".join(kernels))
 
 
 def read_cpu_precision(compiled, kv_cache: str | None = None) -> Precision:

@@ -16,7 +16,7 @@ import openvino as ov
 
 from .devices import DeviceOptions, choose_device, compile_properties, device_caps, npu_emulated, visible_devices
 from .errors import DeviceError
-from .fast_tuning import cached as cached_tuning
+from .fast_tuning import cached as cached_tuning, tune_on_first_use
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
 from .precision import cpu_capabilities, gpu_precision, npu_precision, prepare_core, read_cpu_precision
@@ -114,9 +114,9 @@ class ModelRunner(RunnerBase):
         capabilities = cpu_capabilities(core)
         properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
         if _extra is None and not self.options.exact and self.device.startswith("CPU"):
-            # --fast: the reduced compile measured fastest on this machine, where `decider doctor --tune` (or a
-            # think-mode decision) measured one (engine/fast_tuning.py); else the stated default above.
-            measured = cached_tuning(self)
+            # --fast: the reduced compile measured fastest on this machine (engine/fast_tuning.py), by `decider
+            # doctor --tune`, a think-mode decision or now, on first use; else the stated default above.
+            measured = cached_tuning(self) or tune_on_first_use(self)
             if measured is not None and measured.properties is not None:
                 properties.update(measured.properties)
         prepare_core(core, self.device, self.options.exact)

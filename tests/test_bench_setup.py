@@ -15,6 +15,30 @@ from conftest import ROOT
 TOOLS_JOBS = ("bench.w_genai", "bench.w_torch", "bench.w_llama", "bench.w_paired", "bench.w_think", "bench.build")
 
 
+def tools_venv_modules(source: str) -> set[str]:
+    """Every module bench/__main__.py runs with the tools venv's interpreter: Job(key, tools, "bench.X", …) calls,
+    and what it starts with tools_python() directly (`-m bench.build`)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Job" and len(node.args) >= 3:
+            python, module = node.args[1], node.args[2]
+            if isinstance(python, ast.Name) and python.id == "tools" and isinstance(module, ast.Constant):
+                found.add(module.value)
+        if isinstance(node, ast.List) and any(getattr(e, "func", None) is not None and getattr(e.func, "id", None) == "tools_python"
+                                               for e in node.elts if isinstance(e, ast.Call)):
+            found.update(e.value for e in node.elts if isinstance(e, ast.Constant) and str(e.value).startswith("bench."))
+    return found
+
+
+def test_every_tools_venv_job_is_checked():
+    """A job added to the tools venv's plans is imported below too (the list cannot fall behind the plans)."""
+    planned = tools_venv_modules((ROOT / "bench" / "__main__.py").read_text(encoding="utf-8"))
+    assert {"bench.w_paired", "bench.w_genai", "bench.build"} <= planned  # the scan finds them
+    assert planned <= set(TOOLS_JOBS), planned - set(TOOLS_JOBS)
+
+
 def test_the_tools_venv_installs_the_project_without_qt_or_the_server():
     steps = setup_steps("/venv/bin/python")
     assert steps[-1][-3:] == ["--no-deps", "-e", str(ROOT)]

@@ -12,7 +12,7 @@ from decider.engine.decision_prompt import build_decision_prompt, letter_ids
 from decider.engine.devices import DeviceOptions
 from decider.engine import fast_reasoning
 from decider.engine.errors import SettingsError
-from decider.engine.precision import short_type
+from decider.engine.precision import fully_connected_kernels, short_type
 from decider.engine.fast_reasoning import PROPERTIES_ENV, fast_properties, reasoner_for, release, twin_of
 from decider.engine.logprobs import Distribution
 from decider.engine.runner import ModelRunner
@@ -71,9 +71,13 @@ def test_the_answer_after_fast_reasoning_equals_an_exact_prefill_of_the_same_tok
     # ... and the check can fail: the twin's own answer for the same tokens is measurably different.
     fast = Distribution(twin.prefill(sequence)).logprobs(letters)
     assert np.abs(fast - want).max() > 1e-4
-    # The label is what the twin's compiled model reports: never exact, its KV cache u8, its arithmetic the CPU's.
-    assert not twin.precision.exact and result.reasoning_precision == twin.precision.label
-    assert "u8 KV cache" in result.reasoning_precision
+    # The label is what the twin's compiled model reports: never exact, its KV cache u8, its arithmetic the CPU's,
+    # and the kernels its FullyConnected layers ran. The fixture's weights are f32, so the requested int8
+    # activations never run: the label does not claim them (#30: it did, while bf16 kernels ran).
+    assert not twin.precision.exact and "u8 KV cache" in result.reasoning_precision
+    assert "int8 activations" in twin.precision.label and "int8 activations" not in result.reasoning_precision
+    ran = fully_connected_kernels(twin.compiled)
+    assert ran and f"(FullyConnected {', '.join(ran)})" in result.reasoning_precision
     inference = short_type(twin.compiled.get_property("INFERENCE_PRECISION_HINT"))
     assert result.reasoning_precision.startswith(f"{inference} inference")
 
@@ -132,7 +136,8 @@ def test_the_engine_info_says_which_precision_reasoned():
     thought = service.decide(DecisionRequest(QUESTION, OPTIONS, think=True, reasoning_budget=3, sampling=SAMPLED))
     twin = twin_of(service.runner)
     assert thought.engine.exact and thought.engine.precision == "f32"
-    assert thought.engine.reasoning == twin.precision.label and "u8 KV cache" in thought.engine.reasoning
+    assert thought.engine.reasoning == fast_reasoning.precision_of(twin) and "u8 KV cache" in thought.engine.reasoning
+    assert "FullyConnected" in thought.engine.reasoning  # read back after the reasoning ran
     assert thought.to_dict()["engine"]["reasoning"] == thought.engine.reasoning
     plain = service.decide(DecisionRequest(QUESTION, OPTIONS, sampling=SAMPLED))
     assert plain.engine.reasoning is None and "reasoning" not in plain.to_dict()["engine"]

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import model_dir
-from decider.engine import fast_reasoning
+from decider.engine import fast_reasoning, fast_tuning
 from decider.engine.devices import DeviceOptions
 from decider.engine.fast_reasoning import fast_properties, reasoner_for, release, twin_of
 from decider.engine.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
@@ -85,3 +85,62 @@ def test_fast_mode_compiles_the_measured_choice(runner, tmp_path):
     tune(runner, fixed({"exact": 0.010, "exact prefill": 0.0001, other: 0.001}), threads=(1,))
     fast = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path))
     assert fast.precision.kv_cache == "f32" and fast.precision.inference == options[other]["INFERENCE_PRECISION_HINT"]
+
+
+def test_threads_are_measured_and_the_count_is_kept_and_stated(runner):
+    """1 and 2 threads beside the plugin's default (#30 item 3): the fastest count is compiled, and all are said."""
+    winner = list(candidates(cpu_capabilities(runner._core)))[-1]
+    seconds = {"exact": 0.010, "exact prefill": 0.0001, winner: 0.004, f"{winner} @ 1 threads": 0.003,
+               f"{winner} @ 2 threads": 0.005}
+    tuning = tune(runner, lambda name, measured: [seconds.get(name, 0.008)] * len(measured), threads=(1, 2))
+    assert tuning.threads == 1 and tuning.properties["INFERENCE_NUM_THREADS"] == 1
+    assert tuning.thread_ms == pytest.approx({"default": 4.0, "1": 3.0, "2": 5.0})
+    assert "1 threads 3.00 ms" in tuning.summary() and "default threads 4.00 ms" in tuning.summary()
+    assert cached(runner).thread_ms == tuning.thread_ms  # kept with the choice
+
+
+def test_the_twin_compile_counts_against_fast_reasoning(runner):
+    """Fast reasoning pays only end to end: twin steps saved minus the exact prefill of the reasoning minus the
+    twin's compile, over one think-mode decision's reasoning (fast_tuning.REASONING_TOKENS)."""
+    winner = list(candidates(cpu_capabilities(runner._core)))[-1]
+    base = {"exact": 0.010, "exact prefill": 0.0, winner: 0.009}  # 1 ms saved a step: 0.512 s per decision
+    slow_compile = tune(runner, fixed({**base, f"{winner} compile": 0.6}), threads=(1,))
+    assert slow_compile.chosen == winner and not slow_compile.reasoning_pays
+    assert "does not pay" in slow_compile.summary() and "-0.09 s per 512 reasoning tokens" in slow_compile.summary()
+    quick_compile = tune(runner, fixed({**base, f"{winner} compile": 0.2}), threads=(1,))
+    assert quick_compile.reasoning_pays and quick_compile.reasoning_gain_ms == pytest.approx(312.0)
+
+
+def test_the_first_fast_runner_measures_and_compiles_the_choice(tmp_path):
+    """--fast's first use on a model measures (once: the next process reads the choice) and compiles the winner."""
+    options = DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path)
+    fast = ModelRunner(model_dir("qwen35-text"), options)
+    tuning = cached(fast)
+    assert tuning is not None and {m.name for m in tuning.measured} == set(candidates(cpu_capabilities(fast._core)))
+    compiled = {name: str(fast.compiled.get_property(name)) for name in ("KV_CACHE_PRECISION", "INFERENCE_NUM_THREADS")}
+    if tuning.properties is not None:
+        assert fast.precision.kv_cache == tuning.properties["KV_CACHE_PRECISION"]
+        assert fast.precision.inference == tuning.properties["INFERENCE_PRECISION_HINT"]
+        if tuning.threads:
+            assert compiled["INFERENCE_NUM_THREADS"] == str(tuning.threads)
+    else:  # nothing beat the exact step: the stated default compile
+        assert fast.precision.kv_cache == "u8"
+    stored = (tmp_path / CACHE_NAME).stat().st_mtime_ns
+    code = ("from decider.engine.runner import ModelRunner; from decider.engine.devices import DeviceOptions; "
+            f"ModelRunner({str(model_dir('qwen35-text'))!r}, DeviceOptions(device='CPU', exact=False, cache_dir={str(tmp_path)!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / CACHE_NAME).stat().st_mtime_ns == stored  # another process reused it: no second measurement
+
+
+def test_without_a_cache_folder_the_measurement_is_kept_for_the_process(monkeypatch):
+    """The engine used as a library (no cache folder): a think-mode decision measures once, not every time."""
+    monkeypatch.delenv("DECIDER_CACHE_DIR", raising=False)
+    monkeypatch.delenv(fast_reasoning.PROPERTIES_ENV, raising=False)
+    runner = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU"))
+    calls = []
+    real = fast_tuning.tune
+    monkeypatch.setattr(fast_tuning, "tune", lambda *a, **k: calls.append(1) or real(*a, **k))  # a spy: real runs
+    first = fast_properties(runner)
+    assert fast_properties(runner) == first and len(calls) == 1
+    assert cached(runner) is not None

@@ -139,7 +139,8 @@ def test_every_local_result_names_its_device_path_and_precision(npuw_on_cpu):
     assert cpu.engine.to_dict()["precision"] == "f32" and cpu.engine.to_dict()["logprobs"] == "exact full-vocabulary (f32)"
     assert "emulated" not in cpu.engine.to_dict()
     fast = EngineService(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False)).decide(request)
-    assert not fast.engine.exact and "u8 KV cache" in fast.engine.precision and "reduced precision" in fast.engine.logprobs_text
+    # which reduced compile --fast runs is measured on this machine (engine/fast_tuning.py); each states its KV cache
+    assert not fast.engine.exact and "KV cache" in fast.engine.precision and "reduced precision" in fast.engine.logprobs_text
     npu = EngineService(model_dir("qwen35-text"), DeviceOptions(device="NPU", npu_max_prompt_len=64, npu_min_response_len=16))
     result = npu.decide(request)
     engine = result.engine.to_dict()

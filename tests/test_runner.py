@@ -252,10 +252,11 @@ def test_a_runner_imported_from_the_compiled_cache_does_not_keep_the_ir_mapped(t
     assert np.array_equal(warm.prefill(ids), expected)
     twin = warm.twin(DeviceOptions(device="CPU", exact=False))
     assert twin._model is not None and twin.vocab_size == warm.vocab_size
-    # The reduced-precision compile of the same model, held to what its compiled arithmetic implies: a u8 KV
-    # cache alone (f32 arithmetic: an AVX2-only CPU) stays within 0.05 here; bf16 arithmetic (avx512_bf16/AMX)
-    # moves this random-weight model's logits by tenths of a nat, but not to another model.
+    # The reduced-precision compile of the same model (the one measured fastest on this machine, see
+    # engine/fast_tuning.py), held to what its compiled arithmetic implies: a u8 KV cache alone (f32 arithmetic)
+    # stays within 0.05 here; bf16 arithmetic (avx512_bf16/AMX) moves this random-weight model's logits by tenths
+    # of a nat, but not to another model.
     inference = twin.precision.inference
-    assert twin.precision.kv_cache == "u8" and inference == fast_inference(cpu_capabilities(twin._core))
+    assert not twin.precision.exact and inference in {"f32", fast_inference(cpu_capabilities(twin._core))}
     drift = np.max(np.abs(twin.prefill(ids) - expected))
     assert 0 < drift < {"f32": 0.05, "f16": 0.5, "bf16": 1.5}[inference], (inference, drift)
