@@ -93,7 +93,8 @@ class EngineService:
         self, prompt: str, sampling: SamplingSettings, max_tokens: int, logprobs: int | None, stop: tuple[str, ...] = ()
     ) -> GenerationRequest:
         ids = self.runner.tokenizer.encode_raw(prompt)
-        return GenerationRequest(tuple(ids), sampling, max_tokens, think=False, top_logprobs=logprobs, stop=stop)
+        return GenerationRequest(tuple(ids), sampling, max_tokens, think=False, top_logprobs=logprobs, stop=stop,
+                                 end_of_turn_entry=True)
 
     def chat_request(
         self,

@@ -329,7 +329,8 @@ class CompletionRequest(_Generation):
             generation = None
             if self.limit > 0:
                 generation = GenerationRequest(ids, _sampling(self, service.defaults), self.limit, think=False,
-                                               top_logprobs=self.logprobs, stop=self.stop, **controls)
+                                               top_logprobs=self.logprobs, stop=self.stop, end_of_turn_entry=True,
+                                               **controls)
             jobs.append(CompletionJob(ids, text, generation))
         return jobs
 
