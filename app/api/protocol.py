@@ -17,7 +17,7 @@ from decider.engine.decide import DecisionRequest
 from decider.engine.errors import SettingsError
 from decider.engine.generate import GenerationRequest
 from decider.engine.logit_bias import check_logit_bias
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
 from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, grammar_tokenizer
 
@@ -286,11 +286,20 @@ def _completion_logprobs(value: object, info: ValidationInfo) -> object:
     return value
 
 
+def _normalization(value: object) -> object:
+    if value is not None and value not in NORMALIZATIONS:
+        raise field_error("invalid_value", f"logprob_normalization must be one of {', '.join(map(repr, NORMALIZATIONS))} "
+                          f"(got {value!r})")
+    return value
+
+
 class CompletionRequest(_Generation):
     prompt: Annotated[tuple[Prompt, ...], BeforeValidator(_prompts), Field(default=None, validate_default=True)]
     max_tokens: int_in(0) = None
     logprobs: Annotated[int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
     echo: Boolean = None
+    # Decider's extension: what prompt logprobs are normalised over (engine/logprobs.py); None: the server's default
+    logprob_normalization: Annotated[str | None, BeforeValidator(_normalization)] = None
     best_of: refused(one, "only best_of=1")
     suffix: refused(empty(""), "no insertion (suffix)")
 
