@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -138,11 +138,16 @@ class RemoteEngine:
         if request.images:  # the raw prompt and /v1/decide carry text only
             raise SettingsError("images need the local engine (a remote decision sends text only)")
         clock = _Clock()
-        forced_chat = self.config.constraint != "none" or self.config.method == "chat"
-        profile = None if forced_chat else self.profile()
+        profile = None if self.config.method == "chat" else self.profile()
         method = self.config.method
         if method == "auto" and profile is not None:
             method = "decide" if profile.decide else ("forced" if profile.completions else "chat")
+        constrained = self.config.constraint != "none"
+        if constrained and method != "chat":
+            # A constraint is a chat method (the server's template, estimates at best): it never moves a
+            # decision off a more exact path the server offers.
+            profile = replace(profile, notes=[*profile.notes, f"constraint {self.config.constraint} not used: the server "
+                                              f"offers {'/v1/decide' if profile.decide else 'raw completions'}, more exact"])
         if method == "decide":
             return self._decide_there(request, clock)
         if request.score_options:
@@ -186,11 +191,15 @@ class RemoteEngine:
 
     # --- a raw prompt on /v1/completions ---
     def _sampling_fields(self, request: DecisionRequest) -> dict:
+        """The sampling settings in the field names this kind of server reads: llama.cpp's servers ignore
+        vLLM's `repetition_penalty` and apply their own `repeat_penalty` (default 1.1) instead."""
         sampling = request.sampling
+        kind = self._profile.kind if self._profile is not None else "unknown"
+        repetition = "repeat_penalty" if kind == "llama.cpp" else "repetition_penalty"
         body = {
             "model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
             "min_p": sampling.min_p, "presence_penalty": sampling.presence_penalty,
-            "frequency_penalty": sampling.frequency_penalty, "repetition_penalty": sampling.repetition_penalty,
+            "frequency_penalty": sampling.frequency_penalty, repetition: sampling.repetition_penalty,
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
@@ -208,7 +217,7 @@ class RemoteEngine:
             choice, usage = completion(self.client, self.config.api, dict(
                 base, prompt=prompt, max_tokens=request.reasoning_budget, stop=["</think>"]))
             text = choice.get("text") if isinstance(choice.get("text"), str) else ""
-            closed = choice.get("finish_reason") == "stop"
+            closed = _closed_think(choice)
             reasoning, reasoning_tokens = text.strip("\n"), int(usage.get("completion_tokens") or 0)
             prompt += after_reasoning(text, closed)
             if should_stop is not None and should_stop():
@@ -279,7 +288,12 @@ class RemoteEngine:
             probabilities /= probabilities.sum()
             low, high = _bar_ranges(values, [k == "upper" for k in reading.labels])
             bounded = any(k == "upper" for k in reading.labels)
-            kinds = ["upper" if k == "upper" else ("estimate" if chat or bounded else "exact") for k in reading.labels]
+            if chat:
+                # The server's template answered another prompt (it may ignore enable_thinking): its list
+                # bounds nothing of Decider's prompt, so no bar is a bound and none has a known range.
+                kinds, low, high = ["estimate"] * len(labels), np.zeros(len(labels)), np.ones(len(labels))
+            else:
+                kinds = ["upper" if k == "upper" else ("estimate" if bounded else "exact") for k in reading.labels]
         shown = probabilities
         most_likely = int(np.argmax(shown))
         if request.sample_choice:
@@ -291,7 +305,7 @@ class RemoteEngine:
         uncertain = chat or any(high[j] >= low[most_likely] for j in range(len(labels)) if j != most_likely)
         options = [
             OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]),
-                         bound="upper" if reading.labels[i] == "upper" else None, bar=kinds[i],
+                         bound="upper" if kinds[i] == "upper" else None, bar=kinds[i],
                          low=float(low[i]), high=float(high[i]))
             for i, (label, text) in enumerate(zip(labels, request.options))
         ]
@@ -310,6 +324,16 @@ class RemoteEngine:
             choice_mode="sampled" if request.sample_choice else "argmax",
             uncertain=bool(uncertain),
         )
+
+
+def _closed_think(choice: dict) -> bool:
+    """Did the reasoning end on the `</think>` stop string? A "stop" is also an end of turn inside the think
+    block: vLLM says which by `stop_reason` (the string, or null for an end-of-turn token); a server that
+    has no such field (llama.cpp) stops on the string only, as its end of turn inside reasoning is rare
+    enough that it is taken at its word."""
+    if choice.get("finish_reason") != "stop":
+        return False
+    return "stop_reason" not in choice or choice["stop_reason"] == "</think>"
 
 
 def _bar_ranges(values: np.ndarray, upper: list[bool]) -> tuple[np.ndarray, np.ndarray]:
