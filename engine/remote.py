@@ -40,6 +40,9 @@ from .remote_read import (
 __all__ = ["CONSTRAINTS", "METHODS", "TOP_LOGPROBS", "ConnectionReport", "RemoteConfig", "RemoteEngine", "RemoteError"]
 
 CONSTRAINTS = ("none", "vllm", "llama.cpp")
+# A logprob gap a server's unreported precision may flip: bf16 logits carry 8 bits of mantissa, so a logit
+# near 10 is only known to ±0.04; both letters' rounding can move the gap by twice that.
+SERVER_RESOLUTION = 0.08
 METHODS = ("auto", "decide", "forced", "list", "chat")
 
 
@@ -303,6 +306,13 @@ class RemoteEngine:
         # uncertain: another option's highest possible bar reaches the most likely one's lowest; through the
         # server's chat template nothing ties the numbers to Decider's prompt, so the choice is never settled
         uncertain = chat or any(high[j] >= low[most_likely] for j in range(len(labels)) if j != most_likely)
+        # The numbers are the server's arithmetic, at a precision it does not report (vLLM on CPU: bf16, whose
+        # near-ties flipped 5 of 10 choices against f32): a lead within that resolution settles nothing.
+        runner_up = max((float(values[j]) for j in range(len(labels)) if j != most_likely), default=-math.inf)
+        near_tie = float(values[most_likely]) - runner_up < SERVER_RESOLUTION
+        uncertain = uncertain or near_tie
+        reading.notes.append("the bars are the server's arithmetic (its precision is not reported): a lead under "
+                             f"{SERVER_RESOLUTION} in logprob is marked uncertain" + (" — this one" if near_tie else ""))
         options = [
             OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]),
                          bound="upper" if kinds[i] == "upper" else None, bar=kinds[i],

@@ -451,3 +451,18 @@ def test_an_end_of_turn_inside_the_think_block_is_not_a_closed_block(serve_owned
         RemoteEngine(RemoteConfig(server.url)).decide(request)
         answer = next(b for _, b in reversed(server.requests) if b.get("max_tokens") == 1 and "prompt" in b)
         assert answer["prompt"].endswith(tail)
+
+
+def test_a_near_tie_within_the_servers_unreported_precision_is_uncertain(serve_owned):
+    """Issue 26 item 7: bf16 on vLLM's CPU backend flipped near-ties with bars labelled exact."""
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("A", state["listed"]))
+
+    server = serve_owned(behaviour, "vllm")
+    for gap, uncertain in ((0.03, True), (0.5, False)):
+        state = {"listed": {"A": -0.60, "B": -0.60 - gap, "C": -4.0}}
+        result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+        assert [o.bar for o in result.options] == ["exact"] * 3 and result.uncertain is uncertain
+        assert any("server's arithmetic" in note for note in result.engine.notes)
