@@ -242,6 +242,11 @@ class RemoteEngine:
                 except Unverified as exc:
                     reading.notes.append(f"forced letters not used: {exc}")
         reading.completion_tokens += reasoning_tokens
+        if request.think:
+            reading.retokenized = True
+            reading.notes.append("the reasoning went back to the server as text, which it re-tokenized: the ids it "
+                                 "scored need not be the ones it generated (nor the local engine's), so every bar is "
+                                 "an estimate")
         return reading, reasoning
 
     # --- chat: the server's own template ---
@@ -281,7 +286,7 @@ class RemoteEngine:
     def _result(self, request: DecisionRequest, reading: LetterReading, reasoning: str | None, clock: _Clock) -> DecisionResult:
         labels = list(LABELS[: len(request.options)])
         values = np.array(reading.logprobs, dtype=float)
-        chat = reading.method == "chat"
+        chat = reading.method == "chat" or reading.retokenized  # numbers for another token sequence than Decider's
         if reading.bars is not None:  # a verified renormalising constraint: the bars are exact for its prompt
             probabilities = np.array(reading.bars)
             kinds = ["estimate" if chat else "exact"] * len(labels)

@@ -466,3 +466,24 @@ def test_a_near_tie_within_the_servers_unreported_precision_is_uncertain(serve_o
         result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
         assert [o.bar for o in result.options] == ["exact"] * 3 and result.uncertain is uncertain
         assert any("server's arithmetic" in note for note in result.engine.notes)
+
+
+def test_bars_after_a_reasoning_sent_back_as_text_are_never_exact(serve_owned):
+    """Issue 26 item 2: the server re-tokenizes the reasoning text (llama.cpp: 3 of 10 choices differed from
+    local with bars labelled exact, by up to 0.746): those numbers are for other ids, so they are estimates."""
+    listed = {"A": -0.2, "B": -2.5, "C": -3.0}
+
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        if body["max_tokens"] > 1:
+            return h._send(200, completion_answer("Hide is safe.\n", {}))
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "llamacpp")
+    request = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), sampling=GREEDY, think=True)
+    result = RemoteEngine(RemoteConfig(server.url)).decide(request)
+    assert {o.bar for o in result.options} == {"estimate"} and {o.bound for o in result.options} == {None}
+    assert result.uncertain and any("re-tokenized" in note for note in result.engine.notes)
+    plain = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)  # without reasoning: Decider's own text
+    assert {o.bar for o in plain.options} == {"exact"}
