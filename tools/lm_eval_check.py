@@ -20,7 +20,9 @@ tools/demo_gguf.py) it also runs lm-eval's own `hf` backend on the same tasks an
 per-sample loglikelihood with local-completions'. transformers normalises over the padded head, so the
 server is then started with `--logprob-normalization padded_head` (docs/api.md, Normalisation). A third
 task's continuations end on `<|im_end|>` (the answer and the end of the turn), which the server scores
-as a prompt token and the hf backend as a continuation token.
+as a prompt token and the hf backend as a continuation token; in another ("C.") the token the server
+generates after the prompt is `<|im_end|>`, which lm-eval's `token_logprobs[ctxlen:-1]` must drop and
+nothing else.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ def chat_prompt(question: str, options: list[str]) -> str:
 
 
 END_TASK = MC_TASK.replace("decider_demo_mc", "decider_demo_end").replace("{{{{letters}}}}", "{{{{ended}}}}")
-TASKS = ("decider_demo_mc", "decider_demo_end", "decider_demo_ppl")
+# "C." is where the demo ends its turn: the one token generated after lm-eval's request is <|im_end|>
+DOT_TASK = MC_TASK.replace("decider_demo_mc", "decider_demo_dot").replace("{{{{letters}}}}", "{{{{dotted}}}}")
+TASKS = ("decider_demo_mc", "decider_demo_dot", "decider_demo_end", "decider_demo_ppl")
 
 
 def write_tasks(folder: Path, items: list[dict]) -> None:
@@ -128,9 +132,11 @@ def write_tasks(folder: Path, items: list[dict]) -> None:
         for item in items:
             letters = list(LABELS[: len(item["options"])])
             doc = {"prompt": chat_prompt(item["question"], item["options"]), "letters": letters,
+                   "dotted": [f"{letter}." for letter in letters],
                    "ended": [f"{letter}.<|im_end|>" for letter in letters], "label": item["label"]}
             out.write(json.dumps(doc) + "\n")
     (folder / "decider_demo_end.yaml").write_text(END_TASK.format(data=mc), encoding="utf-8")
+    (folder / "decider_demo_dot.yaml").write_text(DOT_TASK.format(data=mc), encoding="utf-8")
     ppl = folder / "ppl.jsonl"
     ppl.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS), encoding="utf-8")
     (folder / "decider_demo_mc.yaml").write_text(MC_TASK.format(data=mc), encoding="utf-8")
