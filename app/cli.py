@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from decider.engine.devices import DEFAULT_VISION_DEVICE
 from decider.engine.errors import DeciderError, SettingsError
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS, VOCABULARY
 from decider.engine.remote import CONSTRAINTS, METHODS
 from decider.engine.settings import SAMPLING_NAMES, SETTINGS
 
@@ -153,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable, '*' for any")
     p.add_argument("--no-image-hash", action="store_true",
                    help="the history keeps only each image's size, not the sha256 of its pixels (never the image itself)")
+    p.add_argument("--logprob-normalization", choices=NORMALIZATIONS, default=VOCABULARY,
+                   help="what prompt logprobs (echo) are normalised over unless a request says: 'vocabulary' (default): "
+                        "over the tokenizer's real ids (the head's padding rows excluded); 'padded_head': over the "
+                        "model's whole padded output head, as transformers and llama.cpp do")
 
     p = sub.add_parser("gui", help="the desktop window (the default command)")
     _add_model_args(p)
@@ -405,6 +409,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         opened = _service(args, history=True)
         if opened.history is not None:
             opened.history.image_hashes = not args.no_image_hash
+        opened.logprob_normalization = args.logprob_normalization
         return opened
 
     return serve(service, args.host, args.port, api_key, tuple(args.allow_origin))

@@ -19,6 +19,7 @@ from decider.engine.decide import DecisionRequest, DecisionResult, decide
 from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
+from decider.engine.logprobs import VOCABULARY
 from decider.engine.prompt_cache import PromptCache
 from decider.engine.runner_choice import open_runner
 from decider.engine.scoring import PromptScorer, PromptScores
@@ -68,6 +69,8 @@ class EngineService:
         self.history = history  # every decision is recorded here when set
         self.last_history_id: int | None = None
         self._scorer: PromptScorer | None = None  # compiled on the first echo request only
+        # How prompt logprobs are normalised unless a request says (engine/logprobs.py NORMALIZATIONS).
+        self.logprob_normalization = VOCABULARY
 
     @property
     def model_name(self) -> str:
@@ -95,7 +98,8 @@ class EngineService:
         self, prompt: str, sampling: SamplingSettings, max_tokens: int, logprobs: int | None, stop: tuple[str, ...] = ()
     ) -> GenerationRequest:
         ids = self.runner.tokenizer.encode_raw(prompt)
-        return GenerationRequest(tuple(ids), sampling, max_tokens, think=False, top_logprobs=logprobs, stop=stop)
+        return GenerationRequest(tuple(ids), sampling, max_tokens, think=False, top_logprobs=logprobs, stop=stop,
+                                 end_of_turn_entry=True)
 
     def chat_request(
         self,
@@ -124,12 +128,13 @@ class EngineService:
         with self.lock:
             yield from stream_generation(self.runner, request, should_stop=should_stop)
 
-    def score(self, ids: Sequence[int], top_n: int = 0) -> PromptScores:
-        """Every prompt token's logprob given the ones before it (the prompt is not generated from)."""
+    def score(self, ids: Sequence[int], top_n: int = 0, normalization: str | None = None) -> PromptScores:
+        """Every prompt token's logprob given the ones before it (the prompt is not generated from);
+        normalization None: this service's default (`decider serve --logprob-normalization`)."""
         with self.lock:
             if self._scorer is None:
                 self._scorer = PromptScorer(self.runner)
-            return self._scorer.score(list(ids), top_n)
+            return self._scorer.score(list(ids), top_n, normalization or self.logprob_normalization)
 
     def decide(
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"

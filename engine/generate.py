@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -157,6 +157,9 @@ class GenerationRequest:
     allowed: tuple[int, ...] | None = None  # constrain every draw to these ids (logprobs renormalise over them)
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias): added after the penalties; logprobs include it
     response_format: ResponseFormat | None = None  # JSON output: restricts the draw only, ends when the value is complete
+    # List a generated end of turn's entry last (legacy completions: every token in usage has one, and a
+    # scoring client counts on it); chat's logprobs.content stays one entry per content token.
+    end_of_turn_entry: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
@@ -181,6 +184,7 @@ class _Assembler:
         self.content_stream = self.tokenizer.stream()
         self.held = ""  # content text held back because it may be the start of a stop string
         self.held_entries: list[ContentToken] = []
+        self.end_entry: ContentToken | None = None  # a generated end of turn: counted in the usage, so listed last
         self.stopped = False
         if self.in_reasoning:
             completion.reasoning = ""
@@ -201,6 +205,10 @@ class _Assembler:
         delta = Delta()
         token = step.token_id
         if token in self.tokenizer.stop_ids:
+            # No text, but a generated token: a scoring client (lm-eval reads token_logprobs[ctxlen:-1])
+            # needs its entry, as usage.completion_tokens counts it. Its offset is fixed when the text is.
+            if step.entry is not None and self.request.end_of_turn_entry:
+                self.end_entry = self._entry(step, 0)
             return delta
         if self.in_reasoning:
             if token == self.tokenizer.think_close:
@@ -261,7 +269,12 @@ class _Assembler:
             delta.reasoning = tail
         else:
             self.held += self.content_stream.flush()
-        return self._release(delta, final=True)
+        delta = self._release(delta, final=True)
+        if self.end_entry is not None and self.completion.logprobs is not None and not self.stopped:
+            end = replace(self.end_entry, text_offset=len(self.completion.content))  # it adds no text
+            self.completion.logprobs.append(end)
+            delta.logprobs.append(end)
+        return delta
 
 
 def stream_generation(
@@ -305,6 +318,8 @@ def stream_generation(
     finally:
         steps.close()  # a step started ahead completes now, not whenever the generator is collected
     delta = assembler.finish()
+    if assembler.stopped:  # a stop string completed only by the last, flushed bytes
+        completion.finish_reason = "stop"
     ended = time.perf_counter()
     completion.timings = {
         "prefill_s": (first_token_at or ended) - started,

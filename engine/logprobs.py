@@ -1,5 +1,11 @@
 """Exact log-probabilities: logit − logsumexp over the whole real vocabulary, in float64.
 
+"Real vocabulary": the tokenizer's ids (Qwen3.5: 248,077; the demo: 858). The model's head is wider
+(padded to a multiple for the kernels: 248,320; 896), and its padding rows are never tokens, so by
+default they take no part in the softmax. transformers and llama.cpp normalise over the padded head
+width instead; on a trained model the padding rows hold almost no mass, on a random-weight one up to
+half of it. `padded_head` is that definition, for a scoring client that compares with them.
+
 The caller passes logits after penalties (and a constraint, if any) and before temperature. Values
 are not renormalised over the listed alternatives: those are a window onto the full distribution.
 
@@ -24,6 +30,10 @@ MAX_COMPLETION_LOGPROBS = 5
 # than the arithmetic (≈3 ms against ≈0.3 ms over Qwen3.5's vocabulary), with the same result. 8192
 # gives 31 blocks over Qwen3.5's vocabulary: more block maxima than the 20 alternatives ever asked for.
 _BLOCK = 8192
+
+# How a logprob is normalised: over the tokenizer's real ids (the default) or over the whole padded head.
+VOCABULARY, PADDED_HEAD = "vocabulary", "padded_head"
+NORMALIZATIONS = (VOCABULARY, PADDED_HEAD)
 
 
 def block_maxima(logits: np.ndarray) -> np.ndarray:
@@ -77,12 +87,21 @@ class TokenLogprob:
 class Distribution:
     """Log-probabilities over the full vocabulary, read on demand from the logits and their logsumexp."""
 
-    __slots__ = ("logits", "lse", "_maxima")
+    __slots__ = ("logits", "lse", "_maxima", "padded_mass")
 
-    def __init__(self, logits: np.ndarray) -> None:
+    def __init__(self, logits: np.ndarray, padding: np.ndarray | None = None, normalization: str = VOCABULARY) -> None:
+        """padding: the head's rows past the real vocabulary (their mass is measured, and normalised over
+        with PADDED_HEAD); None: not known here (the mass stays 0.0 and the definition is the vocabulary's)."""
         self.logits = logits
         self._maxima = block_maxima(logits)  # one pass that serves both the logsumexp and the top-n
         self.lse = logsumexp(logits, self._maxima)
+        self.padded_mass = 0.0  # the share of the padded head's probability the padding rows hold
+        if padding is not None and padding.size:
+            padded = logsumexp(padding)
+            whole = float(np.logaddexp(self.lse, padded))
+            self.padded_mass = math.exp(padded - whole)
+            if normalization == PADDED_HEAD:
+                self.lse = whole
 
     def logprob(self, token_id: int) -> float:
         return float(self.logits[token_id]) - self.lse

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from .remote_read import (
 __all__ = ["CONSTRAINTS", "METHODS", "TOP_LOGPROBS", "ConnectionReport", "RemoteConfig", "RemoteEngine", "RemoteError"]
 
 CONSTRAINTS = ("none", "vllm", "llama.cpp")
+# A logprob gap a server's unreported precision may flip: bf16 logits carry 8 bits of mantissa, so a logit
+# near 10 is only known to ±0.04; both letters' rounding can move the gap by twice that.
+SERVER_RESOLUTION = 0.08
 METHODS = ("auto", "decide", "forced", "list", "chat")
 
 
@@ -144,11 +147,16 @@ class RemoteEngine:
         if request.images:  # the raw prompt and /v1/decide carry text only
             raise SettingsError("images need the local engine (a remote decision sends text only)")
         clock = Clock()
-        forced_chat = self.config.constraint != "none" or self.config.method == "chat"
-        profile = None if forced_chat else self.profile()
+        profile = None if self.config.method == "chat" else self.profile()
         method = self.config.method
         if method == "auto" and profile is not None:
             method = "decide" if profile.decide else ("forced" if profile.completions else "chat")
+        constrained = self.config.constraint != "none"
+        if constrained and method != "chat":
+            # A constraint is a chat method (the server's template, estimates at best): it never moves a
+            # decision off a more exact path the server offers.
+            profile = replace(profile, notes=[*profile.notes, f"constraint {self.config.constraint} not used: the server "
+                                              f"offers {'/v1/decide' if profile.decide else 'raw completions'}, more exact"])
         if method == "decide":
             return self._decide_there(request, clock)
         if request.score_options:
@@ -192,11 +200,15 @@ class RemoteEngine:
 
     # --- a raw prompt on /v1/completions ---
     def _sampling_fields(self, request: DecisionRequest) -> dict:
+        """The sampling settings in the field names this kind of server reads: llama.cpp's servers ignore
+        vLLM's `repetition_penalty` and apply their own `repeat_penalty` (default 1.1) instead."""
         sampling = request.sampling
+        kind = self._profile.kind if self._profile is not None else "unknown"
+        repetition = "repeat_penalty" if kind == "llama.cpp" else "repetition_penalty"
         body = {
             "model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
             "min_p": sampling.min_p, "presence_penalty": sampling.presence_penalty,
-            "frequency_penalty": sampling.frequency_penalty, "repetition_penalty": sampling.repetition_penalty,
+            "frequency_penalty": sampling.frequency_penalty, repetition: sampling.repetition_penalty,
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
@@ -214,7 +226,7 @@ class RemoteEngine:
             choice, usage = completion(self.client, self.config.api, dict(
                 base, prompt=prompt, max_tokens=request.reasoning_budget, stop=["</think>"]))
             text = choice.get("text") if isinstance(choice.get("text"), str) else ""
-            closed = choice.get("finish_reason") == "stop"
+            closed = _closed_think(choice)
             reasoning, reasoning_tokens = text.strip("\n"), int(usage.get("completion_tokens") or 0)
             prompt += after_reasoning(text, closed)
             if should_stop is not None and should_stop():
@@ -236,6 +248,11 @@ class RemoteEngine:
                 except Unverified as exc:
                     reading.notes.append(f"forced letters not used: {exc}")
         reading.completion_tokens += reasoning_tokens
+        if request.think:
+            reading.retokenized = True
+            reading.notes.append("the reasoning went back to the server as text, which it re-tokenized: the ids it "
+                                 "scored need not be the ones it generated (nor the local engine's), so every bar is "
+                                 "an estimate")
         return reading, reasoning
 
     # --- chat: the server's own template ---
@@ -275,7 +292,7 @@ class RemoteEngine:
     def _result(self, request: DecisionRequest, reading: LetterReading, reasoning: str | None, clock: Clock) -> DecisionResult:
         labels = list(LABELS[: len(request.options)])
         values = np.array(reading.logprobs, dtype=float)
-        chat = reading.method == "chat"
+        chat = reading.method == "chat" or reading.retokenized  # numbers for another token sequence than Decider's
         if reading.bars is not None:  # a verified renormalising constraint: the bars are exact for its prompt
             probabilities = np.array(reading.bars)
             kinds = ["estimate" if chat else "exact"] * len(labels)
@@ -285,7 +302,12 @@ class RemoteEngine:
             probabilities /= probabilities.sum()
             low, high = _bar_ranges(values, [k == "upper" for k in reading.labels])
             bounded = any(k == "upper" for k in reading.labels)
-            kinds = ["upper" if k == "upper" else ("estimate" if chat or bounded else "exact") for k in reading.labels]
+            if chat:
+                # The server's template answered another prompt (it may ignore enable_thinking): its list
+                # bounds nothing of Decider's prompt, so no bar is a bound and none has a known range.
+                kinds, low, high = ["estimate"] * len(labels), np.zeros(len(labels)), np.ones(len(labels))
+            else:
+                kinds = ["upper" if k == "upper" else ("estimate" if bounded else "exact") for k in reading.labels]
         shown = probabilities
         most_likely = int(np.argmax(shown))
         if request.sample_choice:
@@ -295,9 +317,16 @@ class RemoteEngine:
         # uncertain: another option's highest possible bar reaches the most likely one's lowest; through the
         # server's chat template nothing ties the numbers to Decider's prompt, so the choice is never settled
         uncertain = chat or any(high[j] >= low[most_likely] for j in range(len(labels)) if j != most_likely)
+        # The numbers are the server's arithmetic, at a precision it does not report (vLLM on CPU: bf16, whose
+        # near-ties flipped 5 of 10 choices against f32): a lead within that resolution settles nothing.
+        runner_up = max((float(values[j]) for j in range(len(labels)) if j != most_likely), default=-math.inf)
+        near_tie = float(values[most_likely]) - runner_up < SERVER_RESOLUTION
+        uncertain = uncertain or near_tie
+        reading.notes.append("the bars are the server's arithmetic (its precision is not reported): a lead under "
+                             f"{SERVER_RESOLUTION} in logprob is marked uncertain" + (" — this one" if near_tie else ""))
         options = [
             OptionResult(label=label, text=text, logprob=float(values[i]), probability=float(probabilities[i]),
-                         bound="upper" if reading.labels[i] == "upper" else None, bar=kinds[i],
+                         bound="upper" if kinds[i] == "upper" else None, bar=kinds[i],
                          low=float(low[i]), high=float(high[i]))
             for i, (label, text) in enumerate(zip(labels, request.options))
         ]
@@ -316,6 +345,16 @@ class RemoteEngine:
             choice_mode="sampled" if request.sample_choice else "argmax",
             uncertain=bool(uncertain),
         )
+
+
+def _closed_think(choice: dict) -> bool:
+    """Did the reasoning end on the `</think>` stop string? A "stop" is also an end of turn inside the think
+    block: vLLM says which by `stop_reason` (the string, or null for an end-of-turn token); a server that
+    has no such field (llama.cpp) stops on the string only, as its end of turn inside reasoning is rare
+    enough that it is taken at its word."""
+    if choice.get("finish_reason") != "stop":
+        return False
+    return "stop_reason" not in choice or choice["stop_reason"] == "</think>"
 
 
 def _bar_ranges(values: np.ndarray, upper: list[bool]) -> tuple[np.ndarray, np.ndarray]:

@@ -52,8 +52,10 @@ def _probe_completions(client: JsonClient, api: str, model: str) -> tuple[bool, 
     try:
         answer = client.call("POST", f"{api}/completions", body)
     except RemoteHTTPError as exc:
-        if exc.status == 401:
-            raise
+        # 401, and a server error (5xx: the server failed, it did not answer the question) are errors to
+        # retry, not a capability: taken as "no completions", they sent every later decision to chat.
+        if exc.status == 401 or exc.status >= 500:
+            raise RemoteError(f"probing {client.root}{api}/completions failed, try again: {exc}") from None
         return False, f"no usable /completions ({exc})"
     try:
         choice = answer["choices"][0]

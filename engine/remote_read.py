@@ -29,6 +29,9 @@ class LetterReading:
     bars: list[float] | None = None  # bars a verified renormalising constraint gave directly
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # the server scored text it re-tokenized (a reasoning sent back as text): not the ids it generated, so
+    # its numbers are for another sequence than Decider's and no bar is exact or a bound
+    retokenized: bool = False
 
 
 def listed_entries(top: object) -> dict[str, float]:

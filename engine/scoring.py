@@ -7,8 +7,9 @@ runner's device has static shapes. It runs the prompt in fixed chunks through it
 so the all-position logits held at once are bounded (CHUNK × vocabulary × 4 bytes).
 
 Definition, the same as for generated tokens: logit − logsumexp over the real vocabulary (padding ids
-excluded) in float64. Penalties do not apply to prompt tokens (nothing was generated yet), nor does
-temperature. The first prompt token has no logprob (nothing precedes it), as in OpenAI's legacy shape.
+excluded) in float64; a client may ask for the padded head instead (engine/logprobs.py, PADDED_HEAD),
+and the padding rows' largest share of the mass is measured either way. Penalties do not apply to
+prompt tokens (nothing was generated yet), nor does temperature. The first prompt token has no logprob (nothing precedes it), as in OpenAI's legacy shape.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import openvino as ov
 from .devices import compile_properties
 from .precision import cpu_capabilities
 from .errors import DeviceError
-from .logprobs import Distribution, TokenLogprob
+from .logprobs import VOCABULARY, Distribution, TokenLogprob
 
 CHUNK = 64  # positions per forward: 64 × 248,320 × 4 B ≈ 61 MiB of logits at Qwen3.5's vocabulary
 
@@ -31,6 +32,7 @@ CHUNK = 64  # positions per forward: 64 × 248,320 × 4 B ≈ 61 MiB of logits a
 class PromptScores:
     entries: list[TokenLogprob]  # one per prompt token after the first
     next_logits: np.ndarray  # float64 logits after the whole prompt (what a generation would draw from)
+    padded_mass: float = 0.0  # the largest share of the padded head's mass its padding rows held at a scored position
 
 
 class PromptScorer:
@@ -63,8 +65,9 @@ class PromptScorer:
             raise DeviceError(f"{self.device} could not compile the scoring model: {str(exc).splitlines()[0]}") from None
         return _TextLayout(compiled)
 
-    def score(self, ids: list[int], top_n: int = 0) -> PromptScores:
-        """Logprob of each prompt token given the ones before it, with the top_n alternatives."""
+    def score(self, ids: list[int], top_n: int = 0, normalization: str = VOCABULARY) -> PromptScores:
+        """Logprob of each prompt token given the ones before it, with the top_n alternatives; normalised
+        over the real vocabulary or the padded head (engine/logprobs.py NORMALIZATIONS)."""
         with self._lock:
             if self._layout is None:
                 self._layout = self._load()
@@ -74,17 +77,19 @@ class PromptScorer:
             request.reset_state()
             entries: list[TokenLogprob] = []
             tokens = np.asarray(ids, dtype=np.int64)
-            last = None
+            last, padded_mass = None, 0.0
             for start in range(0, len(ids), CHUNK):
                 chunk = tokens[start : start + CHUNK]
                 request.infer(layout.inputs(chunk, start))
-                logits = request.get_tensor("logits").data[0, :, :vocab]
+                head = request.get_tensor("logits").data[0]
+                logits, padding = head[:, :vocab], head[:, vocab:]
                 for row in range(chunk.shape[0]):
                     position = start + row  # logits at `position` predict token position + 1
-                    dist = Distribution(logits[row].astype(np.float64))
+                    dist = Distribution(logits[row].astype(np.float64), padding[row], normalization)
                     if position + 1 < len(ids):
                         entries.append(dist.entry(int(tokens[position + 1]), top_n))
+                        padded_mass = max(padded_mass, dist.padded_mass)
                     else:
                         last = dist.logits
             request.reset_state()  # nothing of a scored prompt stays in memory between requests
-            return PromptScores(entries, last)
+            return PromptScores(entries, last, padded_mass)

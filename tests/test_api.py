@@ -213,6 +213,19 @@ def test_stop_strings_stream_like_the_whole(client):
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
+def test_a_stop_string_completed_by_the_last_flushed_bytes_is_a_stop(client):
+    """Token 37 of this greedy text is a lone UTF-8 lead byte: only the final flush turns it into U+FFFD,
+    and a stop string matched there still ends the completion as "stop", not "length" (issue 26 item 6)."""
+    common = dict(model="decider", prompt="Scouts report that the north gate is the safe choice.", max_tokens=37, presence_penalty=0, frequency_penalty=0,
+                  extra_body={"repetition_penalty": 1.0}, **GREEDY)
+    plain = client.completions.create(**common).choices[0]
+    assert plain.text.endswith("\ufffd") and plain.text.count("\ufffd") == 1 and plain.finish_reason == "length"
+    stopped = client.completions.create(stop=["\ufffd"], **common).choices[0]
+    assert (stopped.text, stopped.finish_reason) == (plain.text[:-1], "stop")
+    chunks = list(client.completions.create(stop=["\ufffd"], stream=True, **common))
+    assert "".join(c.choices[0].text for c in chunks) == plain.text[:-1] and chunks[-1].choices[0].finish_reason == "stop"
+
+
 # ----- completions -----
 
 

@@ -214,3 +214,23 @@ def test_echo_offsets_follow_decoded_text_for_multibyte_prompts(service):
     assert echoed.text == text
     assert all(0 <= t.text_offset <= len(text) for t in echoed.tokens)
     assert [t.text_offset for t in echoed.tokens] == sorted(t.text_offset for t in echoed.tokens)
+
+
+def test_a_request_can_ask_for_the_padded_head_definition(client, service):
+    """Issue 26 item 5: `logprob_normalization` (Decider's extension) picks the definition; the padding rows'
+    share is reported where it is not negligible (this random-weight fixture: a lot)."""
+    from decider.engine.logprobs import PADDED_HEAD
+
+    ids = service.runner.tokenizer.encode_raw(PROMPT)
+    common = dict(model="decider", prompt=PROMPT, max_tokens=0, logprobs=1, echo=True)
+    default = client.completions.create(**common).model_dump()["choices"][0]["logprobs"]
+    padded = client.completions.create(**common, extra_body={"logprob_normalization": PADDED_HEAD}).model_dump()
+    padded = padded["choices"][0]["logprobs"]
+    want = service.score(ids, 1, PADDED_HEAD)
+    assert padded["token_logprobs"][1:] == [e.logprob for e in want.entries]
+    assert default["token_logprobs"][1:] == [e.logprob for e in service.score(ids, 1).entries]
+    assert all(p < d for p, d in zip(padded["token_logprobs"][1:], default["token_logprobs"][1:]))
+    assert padded["padded_mass"] == default["padded_mass"] == want.padded_mass > 0.01
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(**common, extra_body={"logprob_normalization": "padded"})
+    assert refused.value.body["param"] == "logprob_normalization" and "padded_head" in refused.value.body["message"]

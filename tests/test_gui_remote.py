@@ -27,6 +27,13 @@ def chat_answer(token: str, alternatives: dict[str, float]) -> dict:
     }
 
 
+def completion_answer(token: str, alternatives: dict[str, float]) -> dict:
+    return {"choices": [{"index": 0, "text": token, "finish_reason": "length",
+                         "logprobs": {"tokens": [token], "token_logprobs": [alternatives[token]],
+                                      "top_logprobs": [alternatives], "text_offset": [0]}}],
+            "usage": {"prompt_tokens": 42, "completion_tokens": 1}}
+
+
 class FakeServer:
     """A loopback OpenAI-compatible server whose answers the test switches: ok, unauthorized, slow, broken."""
 
@@ -76,7 +83,12 @@ class FakeServer:
                 if server.mode == "malformed":
                     self._send(200, raw=b"<html>not json</html>")
                     return
-                self._send(200, chat_answer("A", FakeServer.ALTERNATIVES))
+                if "tokenize" in self.path:  # no tokenizer: a letter below the list stays a (true) upper bound
+                    self._send(404, {"detail": "Not Found"})
+                elif self.path.endswith("/chat/completions"):
+                    self._send(200, chat_answer("A", FakeServer.ALTERNATIVES))
+                else:  # a raw prompt, Decider's own: the top list bounds what it leaves out
+                    self._send(200, completion_answer("A", FakeServer.ALTERNATIVES))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -120,7 +132,7 @@ def test_remote_engine_bars_upper_bound_errors_and_recovery(qtbot, make_window, 
     assert "server top-20 logprobs" in view.engine_note.text() and fake_server.url.removesuffix("/v1") in view.engine_note.text()
     assert "at most" in bars[2].toolTip()
     assert view.bars.values() == pytest.approx([o.probability for o in result.options])
-    assert fake_server.requests[-1]["top_logprobs"] == 20
+    assert next(r for r in reversed(fake_server.requests) if "logprobs" in r)["logprobs"] == 20
     table = window.inspector.options_table
     assert table.item(2, 1).text().startswith("≤ ") and table.item(2, 3).text().startswith("< ")
     assert "the server listed" in window.inspector.alts_note.text()

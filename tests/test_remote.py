@@ -75,12 +75,15 @@ def serve():
 REQUEST = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), sampling=GREEDY)
 
 
-def test_option_below_the_top_20_is_an_upper_bound_not_zero(serve):
+def test_through_chat_an_option_below_the_top_20_is_no_bound_and_not_zero(serve):
+    """The server's chat template answered another prompt (issue 26 item 3: 30 of 57 such "upper bounds"
+    were below the local exact value): a letter outside its list is an estimate, never a bound."""
     alternatives = {"A": -0.5, "B": -1.5, **{f"w{i}": -3.0 - i * 0.1 for i in range(18)}}  # no "C"
     server = serve(lambda h, body: h._send(200, chat_answer("A", alternatives)))
     result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
     a, b, c = result.options
-    assert (a.bound, b.bound, c.bound) == (None, None, "upper")
+    assert (a.bound, b.bound, c.bound) == (None, None, None) and {o.bar for o in result.options} == {"estimate"}
+    assert (c.low, c.high) == (0.0, 1.0) and result.uncertain
     assert c.logprob == min(alternatives.values()) and c.probability > 0
     assert result.choice_index == 0
     assert result.coverage == pytest.approx(sum(__import__("math").exp(v) for v in (-0.5, -1.5)))
@@ -374,3 +377,113 @@ def test_method_flag_is_validated_and_permute_is_refused_with_a_reason(serve):
     server = serve(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.0, "C": -3.0})))
     with pytest.raises(SettingsError, match="permute on a server needs Decider's own server"):
         RemoteEngine(RemoteConfig(server.url)).decide(DecisionRequest("Which?", ("Attack", "Defend", "Hide"), permute=True))
+
+
+def test_a_failed_probe_is_an_error_to_retry_not_a_missing_endpoint(serve_owned):
+    """Issue 26 item 7: a 500 while probing /v1/completions once sent the engine to chat for its lifetime."""
+    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+    state = {"down": True}
+
+    def behaviour(h, body):
+        if state["down"]:
+            return h._send(500, {"error": {"message": "engine core died"}})
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "vllm")
+    engine = RemoteEngine(RemoteConfig(server.url))
+    with pytest.raises(RemoteError, match="try again.*HTTP 500: engine core died"):
+        engine.decide(REQUEST)
+    state["down"] = False
+    result = engine.decide(REQUEST)  # probed again, not remembered as "no completions"
+    assert result.engine.server == "vllm" and result.engine.method in ("top list", "forced letters")
+    assert [o.bar for o in result.options] == ["exact"] * 3
+
+
+def test_a_constraint_never_moves_a_decision_off_raw_completions(serve_owned):
+    """Issue 26 item 3: --engine-constraint llama.cpp used to force the server's chat template."""
+    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "llamacpp")
+    result = RemoteEngine(RemoteConfig(server.url, constraint="llama.cpp")).decide(REQUEST)
+    assert result.engine.method == "top list" and [o.bar for o in result.options] == ["exact"] * 3
+    assert any("constraint llama.cpp not used" in note for note in result.engine.notes)
+    assert all("messages" not in body for _, body in server.requests)
+
+
+def test_llama_cpp_gets_its_own_repetition_penalty_field(serve_owned):
+    """Issue 26 item 4: llama.cpp reads `repeat_penalty` (its default 1.1 applied when absent), not vLLM's name."""
+    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+    behaviour = lambda h, body: h._send(404, {"detail": "Not Found"}) if "tokenize" in h.path else h._send(
+        200, completion_answer("A", listed))
+    for owner, field, other in (("llamacpp", "repeat_penalty", "repetition_penalty"),
+                                ("vllm", "repetition_penalty", "repeat_penalty")):
+        server = serve_owned(behaviour, owner)
+        RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+        body = next(b for _, b in reversed(server.requests) if b.get("max_tokens") == 1 and "prompt" in b)
+        assert body[field] == REQUEST.sampling.repetition_penalty and other not in body
+
+
+def test_an_end_of_turn_inside_the_think_block_is_not_a_closed_block(serve_owned):
+    """Issue 26 item 7: vLLM answers finish_reason "stop" with stop_reason null for an end of turn; only
+    stop_reason "</think>" means the model closed its reasoning."""
+    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        if body["max_tokens"] > 1:  # the reasoning
+            answer = completion_answer("Hide is safe.", {})
+            answer["choices"][0].update(finish_reason="stop", stop_reason=state["stop_reason"])
+            return h._send(200, answer)
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "vllm")
+    request = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), sampling=GREEDY, think=True)
+    for stop_reason, tail in ((None, "Hide is safe.\n</think>\n\n"), ("</think>", "Hide is safe.</think>\n\n")):
+        state = {"stop_reason": stop_reason}
+        RemoteEngine(RemoteConfig(server.url)).decide(request)
+        answer = next(b for _, b in reversed(server.requests) if b.get("max_tokens") == 1 and "prompt" in b)
+        assert answer["prompt"].endswith(tail)
+
+
+def test_a_near_tie_within_the_servers_unreported_precision_is_uncertain(serve_owned):
+    """Issue 26 item 7: bf16 on vLLM's CPU backend flipped near-ties with bars labelled exact."""
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("A", state["listed"]))
+
+    server = serve_owned(behaviour, "vllm")
+    for gap, uncertain in ((0.03, True), (0.5, False)):
+        state = {"listed": {"A": -0.60, "B": -0.60 - gap, "C": -4.0}}
+        result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+        assert [o.bar for o in result.options] == ["exact"] * 3 and result.uncertain is uncertain
+        assert any("server's arithmetic" in note for note in result.engine.notes)
+
+
+def test_bars_after_a_reasoning_sent_back_as_text_are_never_exact(serve_owned):
+    """Issue 26 item 2: the server re-tokenizes the reasoning text (llama.cpp: 3 of 10 choices differed from
+    local with bars labelled exact, by up to 0.746): those numbers are for other ids, so they are estimates."""
+    listed = {"A": -0.2, "B": -2.5, "C": -3.0}
+
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        if body["max_tokens"] > 1:
+            return h._send(200, completion_answer("Hide is safe.\n", {}))
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "llamacpp")
+    request = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), sampling=GREEDY, think=True)
+    result = RemoteEngine(RemoteConfig(server.url)).decide(request)
+    assert {o.bar for o in result.options} == {"estimate"} and {o.bound for o in result.options} == {None}
+    assert result.uncertain and any("re-tokenized" in note for note in result.engine.notes)
+    plain = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)  # without reasoning: Decider's own text
+    assert {o.bar for o in plain.options} == {"exact"}

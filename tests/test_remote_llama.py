@@ -62,3 +62,21 @@ def test_every_bar_it_cannot_make_exact_is_labelled_and_bounds_hold(llama_url, c
                 assert abs(remote.probability - here["probability"]) <= 1e-3
             else:  # an estimate: the true bar lies in its stated range
                 assert remote.low - 1e-4 <= here["probability"] <= remote.high + 1e-4
+
+
+def test_reasoning_runs_at_decider_s_penalties_not_llama_cpp_s_defaults(llama_url):
+    """Issue 26 item 4: llama-cpp-python ignores `repetition_penalty` and applies its own `repeat_penalty` 1.1
+    unless told; sent in its own name, penalties off give the local engine's greedy reasoning."""
+    from decider.app.config import demo_model_dir
+    from decider.app.service import EngineService
+    from decider.engine.decide import DecisionRequest
+    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.settings import SamplingSettings
+
+    plain = SamplingSettings(temperature=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
+    service = EngineService(demo_model_dir())
+    engine = RemoteEngine(RemoteConfig(llama_url))
+    for question, options in remote_parity.items(4):
+        request = DecisionRequest(question, options, sampling=plain, think=True, reasoning_budget=48,
+                                  fast_reasoning=False)
+        assert engine.decide(request).reasoning == service.decide(request).reasoning

@@ -69,3 +69,33 @@ def test_prompts_longer_than_a_chunk_equal_generation_logprobs():
         assert entry.token_id == step.token_id
         assert abs(entry.logprob - step.entry.logprob) < 1e-5
         assert [t.token_id for t in entry.top] == [t.token_id for t in step.entry.top]
+
+
+@pytest.mark.extra
+def test_padded_head_normalisation_is_transformers_own_and_the_default_is_unchanged():
+    """Issue 26 item 5: transformers' log_softmax runs over the padded head (896 rows, 858 tokens on this
+    random-weight fixture, whose padding rows hold much of the mass); `padded_head` gives its numbers, the
+    default stays over the real ids, and the padding's share is measured."""
+    torch = pytest.importorskip("torch", reason="the comparison needs torch (pip install -e \".[convert]\")")
+    transformers = pytest.importorskip("transformers", reason="the comparison needs transformers (the convert extra)")
+    from conftest import ROOT
+
+    from decider.engine.logprobs import PADDED_HEAD
+
+    checkpoint = ROOT / "tests" / "fixtures" / "checkpoints" / "qwen35-text"
+    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    runner = ModelRunner(MODELS / "qwen35-text")
+    scorer = PromptScorer(runner)
+    ids = runner.tokenizer.encode_raw("Scouts report that the north gate is the safe choice. What should we do?")
+    with torch.no_grad():
+        head = model(torch.tensor([ids])).logits[0].double()
+    assert head.shape[-1] > runner.vocab_size  # a padded head
+    full = torch.log_softmax(head, dim=-1).numpy()
+    real = torch.log_softmax(head[:, : runner.vocab_size], dim=-1).numpy()
+    want_padded = [full[i, t] for i, t in enumerate(ids[1:])]
+    want_real = [real[i, t] for i, t in enumerate(ids[1:])]
+    padded, default = scorer.score(ids, normalization=PADDED_HEAD), scorer.score(ids)
+    assert np.max(np.abs(np.array([e.logprob for e in padded.entries]) - want_padded)) < TOLERANCE
+    assert np.max(np.abs(np.array([e.logprob for e in default.entries]) - want_real)) < TOLERANCE
+    mass = 1 - torch.exp(torch.logsumexp(head[:-1, : runner.vocab_size], -1) - torch.logsumexp(head[:-1], -1)).numpy()
+    assert padded.padded_mass == default.padded_mass == pytest.approx(float(mass.max()), abs=1e-5) and mass.max() > 0.01

@@ -89,12 +89,26 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def ask(url: str, question: str, options: tuple[str, ...], method: str | None = None) -> dict:
+# --think and --no-penalties: the same settings for `decider ask` and the local engine
+PLAIN = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+BUDGET = 48
+
+
+def ask_flags(think: bool, penalties: bool) -> list[str]:
+    # greedy reasoning: a sampled one would differ by the draw, not by the engine
+    flags = ["--think", "--reasoning-budget", str(BUDGET), "--no-fast-reasoning", "--temperature", "0"] if think else []
+    if not penalties:
+        flags += [a for k, v in PLAIN.items() for a in ("--" + k.replace("_", "-"), str(v))]
+    return flags
+
+
+def ask(url: str, question: str, options: tuple[str, ...], method: str | None = None, flags: list[str] = ()) -> dict:
     """`decider ask --engine URL --json --no-history` in this process (the command's own code path)."""
     from decider.app.cli import main
 
     argv = ["ask", question, *[a for o in options for a in ("--option", o)], "--engine", url, "--json", "--no-history"]
     argv += ["--engine-method", method] if method else []
+    argv += list(flags)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -106,11 +120,13 @@ def ask(url: str, question: str, options: tuple[str, ...], method: str | None = 
     return json.loads(out.getvalue())
 
 
-def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict], method: str | None = None) -> dict:
+def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict], method: str | None = None,
+            flags: list[str] = ()) -> dict:
     agree, deltas, labelled, methods, uncertain, worst = 0, [], {"exact": 0, "estimate": 0, "upper": 0}, {}, 0, None
+    violated = 0  # bounds the local exact value breaks, and estimates whose stated range misses it
     started = time.perf_counter()
     for (question, options), mine in zip(cases, local):
-        remote = ask(url, question, options, method)
+        remote = ask(url, question, options, method, flags)
         agree += remote["choice"]["index"] == mine["choice"]["index"]
         uncertain += bool(remote["choice"].get("uncertain"))
         used = remote["engine"].get("method")
@@ -123,20 +139,29 @@ def compare(url: str, cases: list[tuple[str, tuple[str, ...]]], local: list[dict
                 deltas.append(delta)
                 if worst is None or delta > worst[0]:
                     worst = (delta, question)
+            elif kind == "upper":
+                violated += m["logprob"] > r["logprob"] + 1e-4
+            elif "low" in r and "high" in r:
+                violated += not r["low"] - 1e-4 <= m["probability"] <= r["high"] + 1e-4
     return {
         "url": url, "items": len(cases), "choices_agree": agree, "max_abs_dp_exact": max(deltas) if deltas else None,
-        "bars": labelled, "methods": methods, "uncertain": uncertain,
+        "bars": labelled, "methods": methods, "uncertain": uncertain, "bounds_violated": violated,
         "worst_item": worst[1] if worst else None, "seconds": round(time.perf_counter() - started, 1),
     }
 
 
-def local_results(cases: list[tuple[str, tuple[str, ...]]]) -> list[dict]:
+def local_results(cases: list[tuple[str, tuple[str, ...]]], think: bool = False, penalties: bool = True) -> list[dict]:
+    from dataclasses import replace
+
     from decider.app.config import demo_model_dir
     from decider.app.service import EngineService
     from decider.engine.decide import DecisionRequest
 
     service = EngineService(demo_model_dir())
-    return [service.decide(DecisionRequest(q, o, sampling=service.defaults)).to_dict() for q, o in cases]
+    sampling = service.defaults if penalties else replace(service.defaults, **PLAIN)
+    sampling = replace(sampling, temperature=0.0) if think else sampling
+    extra = {"think": True, "reasoning_budget": BUDGET, "fast_reasoning": False} if think else {}
+    return [service.decide(DecisionRequest(q, o, sampling=sampling, **extra)).to_dict() for q, o in cases]
 
 
 def decider_server():
@@ -156,14 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("llama", "decider"))
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("--method", choices=("list", "chat"), help="force a less exact method (default: none, auto)")
+    parser.add_argument("--think", action="store_true", help=f"decisions with reasoning (budget {BUDGET}, exact)")
+    parser.add_argument("--no-penalties", action="store_true", help="repetition 1, presence and frequency 0")
     args = parser.parse_args(argv)
     cases = items(args.items)
-    local = local_results(cases)
+    local = local_results(cases, args.think, not args.no_penalties)
+    flags = ask_flags(args.think, not args.no_penalties)
     report = {}
     if args.only in (None, "decider"):
         server, url = decider_server()
         try:
-            report["decider"] = compare(url, cases, local, args.method)
+            report["decider"] = compare(url, cases, local, args.method, flags)
         finally:
             server.stop()
     if args.only in (None, "llama"):
@@ -176,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
             process, url = start_llama_server(python, gguf())
             try:
-                report["llama.cpp"] = compare(url, cases, local, args.method)
+                report["llama.cpp"] = compare(url, cases, local, args.method, flags)
             finally:
                 stop(process)
     for name, entry in report.items():
@@ -186,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         dp = entry["max_abs_dp_exact"]
         print(f"{name}: {entry['choices_agree']}/{entry['items']} choices agree with local · max |Δp| where labelled exact "
               f"{'n/a' if dp is None else f'{dp:.2e}'} · bars {entry['bars']} · methods {entry['methods']} · "
-              f"{entry['uncertain']} marked uncertain · {entry['seconds']} s")
+              f"{entry['uncertain']} marked uncertain · {entry['bounds_violated']} ranges/bounds violated · {entry['seconds']} s")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

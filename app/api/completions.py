@@ -17,6 +17,9 @@ from decider.engine.openai_format import completion_choice
 from .chat_run import draws
 from .protocol import CompletionJob, CompletionRequest
 
+# A padded head's share below this moves no logprob by more than ~1e-6: not worth a field in every reply.
+NEGLIGIBLE_PADDED_MASS = 1e-6
+
 
 def run_completions(
     service, request: CompletionRequest, jobs: list[CompletionJob], should_stop: Callable[[], bool]
@@ -27,7 +30,7 @@ def run_completions(
     for index, job in enumerate(jobs):
         if should_stop():
             raise Cancelled("the client left")
-        scores = service.score(job.ids, request.logprobs) if request.scores_prompt else None
+        scores = service.score(job.ids, request.logprobs, request.logprob_normalization) if request.scores_prompt else None
         echoed = echo_prompt(tokenizer, job.ids, scores, job.text) if request.echo else None
         prompt_chars = len(echoed.text if echoed is not None else prompt_text(tokenizer, job))
         # n draws per prompt, the prompt prefilled once (a snapshot at its end), choices in OpenAI's order
@@ -36,9 +39,11 @@ def run_completions(
                 completion = service.run(generation, should_stop)
             else:  # max_tokens 0: the prompt alone (scored or echoed), nothing generated
                 completion = Completion(prompt_tokens=len(job.ids), finish_reason="length")
-            choices.append(
-                completion_choice(completion, len(choices), prompt_chars, logprobs=request.logprobs is not None, echoed=echoed)
-            )
+            choice = completion_choice(completion, len(choices), prompt_chars, logprobs=request.logprobs is not None, echoed=echoed)
+            if scores is not None and scores.padded_mass > NEGLIGIBLE_PADDED_MASS:
+                # not negligible: the two definitions differ here (a random-weight model's padding rows hold up to half)
+                choice["logprobs"]["padded_mass"] = scores.padded_mass
+            choices.append(choice)
             completions.append(completion)
     return choices, completions
 

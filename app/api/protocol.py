@@ -17,7 +17,7 @@ from decider.engine.types import DecisionRequest
 from decider.engine.errors import SettingsError
 from decider.engine.generate import GenerationRequest
 from decider.engine.logit_bias import check_logit_bias
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
 from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, grammar_tokenizer
 from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tool_grammar, tools_from_openai
@@ -347,11 +347,20 @@ def _completion_logprobs(value: object, info: ValidationInfo) -> object:
     return value
 
 
+def _normalization(value: object) -> object:
+    if value is not None and value not in NORMALIZATIONS:
+        raise field_error("invalid_value", f"logprob_normalization must be one of {', '.join(map(repr, NORMALIZATIONS))} "
+                          f"(got {value!r})")
+    return value
+
+
 class CompletionRequest(_Generation):
     prompt: Annotated[tuple[Prompt, ...], BeforeValidator(_prompts), Field(default=None, validate_default=True)]
     max_tokens: int_in(0) = None
     logprobs: Annotated[int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
     echo: Boolean = None
+    # Decider's extension: what prompt logprobs are normalised over (engine/logprobs.py); None: the server's default
+    logprob_normalization: Annotated[str | None, BeforeValidator(_normalization)] = None
     best_of: refused(one, "best_of=1 only (n draws several completions from one prefill)")
     suffix: refused(empty(""), "no insertion (suffix)")
 
@@ -391,7 +400,8 @@ class CompletionRequest(_Generation):
             if self.limit > 0:
                 # a snapshot at the prompt's end: n > 1 draws, and the next request with this prompt, prefill nothing
                 generation = GenerationRequest(ids, _sampling(self, service.defaults), self.limit, think=False,
-                                               top_logprobs=self.logprobs, stop=self.stop, checkpoints=(len(ids),), **controls)
+                                               top_logprobs=self.logprobs, stop=self.stop, end_of_turn_entry=True,
+                                               checkpoints=(len(ids),), **controls)
             jobs.append(CompletionJob(ids, text, generation))
         return jobs
 
