@@ -113,9 +113,11 @@ def _contrast(rng: random.Random, background) -> tuple[int, int, int]:
 
 
 def render(scene: dict) -> np.ndarray:
-    """The scene's picture: [SIZE, SIZE, 3] uint8 RGB. Same scene → same pixels."""
+    """The scene's picture: [SIZE, SIZE, 3] uint8 RGB (a styled scene: its own size). Same scene → same pixels."""
     from PIL import Image, ImageDraw
 
+    if scene.get("style"):
+        return render_styled(scene)
     rng = random.Random(scene["seed"])
     image = Image.new("RGB", (SIZE, SIZE), tuple(scene["background"]))
     draw = ImageDraw.Draw(image)
@@ -247,3 +249,232 @@ def shuffled(items: list[Item], seed: int) -> list[Item]:
 def blank(colour=(128, 128, 128)) -> np.ndarray:
     """A picture with nothing in it."""
     return np.full((SIZE, SIZE, 3), colour, dtype=np.uint8)
+
+
+# ----- other styles: sizes, aspect ratios, star shapes, door styles, backgrounds, distractors (issue 27 item 8) ----
+#
+# A styled scene is drawn at its own width × height (the engine's preprocess scales it into the pixel budget, as it
+# does a user's picture). Each style axis has values for training and values kept for the held-out style set only,
+# so a held-out picture is in a style the model never saw, not only a layout it never saw.
+
+STYLE_VALUES = {
+    "train": {
+        "aspect": (0.5, 2.0),            # width / height, drawn log-uniform inside this range
+        "star_points": (4, 5),
+        "star_fill": ("filled", "outline"),
+        "door_width": ("wide", "narrow"),
+        "door_leaf": ("inside",),
+        "frame": ((235, 235, 225), (25, 25, 15), (150, 40, 40)),
+        "background": ("grey", "tinted", "noise"),
+    },
+    "heldout": {
+        "aspect": ((1 / 3, 1 / 2.2), (2.2, 3.0)),  # thinner or wider than anything trained
+        "star_points": (6,),
+        "star_fill": ("filled", "outline"),
+        "door_width": ("narrow",),
+        "door_leaf": ("outside",),
+        "frame": ((40, 90, 150), (200, 200, 80)),
+        "background": ("gradient",),
+    },
+}
+# The issue's own cases: star pictures of 120×300 and 320×180, five-point stars, narrow doors whose leaf swings
+# outside the frame.
+ISSUE_SIZES = ((120, 300), (320, 180))
+STYLE_KINDS = ("colour", "star", "door", "colour_none", "star_none", "door_none")
+
+
+def _size(rng: random.Random, split: str) -> tuple[int, int]:
+    """(width, height): 60 to 400 pixels a side at an aspect ratio of this split."""
+    ranges = STYLE_VALUES[split]["aspect"]
+    lo, hi = rng.choice(ranges) if isinstance(ranges[0], tuple) else ranges
+    aspect = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    for _ in range(100):
+        width = rng.randint(60, 400)
+        height = round(width / aspect)
+        if 60 <= height <= 400:
+            return width, height
+    return (400, round(400 / aspect)) if aspect >= 1 else (round(400 * aspect), 400)
+
+
+def _styled_background(rng: random.Random, kind: str) -> dict:
+    """A background far from the four circle colours: greys, muted tints, noise, or a two-grey gradient."""
+    level = rng.randint(20, 235)
+    if kind == "tinted":
+        return {"kind": kind, "rgb": _jitter(rng, (level, level, level), 30)}
+    if kind == "gradient":
+        other = min(235, max(20, level + rng.choice((-1, 1)) * rng.randint(60, 140)))
+        return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 10), "to": _jitter(rng, (other,) * 3, 10),
+                "vertical": rng.random() < 0.5}
+    return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 8), "noise": 16 if kind == "noise" else 0}
+
+
+def _draw_background(image, background: dict) -> None:
+    from PIL import ImageDraw
+
+    draw = ImageDraw.Draw(image)
+    width, height = image.size
+    if background["kind"] != "gradient":
+        draw.rectangle((0, 0, width, height), fill=tuple(background["rgb"]))
+        return
+    a, b = np.array(background["rgb"], float), np.array(background["to"], float)
+    steps = height if background["vertical"] else width
+    for i in range(steps):
+        rgb = tuple(int(v) for v in a + (b - a) * i / max(1, steps - 1))
+        draw.line((0, i, width, i) if background["vertical"] else (i, 0, i, height), fill=rgb)
+
+
+def _polygon_star(cx, cy, r, points: int, rotation: float, inner: float):
+    out = []
+    for k in range(2 * points):
+        radius = r if k % 2 == 0 else r * inner
+        angle = rotation + k * math.pi / points - math.pi / 2
+        out.append((cx + radius * math.cos(angle), cy + radius * math.sin(angle)))
+    return out
+
+
+def _mean_level(background: dict) -> float:
+    rgb = np.array(background["rgb"], float)
+    if background["kind"] == "gradient":
+        rgb = (rgb + np.array(background["to"], float)) / 2
+    return float(rgb.mean())
+
+
+def render_styled(scene: dict) -> np.ndarray:
+    """A styled scene's picture: [height, width, 3] uint8 RGB. Same scene → same pixels."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(scene["seed"])
+    width, height = scene["width"], scene["height"]
+    image = Image.new("RGB", (width, height))
+    _draw_background(image, scene["background"])
+    draw = ImageDraw.Draw(image)
+    ink = tuple(scene["ink"])
+    for shape, x, y, s in scene["distractors"]:  # small squares or triangles: never a circle, star or door
+        box = (x - s, y - s, x + s, y + s)
+        if shape == "square":
+            draw.rectangle(box, fill=ink)
+        else:
+            draw.polygon([(x, y - s), (x + s, y + s), (x - s, y + s)], fill=ink)
+    task = scene["task"]
+    if task == "colour" and scene.get("colour"):
+        cx, cy, r = scene["x"], scene["y"], scene["r"]
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=_jitter(rng, COLOURS[scene["colour"]], 25))
+    elif task == "star" and scene.get("side"):
+        points = _polygon_star(scene["x"], scene["y"], scene["r"], scene["points"], scene["rotation"], scene["inner"])
+        if scene["fill"] == "filled":
+            draw.polygon(points, fill=ink)
+        else:
+            draw.line(points + points[:1], fill=ink, width=max(2, int(scene["r"] / 6)))
+    elif task == "door":
+        _draw_doors(draw, scene, width, height)
+    pixels = np.asarray(image, dtype=np.uint8).copy()
+    if scene["background"].get("noise"):
+        amount = scene["background"]["noise"]
+        noise = np.random.default_rng(scene["seed"]).integers(-amount, amount + 1, pixels.shape)
+        pixels = np.clip(pixels.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+    return pixels
+
+
+def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
+    n = scene["doors"]
+    slot = width / n
+    door_w = slot * (0.38 if scene["door_width"] == "narrow" else 0.72)
+    top, bottom = int(height * scene["top"]), height - max(3, height // 16)
+    frame, wood = tuple(scene["frame"]), tuple(scene["wood"])
+    edge = max(2, int(door_w / 12))
+    for i in range(n):
+        cx = slot * (i + 0.5)
+        left, right = int(cx - door_w / 2), int(cx + door_w / 2)
+        draw.rectangle((left - edge, top - edge, right + edge, bottom), fill=frame)
+        if i == scene["open"]:
+            draw.rectangle((left, top, right, bottom), fill=(10, 10, 14))
+            leaf = max(3, (right - left) // 3)
+            if scene["door_leaf"] == "inside":
+                draw.polygon([(left, top), (left + leaf, top + edge * 2), (left + leaf, bottom - edge), (left, bottom)], fill=wood)
+            else:  # swung towards the viewer: the leaf sticks out past the frame on the hinge side
+                hinge = left - edge
+                draw.polygon([(hinge, top), (hinge - leaf, top - edge), (hinge - leaf, bottom + edge), (hinge, bottom)], fill=wood)
+        else:
+            draw.rectangle((left, top, right, bottom), fill=wood)
+            knob = max(2, int(door_w / 14))
+            kx, ky = right - max(3, (right - left) // 5), (top + bottom) // 2
+            draw.ellipse((kx - knob, ky - knob, kx + knob, ky + knob), fill=(230, 200, 60))
+
+
+def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, **fixed):
+    """(scene, options, answer) in styles of `split` ('train' or 'heldout'); `fixed` pins style values."""
+    values = STYLE_VALUES[split]
+    pick = lambda axis: fixed[axis] if axis in fixed else rng.choice(values[axis])  # noqa: E731
+    task = kind.removesuffix("_none")
+    none = kind.endswith("_none")
+    width, height = size or _size(rng, split)
+    background = _styled_background(rng, pick("background"))
+    level = _mean_level(background)
+    ink = _jitter(rng, (235, 235, 225) if level < 128 else (25, 25, 15), 15)
+    scene = {"style": split, "task": task, "seed": rng.randrange(2**31), "width": width, "height": height,
+             "background": background, "ink": ink, "distractors": []}
+    short = min(width, height)
+    if task != "door":
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            s = max(3, int(short * rng.uniform(0.04, 0.08)))
+            scene["distractors"].append((rng.choice(("square", "triangle")), rng.randint(s, width - s), rng.randint(s, height - s), s))
+    if task == "colour":
+        options = rng.sample(sorted(COLOURS), n)
+        answer = None if none else rng.choice(options)
+        r = max(5, int(short * rng.uniform(0.1, 0.25)))
+        scene.update(colour=answer, r=r, x=rng.randint(r + 1, width - r - 1), y=rng.randint(r + 1, height - r - 1))
+    elif task == "star":
+        options = ["left", "right"]
+        answer = None if none else rng.choice(options)
+        r = max(6, int(short * rng.uniform(0.1, 0.22)))
+        margin = max(r // 2, int(width * 0.04))
+        lo, hi = (r + 1, width // 2 - margin) if answer == "left" else (width // 2 + margin, width - r - 1)
+        if hi < lo:
+            lo = hi
+        scene.update(side=answer, r=r, x=rng.randint(lo, hi), y=rng.randint(r + 1, height - r - 1),
+                     points=pick("star_points"), fill=pick("star_fill"), inner=rng.uniform(0.38, 0.5),
+                     rotation=rng.uniform(-0.15, 0.15))
+    else:
+        doors = 3 if n >= 3 else 2
+        options = ["left", "middle", "right"] if doors == 3 else ["left", "right"]
+        opened = None if none else rng.randrange(doors)
+        answer = None if none else options[opened]
+        wood = _jitter(rng, rng.choice(((140, 90, 40), (110, 70, 35), (170, 120, 60), (90, 100, 120))), 20)
+        scene.update(doors=doors, open=opened, top=rng.uniform(0.1, 0.4), wood=wood, frame=_jitter(rng, pick("frame"), 10),
+                     door_width=pick("door_width"), door_leaf=pick("door_leaf"))
+    return scene, options, answer
+
+
+def make_styled_item(rng: random.Random, kind: str, split: str = "train", flip: float = FLIP, size=None, **fixed) -> Item:
+    """One item of `kind` drawn in the styles of `split`: 'train' (what training may see) or 'heldout' (never)."""
+    if split not in STYLE_VALUES:
+        raise ValueError(split)
+    scene, options, answer = _styled_scene(rng, kind, split, rng.randint(2, 4), size, **fixed)
+    rng.shuffle(options)
+    target = [1.0 / len(options)] * len(options) if answer is None else [1.0 if o == answer else 0.0 for o in options]
+    return Item(kind, QUESTIONS[scene["task"]], tuple(_cased(rng, o, flip) for o in options), tuple(target), scene)
+
+
+def heldout_style_items(seed: int, counts: dict[str, int]) -> list[Item]:
+    """Scenes every one of whose style choices training never saw (aspect ratio, star points, door leaf and
+    frame, gradient background)."""
+    rng = random.Random(seed)
+    return [make_styled_item(rng, kind, "heldout") for kind, count in counts.items() for _ in range(count)]
+
+
+def issue_case_items(seed: int, per_case: int) -> list[Item]:
+    """The issue's failing cases: five-point stars (filled and outlined) on 120×300 and 320×180 pictures, narrow
+    doors with the leaf swung outside the frame, circles at those sizes; training-style backgrounds."""
+    rng = random.Random(seed)
+    items = []
+    for size in ISSUE_SIZES:
+        for _ in range(per_case):
+            items.append(make_styled_item(rng, "star", "train", size=size, star_points=5, background="grey"))
+            items.append(make_styled_item(rng, "colour", "train", size=size, background="grey"))
+            items.append(make_styled_item(rng, "door", "train", size=size, door_width="narrow", door_leaf="outside", background="grey"))
+    return items
+
+
+def styled_blank(scene: dict) -> np.ndarray:
+    """The scene's background alone at the scene's size: nothing to see."""
+    return render_styled({**scene, "task": "blank", "distractors": []})
