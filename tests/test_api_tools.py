@@ -134,15 +134,24 @@ def test_the_call_probabilities_equal_a_direct_computation():
     assert abs(got["call"] - np.exp(logprob_after([], path[0]))) < 1e-6
 
 
-def test_n_choices_come_from_one_prefill(client, service):
-    forwards = service.runner.stats.forwards
+def test_n_choices_come_from_one_prefill(client, service, monkeypatch):
+    runner = service.runner
+    computed = []  # tokens each prefill of the request really computed (the real runner, its own counters)
+    prefill = runner.prefill
+
+    def counted(ids, checkpoints=()):
+        logits = prefill(ids, checkpoints)
+        computed.append(runner.stats.last_prefill_tokens)
+        return logits
+
+    monkeypatch.setattr(runner, "prefill", counted)
     reply = client.chat.completions.create(model="decider", messages=[{"role": "user", "content": "Count sheep, slowly."}],
                                            n=3, max_tokens=4, temperature=1.0, seed=7, logprobs=True)
     assert [c.index for c in reply.choices] == [0, 1, 2] and all(c.logprobs.content for c in reply.choices)
     generated = sum(len(c.logprobs.content) for c in reply.choices)
     assert reply.usage.completion_tokens == generated
-    # one forward for the prompt; every other forward is a drawn token's step (at most one each)
-    assert service.runner.stats.forwards - forwards <= 1 + generated
+    # three draws, three prefills of the same prompt: only the first computes anything, the others restore its end
+    assert len(computed) == 3 and computed[0] > 0 and computed[1:] == [0, 0], computed
     texts = {c.message.content for c in reply.choices}
     assert len(texts) > 1  # seeds 7, 8, 9: three draws, not one answer three times
     completion = client.completions.create(model="decider", prompt="Once upon", n=2, max_tokens=3, temperature=1.0, seed=3)
