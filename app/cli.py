@@ -241,24 +241,27 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return 0
 
 
-def decision_request(args: argparse.Namespace, defaults):
+MAX_CONTEXT_BYTES = 16 * 2**20  # far more than any context window holds; a device like /dev/zero never fills memory
+
+
+def decision_request(args: argparse.Namespace, defaults, budget=None):
     from decider.engine.decide import DecisionRequest
+
+    from .images import ImageBudget, load_image_file, read_bounded
 
     context = None
     if args.context:
+        data = read_bounded(args.context, MAX_CONTEXT_BYTES, "--context ")
         try:
-            with open(args.context, encoding="utf-8") as handle:
-                context = handle.read()
-        except OSError as exc:
-            raise SettingsError(f"--context {args.context}: {exc.strerror}") from None
+            context = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SettingsError(f"--context {args.context}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    from .images import load_image_file
+    budget = budget or ImageBudget()  # one budget for all the --image files
 
     return DecisionRequest(
         question=args.question,
         options=tuple(args.option),
-        images=tuple(load_image_file(path) for path in args.image),
+        images=tuple(load_image_file(path, budget) for path in args.image),
         system=args.system,
         context=context,
         think=args.think,
@@ -309,7 +312,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
         service = _service(args, history=not args.no_history)
     if service.history is not None:
         service.history.image_hashes = not args.no_image_hash
-    result = service.decide(decision_request(args, service.defaults), source="cli")
+    budget = None
+    if args.engine is None:
+        from .images import budget_for
+
+        budget = budget_for(service.runner, service.model_name)
+    result = service.decide(decision_request(args, service.defaults, budget), source="cli")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:

@@ -10,11 +10,11 @@ from pydantic import BeforeValidator, Field, model_validator
 from decider.engine.chat_template import Message
 from decider.engine.errors import SettingsError
 
-from ..images import decode_data_url
+from ..images import MAX_IMAGES, decode_data_url
 from .errors import field_error, located_error
 from .fields import Strict
 
-MAX_IMAGES_PER_REQUEST = 8
+MAX_IMAGES_PER_REQUEST = MAX_IMAGES  # over all the messages: the request's ImageBudget counts them
 
 ROLES = ("system", "user", "assistant")
 
@@ -47,8 +47,6 @@ def _content(value: object) -> str | tuple:
                 raise located_error("invalid_value", f'[{index}]: only text parts ({{"type": "text", "text": ...}}) and '
                                     'image_url parts ({"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}) '
                                     "are supported")
-        if sum(not isinstance(p, str) for p in parts) > MAX_IMAGES_PER_REQUEST:
-            raise located_error("invalid_value", f": at most {MAX_IMAGES_PER_REQUEST} images")
         return "".join(parts) if all(isinstance(p, str) for p in parts) else tuple(parts)
     raise located_error("invalid_type", " must be a string or a list of content parts")
 

@@ -34,6 +34,7 @@ from decider.engine.openai_format import (
     text_completions,
 )
 
+from ..images import ImageBudget, budget_for, current_budget
 from .completions import prompt_text, run_completions
 from .errors import ApiError, from_engine, from_validation
 from . import tokens
@@ -109,12 +110,13 @@ class Routes:
     async def _parse(self, request: Request, kind: type[BaseModel]):
         body = await read_json(request, self.state.max_body, self.state.body_timeout)
         request.state.body_read = True
-        try:
-            parsed = kind.model_validate(body)
-        except ValidationError as exc:
-            raise from_validation(exc) from None
+        # validation decodes images: in a worker thread, so a big picture never stalls other clients
+        parsed = await to_thread.run_sync(_validate, kind, body, self._image_budget())
         self._check_model(parsed.model)
         return parsed
+
+    def _image_budget(self) -> ImageBudget:
+        return budget_for(self.state.service.runner, self.state.service.model_name)
 
     async def _refuse_too_long(self, texts: list[str]) -> None:
         """Text that cannot fit the context is refused before the request queues: at once when it is
@@ -286,6 +288,16 @@ class Routes:
         result = await self._run(client, service.decide, decision, client.should_stop, "api")
         self._notify(state.on_decision, ApiDecision(decision, result))
         return json_response(200, result.to_dict())
+
+
+def _validate(kind: type[BaseModel], body: dict, budget: ImageBudget) -> BaseModel:
+    token = current_budget.set(budget)
+    try:
+        return kind.model_validate(body)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+    finally:
+        current_budget.reset(token)
 
 
 class _Endpoint:
