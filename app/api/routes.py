@@ -262,6 +262,8 @@ class Routes:
     async def tokenize(self, request: Request) -> Response:
         runner = self.state.service.runner
         parsed: TokenizeRequest = await self._parse(request, TokenizeRequest)
+        # bounded like the prompts it counts: past the context it is refused before any list is built
+        await self._refuse_too_long([parsed.prompt])
         add_special = parsed.add_special_tokens is not False  # vLLM's default: true
         reply = await to_thread.run_sync(
             tokens.tokenize, runner.tokenizer, parsed.prompt, add_special, bool(parsed.return_token_strs), runner.context_length

@@ -136,6 +136,16 @@ async def read_json(request: Request, max_body: int, timeout: float) -> dict:
             data = await request.body()
     except TimeoutError:
         raise ApiError("request_timeout", f"the body did not arrive within {timeout:g} s") from None
+    if len(data) <= PARSE_ON_LOOP_BYTES:
+        return _parse_json(data)
+    # megabytes of JSON take a while: off the loop (json.loads itself holds the GIL, the rest of the walk does not)
+    return await anyio.to_thread.run_sync(_parse_json, data)
+
+
+PARSE_ON_LOOP_BYTES = 64 * 1024  # smaller bodies parse in well under a millisecond
+
+
+def _parse_json(data: bytes) -> dict:
     try:
         body = json.loads(data)
     except (ValueError, RecursionError) as exc:  # includes bad UTF-8
