@@ -241,6 +241,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say(notice: str) -> None:
+    print(f"decider: {notice}", file=sys.stderr)
+
+
 MAX_CONTEXT_BYTES = 16 * 2**20  # far more than any context window holds; a device like /dev/zero never fills memory
 
 
@@ -307,7 +311,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
         config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
                               args.engine_method)
-        service: DecisionService = RemoteService(config, None if args.no_history else default_store())
+        service: DecisionService = RemoteService(config, None if args.no_history else default_store(_say))
     else:
         service = _service(args, history=not args.no_history)
     if service.history is not None:
@@ -333,7 +337,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     from .history import default_store
 
-    store = default_store()
+    store = default_store(_say)
     if args.history_command == "list":
         for row in store.rows(limit=args.limit, newest_first=True):
             right = "?" if row.right_index is None else LABELS[row.right_index]
@@ -365,7 +369,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if not 2 <= args.bins <= 50:
         raise SettingsError(f"--bins must be in 2..50 (got {args.bins})")
-    store = default_store()
+    store = default_store(_say)
     models = [args.model] if args.model else store.models()
     modes = [args.think] if args.think is not None else [False, True]
     out = []
