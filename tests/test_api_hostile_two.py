@@ -129,3 +129,23 @@ def children() -> list[str]:
         if ppid == os.getpid():
             names.append(name)
     return names
+
+
+SCHEMAS = {
+    "a million repeats": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a{1000000}$"}},
+                          "required": ["x"]},
+    "a bare string with a million repeats": {"type": "string", "pattern": "^a{1000000}$"},
+    "$ref to itself": {"$ref": "#"},
+    "a to b to a": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_schemas_the_grammar_cannot_follow_are_400s_with_a_short_reason(api, name):
+    body = {"messages": [{"role": "user", "content": "Answer."}], "max_tokens": 8, "temperature": 0,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMAS[name]}}}
+    status, _, reply = call(api.port, "POST", "/v1/chat/completions", body)
+    assert status == 400, reply
+    error = error_of(reply)
+    assert error["param"] == "response_format" and "\n" not in error["message"] and "<state>" not in error["message"]
+    assert len(error["message"]) < 200
