@@ -121,7 +121,7 @@ def decode_image(data: bytes, name: str, budget: ImageBudget | None = None, decl
     except SettingsError:
         raise
     except Image.DecompressionBombError:
-        raise SettingsError(f"{name}: too large; {SHRINK_HINT}") from None
+        raise SettingsError(f"{name}: too large (at most {MAX_PIXELS:,} pixels per request); {SHRINK_HINT}") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise SettingsError(f"{name}: the image is damaged or truncated ({str(exc)[:120]})") from None
 

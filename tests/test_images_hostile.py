@@ -8,6 +8,7 @@ import base64
 import io
 import subprocess
 import time
+import warnings
 
 import pytest
 from PIL import Image
@@ -114,3 +115,13 @@ def test_images_are_counted_over_all_messages_of_a_request():
 def test_dev_zero_is_refused_as_an_image_without_reading_it():
     with pytest.raises(SettingsError, match="not a regular file"):
         load_image_file("/dev/zero")
+
+
+def test_a_picture_past_pillows_bomb_limit_is_too_large_not_damaged_and_warns_nothing():
+    png = encoded(Image.new("1", (15000, 15000)), "PNG")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no DecompressionBombWarning reaches the terminal
+        with pytest.raises(SettingsError) as caught:
+            decode_image(png, "huge")
+    assert "too large" in str(caught.value) and "damaged" not in str(caught.value)
+
