@@ -250,24 +250,31 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return 0
 
 
-def decision_request(args: argparse.Namespace, defaults):
+def _say(notice: str) -> None:
+    print(f"decider: {notice}", file=sys.stderr)
+
+
+MAX_CONTEXT_BYTES = 16 * 2**20  # far more than any context window holds; a device like /dev/zero never fills memory
+
+
+def decision_request(args: argparse.Namespace, defaults, budget=None):
     from decider.engine.types import DecisionRequest
+
+    from .images import ImageBudget, load_image_file, read_bounded
 
     context = None
     if args.context:
+        data = read_bounded(args.context, MAX_CONTEXT_BYTES, "--context ")
         try:
-            with open(args.context, encoding="utf-8") as handle:
-                context = handle.read()
-        except OSError as exc:
-            raise SettingsError(f"--context {args.context}: {exc.strerror}") from None
+            context = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SettingsError(f"--context {args.context}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    from .images import load_image_file
+    budget = budget or ImageBudget()  # one budget for all the --image files
 
     return DecisionRequest(
         question=args.question,
         options=tuple(args.option),
-        images=tuple(load_image_file(path) for path in args.image),
+        images=tuple(load_image_file(path, budget) for path in args.image),
         system=args.system,
         context=context,
         think=args.think,
@@ -317,12 +324,17 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
         config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
                               args.engine_method)
-        service: DecisionService = RemoteService(config, None if args.no_history else default_store())
+        service: DecisionService = RemoteService(config, None if args.no_history else default_store(_say))
     else:
         service = _service(args, history=not args.no_history)
     if service.history is not None:
         service.history.image_hashes = not args.no_image_hash
-    result = service.decide(decision_request(args, service.defaults), source="cli")
+    budget = None
+    if args.engine is None:
+        from .images import budget_for
+
+        budget = budget_for(service.runner, service.model_name)
+    result = service.decide(decision_request(args, service.defaults, budget), source="cli")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
@@ -338,7 +350,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     from .history import default_store
 
-    store = default_store()
+    store = default_store(_say)
     if args.history_command == "list":
         for row in store.rows(limit=args.limit, newest_first=True):
             right = "?" if row.right_index is None else LABELS[row.right_index]
@@ -370,7 +382,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if not 2 <= args.bins <= 50:
         raise SettingsError(f"--bins must be in 2..50 (got {args.bins})")
-    store = default_store()
+    store = default_store(_say)
     models = [args.model] if args.model else store.models()
     modes = [args.think] if args.think is not None else [False, True]
     out = []

@@ -21,6 +21,8 @@ from pathlib import Path
 from decider.engine.types import LABELS, DecisionRequest, DecisionResult
 from decider.engine.errors import SettingsError
 
+from .history_repair import recover
+
 SCHEMA_VERSION = 2
 
 # Each entry takes the database from version i to i+1. Never edit a shipped step: add one.
@@ -115,7 +117,8 @@ def _now() -> str:
 
 
 class HistoryStore:
-    def __init__(self, path: str | Path, image_hashes: bool | Callable[[], bool] = True):
+    def __init__(self, path: str | Path, image_hashes: bool | Callable[[], bool] = True,
+                 announce: Callable[[str], None] | None = None):
         self.path = Path(path)
         # What a decision about a screenshot keeps of it: its size and the sha256 of its pixels (never the
         # pixels, never a thumbnail); image_hashes=False keeps only the size. A callable is asked at each
@@ -123,6 +126,7 @@ class HistoryStore:
         self.image_hashes = image_hashes
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._migrate_lock = threading.Lock()
+        self.notice = recover(self.path, announce)  # a damaged file is moved aside: the history starts afresh
         self.migrate()
 
     @contextmanager
@@ -270,8 +274,9 @@ def _cell(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA_STARTS) else text
 
 
-def default_store() -> HistoryStore:
+def default_store(announce: Callable[[str], None] | None = None) -> HistoryStore:
+    """The user's history; `announce` is told, in one line, when a damaged file was moved aside."""
     from .config import data_dir
 
-    return HistoryStore(data_dir() / "history.sqlite3")
+    return HistoryStore(data_dir() / "history.sqlite3", announce=announce)
 

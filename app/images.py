@@ -1,5 +1,11 @@
 """Image files and data URLs → the RGB pixel arrays the engine takes (Pillow decodes; the engine never opens files).
 
+Only the documented formats are decoded (PNG, JPEG, WebP, BMP, GIF), each recognised by its own magic
+bytes and opened with that one Pillow plugin: an EPS or TIFF labelled image/png never reaches
+Ghostscript or another decoder. A request's pictures share one ImageBudget: its images and their
+declared pixels are counted across all messages before anything is decoded, and each decoded image is
+reduced right away (JPEG: while decoding) to no less than what the vision encoder will use.
+
 Every failure is a SettingsError naming the image and what is wrong with it: a client's bad upload or a
 mistyped path is their mistake, never a traceback.
 """
@@ -8,139 +14,184 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import hashlib
 import io
+import math
+import os
 import re
+import stat
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from decider.engine.errors import SettingsError
 
-MAX_PIXELS = 8192 * 8192  # one image, refused before decoding above this (a decompression bomb costs nothing then)
-REQUEST_PIXELS = 8192 * 8192  # all the images of one request or decision together, counted before decoding
-DECODED_PIXELS = 4096 * 4096  # kept after decoding: larger pictures are scaled down while decoding (JPEG's draft)
+MAX_PIXELS = 8192 * 8192  # the declared pixels of ONE request's images together (checked before decoding)
+MAX_IMAGES = 8  # images in one request, over all its messages
 MAX_BYTES = 32 * 1024 * 1024
-# The documented formats, and only these: Pillow's other plugins (EPS runs Ghostscript, TIFF, ICO, PCX, TGA…) never
-# see a byte. Each with the magic bytes its files start with and the MIME types a data URL may declare.
-FORMATS = {
-    "PNG": ((b"\x89PNG\r\n\x1a\n",), ("image/png", "image/apng")),
-    "JPEG": ((b"\xff\xd8\xff",), ("image/jpeg", "image/jpg", "image/pjpeg")),
-    "WEBP": ((b"RIFF",), ("image/webp",)),
-    "BMP": ((b"BM",), ("image/bmp", "image/x-bmp", "image/x-ms-bmp")),
-    "GIF": ((b"GIF87a", b"GIF89a"), ("image/gif",)),
-}
-FORMAT_NAMES = "PNG, JPEG, WebP, BMP or GIF"
+DEFAULT_TARGET_PIXELS = 28 * 28 * 1280  # the Qwen2-VL processor's budget when the model's is not known
+SHRINK_HINT = "scale it down (e.g. to 2048 pixels on the long side) or crop it"
+FORMATS = "PNG, JPEG, WebP, BMP or GIF"
 _DATA_URL = re.compile(r"^data:(?P<mime>image/[A-Za-z0-9.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.DOTALL)
-
-
-class PixelBudget:
-    """The pixels one request may still decode, and whether its model can see at all: checked from each image's
-    header, before its pixels are decoded (a text-only model decodes nothing; 24 huge images cost nothing)."""
-
-    def __init__(self, total: int = REQUEST_PIXELS, can_see: bool = True, model: str = "this model"):
-        self.remaining, self.can_see, self.model = total, can_see, model
-        self.images = 0  # counted by the API across all of a request's messages
-
-    def take(self, name: str, width: int, height: int) -> None:
-        if not self.can_see:
-            raise SettingsError(f"{name}: {self.model} cannot see images (a text-only export): send text only")
-        if width * height > self.remaining:
-            raise SettingsError(
-                f"{name}: {width}×{height} is too large: the images of one request may have {REQUEST_PIXELS:,} pixels "
-                "in all; send fewer or smaller images (the model scales every picture down to its own budget anyway)")
-        self.remaining -= width * height
+_MIME = {"image/png": "PNG", "image/jpeg": "JPEG", "image/jpg": "JPEG", "image/pjpeg": "JPEG", "image/webp": "WEBP",
+         "image/bmp": "BMP", "image/x-bmp": "BMP", "image/x-ms-bmp": "BMP", "image/gif": "GIF"}
 
 
 def sniff(data: bytes) -> str | None:
-    """The documented format the bytes start with (WebP: RIFF….WEBP), else None."""
-    for name, (magics, _) in FORMATS.items():
-        if any(data.startswith(m) for m in magics) and (name != "WEBP" or data[8:12] == b"WEBP"):
-            return name
+    """The Pillow format name of a documented image format, from its magic bytes (None: anything else)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "GIF"
+    if data.startswith(b"BM"):
+        return "BMP"
     return None
 
 
-def decode_image(data: bytes, name: str, declared: str | None = None, budget: PixelBudget | None = None) -> np.ndarray:
-    """Encoded image bytes (PNG, JPEG, WebP, BMP, GIF's first frame) → [H, W, 3] uint8 RGB.
+@dataclass
+class ImageBudget:
+    """What one request may decode. `refusal`: why this model takes no image at all (None: it sees);
+    `target_pixels`: the vision encoder's pixel budget, below which an image is never reduced."""
 
-    declared: a data URL's MIME type, which must agree with the bytes. The header is read first: the size
-    checks and the request's budget apply before any pixel is decoded; large pictures are decoded scaled down."""
-    import warnings
+    refusal: str | None = None
+    target_pixels: int = DEFAULT_TARGET_PIXELS
+    images_left: int = MAX_IMAGES
+    pixels_left: int = MAX_PIXELS
 
-    from PIL import Image, UnidentifiedImageError
+    def admit(self, name: str) -> None:
+        if self.refusal is not None:
+            raise SettingsError(f"{name}: {self.refusal}")
+        if self.images_left <= 0:
+            raise SettingsError(f"{name}: at most {MAX_IMAGES} images in one request")
+        self.images_left -= 1
 
+    def spend(self, name: str, width: int, height: int) -> None:
+        if width * height > self.pixels_left:
+            raise SettingsError(
+                f"{name}: {width}×{height} pixels is too large: one request's images may have "
+                f"{MAX_PIXELS:,} pixels together ({self.pixels_left:,} left); {SHRINK_HINT}")
+        self.pixels_left -= width * height
+
+
+def budget_for(runner, model_name: str) -> ImageBudget:
+    """A model's limits for one request's images (none at all when it cannot see)."""
+    vision = getattr(runner, "vision", None)
+    if vision is None:
+        return ImageBudget(refusal=f"{model_name} cannot see images")
+    return ImageBudget(target_pixels=vision.processor.max_pixels)
+
+
+# The budget of the request being validated (the API's request classes decode images while validating).
+current_budget: contextvars.ContextVar[ImageBudget | None] = contextvars.ContextVar("image_budget", default=None)
+
+
+def _budget(budget: ImageBudget | None) -> ImageBudget:
+    return budget or current_budget.get() or ImageBudget()
+
+
+def decode_image(data: bytes, name: str, budget: ImageBudget | None = None, declared: str | None = None) -> np.ndarray:
+    """Encoded image bytes (PNG, JPEG, WebP, BMP, GIF's first frame) → [H, W, 3] uint8 RGB, reduced to no
+    less than the budget's target pixels. `declared`: the Pillow format a data URL's type names."""
+    from PIL import Image
+
+    budget = _budget(budget)
+    budget.admit(name)
     if len(data) > MAX_BYTES:
-        raise SettingsError(f"{name}: {len(data) / 1e6:.0f} MB; images up to {MAX_BYTES // 2**20} MiB are accepted")
-    found = sniff(data)
-    if found is None:
-        raise SettingsError(f"{name}: not an image Decider reads ({FORMAT_NAMES})")
-    if declared is not None and declared.lower() not in FORMATS[found][1]:
-        raise SettingsError(f"{name}: declared {declared} but the data is {found}")
-    if budget is not None and not budget.can_see:
-        budget.take(name, 0, 0)
+        raise SettingsError(f"{name}: {len(data) / 1e6:.0f} MB is too large; images up to {MAX_BYTES // 2**20} MiB "
+                            f"are accepted ({SHRINK_HINT})")
+    kind = sniff(data)
+    if kind is None:
+        raise SettingsError(f"{name}: not an image Decider can read ({FORMATS})")
+    if declared is not None and declared != kind:
+        raise SettingsError(f"{name}: the data URL says {declared} but the bytes are {kind}")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limits apply, stated plainly
-            with Image.open(io.BytesIO(data), formats=[found]) as image:
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the budget below is the limit
+            with Image.open(io.BytesIO(data), formats=[kind]) as image:
                 width, height = image.size
-                if width * height > MAX_PIXELS:
-                    raise SettingsError(f"{name}: {width}×{height} pixels is too large: at most {MAX_PIXELS:,} pixels "
-                                        "(8192×8192); scale it down first")
-                if budget is not None:
-                    budget.take(name, width, height)
-                if width * height > DECODED_PIXELS:
-                    scale = (DECODED_PIXELS / (width * height)) ** 0.5
-                    image.draft("RGB", (max(1, int(width * scale)), max(1, int(height * scale))))  # JPEG: decoded smaller
-                image.load()
-                rgb = image if image.mode == "RGB" else image.convert("RGB")  # no second full-size copy
-                if rgb.width * rgb.height > DECODED_PIXELS:
-                    factor = int(np.ceil((rgb.width * rgb.height / DECODED_PIXELS) ** 0.5))
-                    rgb = rgb.reduce(factor)
-                return np.asarray(rgb)
+                budget.spend(name, width, height)
+                return _reduced_rgb(image, budget.target_pixels)
     except SettingsError:
-        raise  # our own refusals (sizes, budget) as they are: a ValueError too, not "damaged"
-    except UnidentifiedImageError:
-        raise SettingsError(f"{name}: not an image Decider reads ({FORMAT_NAMES})") from None
+        raise
     except Image.DecompressionBombError:
-        raise SettingsError(f"{name}: too large to decode (at most {MAX_PIXELS:,} pixels); scale it down first") from None
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise SettingsError(f"{name}: the image is damaged or truncated ({exc})") from None
+        raise SettingsError(f"{name}: too large (at most {MAX_PIXELS:,} pixels per request); {SHRINK_HINT}") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        raise SettingsError(f"{name}: the image is damaged or truncated ({str(exc)[:120]})") from None
 
 
-def load_image_file(path: str | Path, budget: PixelBudget | None = None) -> np.ndarray:
-    """A picture file; only a regular file, and at most MAX_BYTES of it are read (/dev/zero is refused)."""
+def _reduced_rgb(image, target_pixels: int) -> np.ndarray:
+    """Decode, reduced by the largest whole factor that keeps at least `target_pixels` (the encoder
+    resizes the rest of the way): a JPEG decodes at the reduced scale, others are reduced at once."""
+    width, height = image.size
+    factor = max(1, math.isqrt(width * height // max(target_pixels, 1)))
+    factor = min(factor, width, height)
+    if factor > 1 and image.format == "JPEG":
+        image.draft("RGB", (math.ceil(width / factor), math.ceil(height / factor)))
+    image.load()
+    if factor > 1 and image.size == (width, height):
+        try:
+            image = image.reduce(factor)
+        except ValueError:  # a mode reduce() does not take (palette, 1-bit …)
+            image = image.convert("RGB").reduce(factor)
+    return np.asarray(image.convert("RGB"))
+
+
+def read_bounded(path: str | Path, limit: int, what: str = "", noun: str = "") -> bytes:
+    """A regular file's bytes, at most `limit` of them (a device such as /dev/zero, a FIFO or a folder is
+    refused before anything is read)."""
     path = Path(path).expanduser()
     try:
-        if path.is_dir():
-            raise SettingsError(f"{path}: a folder, not an image file")
-        if not path.is_file():
-            raise SettingsError(f"{path}: no such image file" if not path.exists() else f"{path}: not a regular file")
         with open(path, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise SettingsError(f"{what}{path}: not a regular file")
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise SettingsError(f"{what}{path}: no such {noun}file") from None
+    except IsADirectoryError:
+        raise SettingsError(f"{what}{path}: a folder, not {'an ' + noun if noun else 'a '}file") from None
     except OSError as exc:
-        raise SettingsError(f"{path}: cannot read it ({exc.strerror})") from None
-    return decode_image(data, str(path), budget=budget)
+        raise SettingsError(f"{what}{path}: cannot read it ({exc.strerror})") from None
+    if len(data) > limit:
+        raise SettingsError(f"{what}{path}: larger than {limit // 2**20} MiB")
+    return data
 
 
-def decode_data_url(url: str, name: str = "image_url", budget: PixelBudget | None = None) -> np.ndarray:
+def load_image_file(path: str | Path, budget: ImageBudget | None = None) -> np.ndarray:
+    data = read_bounded(path, MAX_BYTES, noun="image ")
+    return decode_image(data, str(Path(path).expanduser()), budget)
+
+
+def decode_data_url(url: str, name: str = "image_url", budget: ImageBudget | None = None) -> np.ndarray:
     """A `data:image/...;base64,...` URL (what OpenAI clients send for local images) → pixels."""
     if not isinstance(url, str):
         raise SettingsError(f"{name}: expected a data URL string")
-    if url.startswith(("http://", "https://", "file:")):
-        raise SettingsError(f"{name}: image URLs are not fetched; send the image inline as a base64 data URL "
+    if url.startswith(("http://", "https://")):
+        raise SettingsError(f"{name}: remote image URLs are not fetched; send the image inline as a base64 data URL "
                             "(data:image/png;base64,...)")
     match = _DATA_URL.match(url.strip())
     if match is None:
         raise SettingsError(f"{name}: expected a base64 data URL (data:image/png;base64,...)")
-    if budget is not None and not budget.can_see:
-        budget.take(name, 0, 0)  # refused before the base64 is even decoded
+    mime = (match.group("mime") or "").lower()
+    declared = _MIME.get(mime)
+    if mime and declared is None:
+        raise SettingsError(f"{name}: {mime} is not an image type Decider reads ({FORMATS})")
+    budget = _budget(budget)
+    if budget.refusal is not None:  # before the base64 is even decoded
+        raise SettingsError(f"{name}: {budget.refusal}")
     if len(match.group("data")) > MAX_BYTES * 4 // 3 + 4:
-        raise SettingsError(f"{name}: images up to {MAX_BYTES // 2**20} MiB are accepted")
+        raise SettingsError(f"{name}: larger than {MAX_BYTES // 2**20} MiB ({SHRINK_HINT})")
     try:
         data = base64.b64decode(match.group("data"), validate=True)
     except (binascii.Error, ValueError):
         raise SettingsError(f"{name}: the base64 data is not valid") from None
-    return decode_image(data, name, match.group("mime"), budget)
+    return decode_image(data, name, budget, declared)
 
 
 def image_digest(pixels: np.ndarray) -> str:

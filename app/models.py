@@ -17,6 +17,7 @@ from decider.engine.errors import ModelError
 from decider.engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES, inspect_folder
 
 from .config import config_dir, data_dir, demo_models
+from .json_files import JsonFileError, read_json_file
 
 PULL_MANIFEST = ".decider-pull.json"
 PARTIAL_DIR = ".decider-partial"
@@ -268,8 +269,8 @@ def _settings_models() -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for name in SETTINGS_FILES:
         try:
-            data = json.loads((config_dir() / name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = read_json_file(config_dir() / name)
+        except (OSError, JsonFileError):
             continue
         if not isinstance(data, dict):
             continue

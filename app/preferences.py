@@ -21,6 +21,7 @@ from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
 from decider.engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
 
 from .config import compiled_cache_dir, config_dir
+from .json_files import JsonFileError, read_json_file
 from .origins import parse_origin
 
 log = logging.getLogger(__name__)
@@ -311,17 +312,11 @@ def load_settings(path: Path | None = None) -> tuple[GuiSettings, list[str]]:
     """Read the settings file; a missing file gives the defaults, a broken one defaults plus a warning."""
     path = path or settings_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_json_file(path)
     except FileNotFoundError:
         return GuiSettings(), []
-    except OSError as exc:
-        warning = f"{path}: cannot read ({exc.strerror}); using defaults"
-        log.warning(warning)
-        return GuiSettings(), [warning]
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        warning = f"{path}: not valid JSON ({exc}); using defaults"
+    except JsonFileError as exc:
+        warning = f"{path}: {exc}; using defaults"
         log.warning(warning)
         return GuiSettings(), [warning]
     settings, warnings = GuiSettings.from_dict(data)

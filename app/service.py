@@ -8,6 +8,8 @@ Nothing here knows who asked.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -29,6 +31,8 @@ from decider.engine.tool_decide import decide_tools
 from decider.engine.tools import Tool
 
 from .history import HistoryStore
+
+log = logging.getLogger("decider")
 
 
 class DecisionService(Protocol):
@@ -145,10 +149,20 @@ class EngineService:
             else:
                 result = decide(self.runner, request, should_stop=should_stop)
         result.engine = replace(self.info, reasoning=result.reasoning_precision)
-        if self.history is not None:
-            result.history_id = self.history.add(request, result, model=self.model_name, device=self.runner.device, source=source)
-            self.last_history_id = result.history_id
+        record(self, request, result, self.runner.device, source)
         return result
+
+
+def record(service, request: DecisionRequest, result: DecisionResult, device: str, source: str) -> None:
+    """Save a decision in the service's history; a history that fails is logged, never the answer's failure."""
+    if service.history is None:
+        return
+    try:
+        result.history_id = service.history.add(request, result, model=service.model_name, device=device, source=source)
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("the decision was not saved in the history %s: %s", service.history.path, exc)
+        return
+    service.last_history_id = result.history_id
 
 
 class RemoteService:
@@ -177,9 +191,7 @@ class RemoteService:
     ) -> DecisionResult:
         with self.lock:
             result = self.engine.decide(request, should_stop)
-        if self.history is not None:
-            result.history_id = self.history.add(request, result, model=self.model_name, device="remote", source=source)
-            self.last_history_id = result.history_id
+        record(self, request, result, "remote", source)
         return result
 
 

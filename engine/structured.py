@@ -14,6 +14,7 @@ Whitespace is not flexible (compact separators): a model cannot spend its max_to
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,7 @@ class ResponseFormat:
             name = spec.get("name") if isinstance(spec.get("name"), str) else None
         else:
             raise SettingsError(f"response_format type must be text, json_object or json_schema (got {kind!r})")
+        _refuse_huge_repeats(schema)
         try:
             grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), defaults=_COMPACT)
         except (ValueError, TypeError) as exc:
@@ -62,6 +64,39 @@ class ResponseFormat:
         if error:
             raise SettingsError(f"response_format: the schema cannot be used ({error})")
         return cls(kind, grammar, name)
+
+
+MAX_REPEAT = 10_000  # llguidance's lexer gives up mid-answer on a{1000000}: refused up front instead
+_REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def _refuse_huge_repeats(schema: object, depth: int = 0) -> None:
+    """A `pattern` whose {n} / {n,m} repeat is larger than the grammar engine can build is a 400 here."""
+    if depth > 200:
+        raise SettingsError("response_format: the schema is nested too deeply")
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "pattern" and isinstance(value, str):
+                for low, high in _REPEAT.findall(value):
+                    if max(int(low), int(high or 0)) > MAX_REPEAT:
+                        raise SettingsError(f"response_format: a pattern repeats more than {MAX_REPEAT:,} times")
+            _refuse_huge_repeats(value, depth + 1)
+    elif isinstance(schema, list):
+        for value in schema:
+            _refuse_huge_repeats(value, depth + 1)
+
+
+def _first_line(error: str) -> str:
+    return (error.strip().splitlines() or ["unknown error"])[0][:160]
+
+
+def check_grammar(response_format: ResponseFormat, tokenizer) -> None:
+    """Compile the grammar against the model's tokenizer at request time: one that fails, or that
+    admits no value at all (a $ref loop), is refused before the request queues."""
+    mask = grammar_mask(response_format, tokenizer)
+    allowed = mask.allowed()
+    if mask.error or (not allowed.any() and not mask.finished):
+        raise SettingsError("response_format: the schema admits no finite JSON value (a $ref loop?)")
 
 
 class GrammarTokenizer:
@@ -92,7 +127,7 @@ class GrammarMask:
 
         self._matcher = llguidance.LLMatcher(tokenizer, response_format.grammar)
         if self._matcher.is_error():
-            raise SettingsError(f"response_format: {self._matcher.get_error()}")
+            raise SettingsError(f"response_format: {_first_line(self._matcher.get_error())}")
         self._words = np.empty((tokenizer.vocab_size + 31) // 32, dtype=np.int32)
         self._vocab = vocab_size
 
@@ -112,8 +147,13 @@ class GrammarMask:
 
     def accept(self, token: int) -> None:
         if not self._matcher.consume_token(int(token)):
-            # A token the mask allowed is always accepted; anything else is a bug worth a clear message.
-            raise RuntimeError(f"grammar refused token {token}: {self._matcher.get_error()}")
+            # The grammar engine gave up (its own limits): the client's schema, said in one line, no internals.
+            raise SettingsError(f"response_format: the schema cannot be followed ({_first_line(self._matcher.get_error())})")
+
+    @property
+    def error(self) -> str:
+        """The grammar engine's error, first line only ("" when none)."""
+        return _first_line(self._matcher.get_error()) if self._matcher.is_error() else ""
 
     @property
     def finished(self) -> bool:

@@ -7,13 +7,39 @@ Qt decodes (QImage); the engine gets an RGB uint8 array. Nothing here knows abou
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtGui import QGuiApplication, QImage, QPixmap
+from PySide6.QtCore import QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QImage, QImageReader, QPixmap
 from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from .elided import ElidedLabel
 
 THUMB_WIDTH, THUMB_HEIGHT = 160, 90
+# The API's limits (app/images.py; ui does not import app): the documented formats only, by content,
+# at most this many pixels per picture, decoded at most this large (the vision encoder uses far fewer).
+FORMATS = {b"png", b"jpeg", b"jpg", b"webp", b"bmp", b"gif"}
+MAX_PIXELS = 8192 * 8192
+DECODE_PIXELS = 4096 * 4096
+
+
+def read_image(path: str) -> tuple[QImage | None, str]:
+    """An image file, checked by its header before it is decoded; (None, why) when it is refused."""
+    name = path.rsplit("/", 1)[-1]
+    reader = QImageReader(path)
+    reader.setDecideFormatFromContent(True)
+    if bytes(reader.format()).lower() not in FORMATS:
+        return None, f"{name} is not an image Decider can read (PNG, JPEG, WebP, BMP or GIF)"
+    size = reader.size()
+    pixels = size.width() * size.height()
+    if pixels > MAX_PIXELS:
+        return None, (f"{name}: {size.width()}×{size.height()} pixels is too large (at most {MAX_PIXELS:,}); "
+                      "scale it down or crop it")
+    if pixels > DECODE_PIXELS:  # decoded smaller straight away (JPEG decodes at the reduced scale)
+        scale = (DECODE_PIXELS / pixels) ** 0.5
+        reader.setScaledSize(QSize(max(1, int(size.width() * scale)), max(1, int(size.height() * scale))))
+    image = reader.read()
+    if image.isNull():
+        return None, f"{name} is not an image Qt can read ({reader.errorString()})"
+    return image, name
 
 
 def qimage_to_pixels(image: QImage) -> np.ndarray:
@@ -28,14 +54,13 @@ def image_from_mime(mime: QMimeData) -> tuple[QImage | None, str]:
     """An image carried by a drop or the clipboard: image data, or the first local image file."""
     if mime.hasImage():
         image = QImage(mime.imageData())
+        if not image.isNull() and image.width() * image.height() > MAX_PIXELS:
+            return None, f"the picture is {image.width()}×{image.height()} pixels, too large (at most {MAX_PIXELS:,})"
         if not image.isNull():
             return image, "pasted"
     for url in mime.urls() if mime.hasUrls() else []:
         if url.isLocalFile():
-            image = QImage(url.toLocalFile())
-            if not image.isNull():
-                return image, url.fileName()
-            return None, f"{url.fileName()} is not an image Qt can read"
+            return read_image(url.toLocalFile())
     return None, "no image there"
 
 
@@ -143,11 +168,11 @@ class ImageSlot(QFrame):
     def open_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open image", "", "Images (*.png *.jpg *.jpeg *.bmp *.webp *.gif)")
         if path:
-            image = QImage(path)
-            if image.isNull():
-                self.show_note(f"{path}: not an image Qt can read.")
+            image, why = read_image(path)
+            if image is None:
+                self.show_note(f"{why}.")
             else:
-                self.set_image(image, path.rsplit("/", 1)[-1])
+                self.set_image(image, why)
 
     def dragEnterEvent(self, event) -> None:  # noqa: N802
         mime = event.mimeData()

@@ -5,6 +5,7 @@
 - The request line and headers must arrive within `header_timeout` seconds of the connection (or of
   the previous response): a client that trickles them is closed. (uvicorn's keep-alive timer is reset
   by every byte, so alone it does not stop a trickle.)
+- A request with both Transfer-Encoding and Content-Length is answered 400 and the connection closed.
 - Malformed HTTP gets OpenAI's error object, not uvicorn's plain text, and a debug log line, not a
   warning: a client's mistake is not the console's business.
 """
@@ -26,6 +27,11 @@ def _raw_response(error: ApiError) -> bytes:
     head = (f"HTTP/1.1 {error.status} {'Service Unavailable' if error.status == 503 else 'Bad Request'}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n")
     return head.encode("ascii") + body
+
+
+def _ambiguous_length(headers: list[tuple[bytes, bytes]]) -> bool:
+    names = {name for name, _ in headers}
+    return b"transfer-encoding" in names and b"content-length" in names
 
 
 class Limits:
@@ -77,6 +83,12 @@ class _LimitedProtocol(H11Protocol):
         super().handle_events()
         if self.cycle is not cycle and self.cycle is not None:  # a request's headers arrived
             self._cancel_header_timer()
+            if _ambiguous_length(self.cycle.scope["headers"]):
+                # RFC 9112 §6.1: the framing is ambiguous (request smuggling behind a proxy), so the
+                # connection closes after the answer; the app never sees the request or the bytes after.
+                self.cycle.disconnected = True
+                self.cycle.message_event.set()
+                self.send_400_response("both Transfer-Encoding and Content-Length")
 
     def eof_received(self) -> bool | None:
         """The client closed its sending side. It counts as gone (so a queued or running request is

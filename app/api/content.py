@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from decider.engine.chat_template import Message
 from decider.engine.errors import SettingsError
 from decider.engine.tools import ToolCall
 
-from ..images import PixelBudget, decode_data_url
+from ..images import MAX_IMAGES, decode_data_url
 from .errors import field_error, located_error
 from .fields import Strict
 
-MAX_IMAGES_PER_REQUEST = 8
+MAX_IMAGES_PER_REQUEST = MAX_IMAGES  # over all the messages: the request's ImageBudget counts them
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -50,15 +50,7 @@ def _tool_calls(value: object) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _budget(info: ValidationInfo | None) -> PixelBudget:
-    """The request's image budget (routes put one in the validation context); a fresh one where none is given."""
-    context = info.context if info is not None and isinstance(info.context, dict) else None
-    if context is None:
-        return PixelBudget()
-    return context.setdefault("images", PixelBudget())
-
-
-def _content(value: object, info: ValidationInfo) -> str | tuple:
+def _content(value: object) -> str | tuple:
     """A string, or OpenAI content parts: text parts and image_url parts (base64 data URLs), in order.
     Text-only parts join into one string; with an image, the parts stay in order (text and pixels)."""
     if isinstance(value, str):
@@ -73,30 +65,26 @@ def _content(value: object, info: ValidationInfo) -> str | tuple:
                 else:
                     parts.append(part["text"])
             elif kind == "image_url":
-                parts.append(_image_part(part.get("image_url"), index, _budget(info)))
+                parts.append(_image_part(part.get("image_url"), index))
             else:
                 raise located_error("invalid_value", f'[{index}]: only text parts ({{"type": "text", "text": ...}}) and '
                                     'image_url parts ({"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}) '
                                     "are supported")
-        counted = _budget(info)
-        counted.images += sum(not isinstance(p, str) for p in parts)
-        if counted.images > MAX_IMAGES_PER_REQUEST:
-            raise located_error("invalid_value", f": at most {MAX_IMAGES_PER_REQUEST} images in one request")
         return "".join(parts) if all(isinstance(p, str) for p in parts) else tuple(parts)
     raise located_error("invalid_type", " must be a string or a list of content parts")
 
 
-def _image_part(value: object, index: int, budget: PixelBudget):
+def _image_part(value: object, index: int):
     url = value.get("url") if isinstance(value, dict) else value
     if isinstance(value, dict) and set(value) - {"url", "detail"}:
         raise located_error("invalid_value", f"[{index}].image_url: only url and detail are supported")
     try:
-        return decode_data_url(url, "image_url", budget)
+        return decode_data_url(url, "image_url")
     except SettingsError as exc:
         raise located_error("invalid_value", f"[{index}].{exc}") from None
 
 
-def parse_images(value: object, info: ValidationInfo) -> tuple:
+def parse_images(value: object) -> tuple:
     """/v1/decide's images: base64 data URLs (remote URLs are refused, never fetched)."""
     if value is None:
         return ()
@@ -105,7 +93,7 @@ def parse_images(value: object, info: ValidationInfo) -> tuple:
     if len(value) > MAX_IMAGES_PER_REQUEST:
         raise field_error("invalid_value", f"images: at most {MAX_IMAGES_PER_REQUEST}")
     try:
-        return tuple(decode_data_url(url, f"images[{i}]", _budget(info)) for i, url in enumerate(value))
+        return tuple(decode_data_url(url, f"images[{i}]") for i, url in enumerate(value))
     except SettingsError as exc:
         raise field_error("invalid_value", str(exc)) from None
 

@@ -19,7 +19,7 @@ from decider.engine.generate import GenerationRequest
 from decider.engine.logit_bias import check_logit_bias
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
 from decider.engine.settings import SamplingSettings
-from decider.engine.structured import ResponseFormat, grammar_tokenizer
+from decider.engine.structured import ResponseFormat, check_grammar, grammar_tokenizer
 from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tool_grammar, tools_from_openai
 
 from ..requests import SAMPLING_FIELDS, sampling_from
@@ -130,7 +130,10 @@ class _Generation(SamplingFields):
         here, outside the engine lock (seconds at a real vocabulary, once per model)."""
         controls = {"logit_bias": check_logit_bias(self.logit_bias, vocab_size), "response_format": self.response_format}
         if self.response_format is not None:
-            grammar_tokenizer(tokenizer)
+            try:
+                check_grammar(self.response_format, tokenizer)  # builds the grammar's tokenizer too (once per model)
+            except SettingsError as exc:
+                raise ApiError("invalid_value", str(exc), param="response_format") from None
         return controls
 
 

@@ -37,6 +37,7 @@ from decider.engine.openai_format import (
 )
 
 from .chat_run import run_chat
+from ..images import ImageBudget, budget_for, current_budget
 from .completions import prompt_text, run_completions
 from .errors import ApiError, from_engine, from_validation
 from . import tokens
@@ -50,8 +51,7 @@ from .protocol import (
     TokenizeRequest,
 )
 from .state import ApiDecision, ApiState
-from ..images import PixelBudget
-from .transport import PARSE_IN_THREAD, Client, EventStream, early_response, error_response, json_response, original_path, read_json
+from .transport import Client, EventStream, early_response, error_response, json_response, original_path, read_json
 
 log = logging.getLogger("decider.api")
 
@@ -111,22 +111,15 @@ class Routes:
     # ----- shared steps -----
 
     async def _parse(self, request: Request, kind: type[BaseModel]):
-        body, size = await read_json(request, self.state.max_body, self.state.body_timeout)
+        body = await read_json(request, self.state.max_body, self.state.body_timeout)
         request.state.body_read = True
-        service = self.state.service
-        # One image budget for the whole request (all its messages), and none at all for a model that cannot see:
-        # each image is refused from its header, before its pixels are decoded (app/images.py).
-        can_see = getattr(service.runner, "vision", None) is not None
-        context = {"images": PixelBudget(can_see=can_see, model=service.model_name)}
-        try:
-            if size > PARSE_IN_THREAD:  # decoding images, big texts: never on the event loop other clients share
-                parsed = await to_thread.run_sync(lambda: kind.model_validate(body, context=context))
-            else:
-                parsed = kind.model_validate(body, context=context)
-        except ValidationError as exc:
-            raise from_validation(exc) from None
+        # validation decodes images: in a worker thread, so a big picture never stalls other clients
+        parsed = await to_thread.run_sync(_validate, kind, body, self._image_budget())
         self._check_model(parsed.model)
         return parsed
+
+    def _image_budget(self) -> ImageBudget:
+        return budget_for(self.state.service.runner, self.state.service.model_name)
 
     async def _refuse_too_long(self, texts: list[str]) -> None:
         """Text that cannot fit the context is refused before the request queues: at once when it is
@@ -295,6 +288,8 @@ class Routes:
     async def tokenize(self, request: Request) -> Response:
         runner = self.state.service.runner
         parsed: TokenizeRequest = await self._parse(request, TokenizeRequest)
+        # bounded like the prompts it counts: past the context it is refused before any list is built
+        await self._refuse_too_long([parsed.prompt])
         add_special = parsed.add_special_tokens is not False  # vLLM's default: true
         reply = await to_thread.run_sync(
             tokens.tokenize, runner.tokenizer, parsed.prompt, add_special, bool(parsed.return_token_strs), runner.context_length
@@ -321,6 +316,16 @@ class Routes:
         result = await self._run(client, service.decide, decision, client.should_stop, "api")
         self._notify(state.on_decision, ApiDecision(decision, result))
         return json_response(200, result.to_dict())
+
+
+def _validate(kind: type[BaseModel], body: dict, budget: ImageBudget) -> BaseModel:
+    token = current_budget.set(budget)
+    try:
+        return kind.model_validate(body)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+    finally:
+        current_budget.reset(token)
 
 
 class _Endpoint:

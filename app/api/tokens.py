@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .errors import ApiError
+
 # What /tokenizer_info reports from the model's tokenizer_config.json (as vLLM does), when present.
 _CONFIG_KEYS = ("tokenizer_class", "eos_token", "bos_token", "pad_token", "unk_token", "add_bos_token", "add_eos_token",
                 "clean_up_tokenization_spaces", "model_max_length")
@@ -52,6 +54,9 @@ def tokenizer_info(folder: Path, tokenizer, context_length: int) -> dict:
 def tokenize(tokenizer, prompt: str, add_special_tokens: bool, token_strs: bool, context_length: int) -> dict:
     """Special tokens written in the text are honoured (as in a raw completion prompt)."""
     ids = tokenizer.encode_raw(prompt, add_special_tokens=add_special_tokens)
+    if len(ids) > context_length:  # the caller refused far longer text before; this is the exact count
+        raise ApiError("context_length_exceeded", f"the prompt has {len(ids)} tokens, over the model's context limit of "
+                       f"{context_length}")
     return {
         "count": len(ids), "max_model_len": context_length, "tokens": ids,
         "token_strs": [tokenizer.token_text(i) for i in ids] if token_strs else None,

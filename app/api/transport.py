@@ -9,7 +9,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
-from anyio import to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -120,17 +119,11 @@ def _has_body(scope: Scope) -> bool:
     return header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() != b"0")
 
 
-PARSE_IN_THREAD = 64 * 1024  # bodies above this are parsed and validated in a worker thread (a 7 MB body: ~1 s)
-
-
-async def read_json(request: Request, max_body: int, timeout: float) -> tuple[dict, int]:
-    """The body as a JSON object, and its size; its size is checked against the limit before it is read, and it
+async def read_json(request: Request, max_body: int, timeout: float) -> dict:
+    """The body as a JSON object; its size is checked against the limit before it is read, and it
     must arrive within `timeout` seconds."""
     if request.headers.get("transfer-encoding"):
-        # Also with a Content-Length (RFC 9112 §6.1): the connection is closed after the answer, so bytes framed
-        # one way or the other never run as a second request.
-        raise ApiError("length_required", "send the body with a Content-Length (chunked request bodies are not accepted)",
-                       headers={"Connection": "close"})
+        raise ApiError("length_required", "send the body with a Content-Length (chunked request bodies are not accepted)")
     raw = request.headers.get("content-length")
     if raw is None:
         raise ApiError("length_required", "a POST needs a Content-Length and a JSON body")
@@ -143,17 +136,24 @@ async def read_json(request: Request, max_body: int, timeout: float) -> tuple[di
             data = await request.body()
     except TimeoutError:
         raise ApiError("request_timeout", f"the body did not arrive within {timeout:g} s") from None
-    def parse() -> dict:
-        try:
-            body = json.loads(data)
-        except (ValueError, RecursionError) as exc:  # includes bad UTF-8
-            raise ApiError("invalid_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
-        if not isinstance(body, dict):
-            raise ApiError("invalid_json", "the body must be a JSON object")
-        refuse_surrogates(body)
-        return body
+    if len(data) <= PARSE_ON_LOOP_BYTES:
+        return _parse_json(data)
+    # megabytes of JSON take a while: off the loop (json.loads itself holds the GIL, the rest of the walk does not)
+    return await anyio.to_thread.run_sync(_parse_json, data)
 
-    return (await to_thread.run_sync(parse) if len(data) > PARSE_IN_THREAD else parse()), len(data)
+
+PARSE_ON_LOOP_BYTES = 64 * 1024  # smaller bodies parse in well under a millisecond
+
+
+def _parse_json(data: bytes) -> dict:
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # includes bad UTF-8
+        raise ApiError("invalid_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(body, dict):
+        raise ApiError("invalid_json", "the body must be a JSON object")
+    refuse_surrogates(body)
+    return body
 
 
 class Client:

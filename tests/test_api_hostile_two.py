@@ -1,0 +1,151 @@
+"""Hostile input, round two (issue #25), against a live server on the fixture text model: an unbounded
+/tokenize, ambiguous HTTP framing (request smuggling), images while other clients wait."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from decider.app.api.server import ApiServer
+from decider.app.service import EngineService
+from decider.engine.devices import DeviceOptions
+from test_api_hostile import MODEL, call, error_of, raw
+
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ 1 pop } loop\n"
+
+
+@pytest.fixture(scope="module")
+def decisions():
+    return []
+
+
+@pytest.fixture(scope="module")
+def api(decisions):
+    server = ApiServer(EngineService(MODEL, DeviceOptions(device="CPU")), "127.0.0.1", 0, on_decision=decisions.append)
+    server.start()
+    yield server
+    server.stop()
+
+
+class Watch:
+    """GET /v1/models in a loop while something else runs: the slowest answer, in seconds."""
+
+    def __init__(self, port: int):
+        self.port, self.worst, self.done = port, 0.0, False
+        self.thread = threading.Thread(target=self._poll)
+
+    def _poll(self) -> None:
+        while not self.done:
+            start = time.monotonic()
+            status, _, _ = call(self.port, "GET", "/v1/models", timeout=10)
+            assert status == 200
+            self.worst = max(self.worst, time.monotonic() - start)
+            time.sleep(0.01)
+
+    def __enter__(self) -> "Watch":
+        self.thread.start()
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done = True
+        self.thread.join()
+
+
+def test_tokenize_over_the_context_is_refused_before_counting_it_out(api):
+    status, _, body = call(api.port, "GET", "/tokenizer_info")
+    context = body["model_max_length"]
+    status, _, body = call(api.port, "POST", "/tokenize", {"prompt": "hello " * (context + 10)})
+    assert status == 400 and error_of(body)["code"] == "context_length_exceeded"
+    status, _, body = call(api.port, "POST", "/tokenize", {"prompt": "hello world"})
+    assert status == 200 and body["count"] == len(body["tokens"]) > 0
+
+
+def test_a_huge_tokenize_body_gets_a_fast_4xx(api):
+    start = time.monotonic()
+    status, _, body = call(api.port, "POST", "/tokenize", {"prompt": "a b " * 1_500_000})
+    assert 400 <= status < 500 and time.monotonic() - start < 10
+
+
+def test_transfer_encoding_with_content_length_is_refused_and_the_connection_closed(api, decisions):
+    before = len(decisions)
+    smuggled = json.dumps({"question": "Smuggled?", "options": ["yes", "no"], "temperature": 0}).encode()
+    second = (b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(smuggled)).encode() + b"\r\n\r\n" + smuggled)
+    first = (b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n")
+    reply = raw(api.port, first + second)
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert reply.count(b"HTTP/1.1 ") == 1, reply  # the bytes after the chunked terminator never ran
+    time.sleep(0.3)
+    assert len(decisions) == before
+
+
+def png_url(width: int, height: int) -> str:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(out, "PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+def test_images_to_a_text_model_are_refused_fast_without_decoding(api):
+    part = {"type": "image_url", "image_url": {"url": png_url(8192, 8192)}}
+    messages = [{"role": "user", "content": [part] * 8}]
+    with Watch(api.port) as watch:
+        start = time.monotonic()
+        status, _, body = call(api.port, "POST", "/v1/chat/completions", {"messages": messages, "max_tokens": 1})
+        took = time.monotonic() - start
+    assert status == 400 and "cannot see images" in error_of(body)["message"]
+    assert took < 2 and watch.worst < 1
+
+
+def test_eps_is_a_fast_4xx_and_no_ghostscript_runs(api):
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(EPS).decode()}}
+    with Watch(api.port) as watch:
+        start = time.monotonic()
+        status, _, _ = call(api.port, "POST", "/v1/decide", {"question": "Q?", "options": ["a", "b"],
+                                                             "images": [part["image_url"]["url"]]}, timeout=5)
+        took = time.monotonic() - start
+    assert 400 <= status < 500 and took < 2 and watch.worst < 1
+    assert not [name for name in children() if name in ("gs", "gsc")]
+
+
+def children() -> list[str]:
+    """The names of this process's children (the server runs in it)."""
+    names = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)
+            name, ppid = fields[0].split("(", 1)[1], int(fields[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid():
+            names.append(name)
+    return names
+
+
+SCHEMAS = {
+    "a million repeats": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a{1000000}$"}},
+                          "required": ["x"]},
+    "a bare string with a million repeats": {"type": "string", "pattern": "^a{1000000}$"},
+    "$ref to itself": {"$ref": "#"},
+    "a to b to a": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_schemas_the_grammar_cannot_follow_are_400s_with_a_short_reason(api, name):
+    body = {"messages": [{"role": "user", "content": "Answer."}], "max_tokens": 8, "temperature": 0,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMAS[name]}}}
+    status, _, reply = call(api.port, "POST", "/v1/chat/completions", body)
+    assert status == 400, reply
+    error = error_of(reply)
+    assert error["param"] == "response_format" and "\n" not in error["message"] and "<state>" not in error["message"]
+    assert len(error["message"]) < 200
