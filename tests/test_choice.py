@@ -122,7 +122,7 @@ def test_history_list_export_and_calibration_show_the_window_number_for_a_permut
     import decider.app.history
 
     store = HistoryStore(tmp_path / "h.sqlite3")
-    monkeypatch.setattr(decider.app.history, "default_store", lambda: store)
+    monkeypatch.setattr(decider.app.history, "default_store", lambda *_, **__: store)
     code, out, _ = run(capsys, "ask", QUESTION, *sum((["--option", o] for o in OPTIONS), []), "--model", MODEL,
                        "--permute", "--temperature", "0", "--json")
     body = json.loads(out)
