@@ -18,6 +18,9 @@ from .types import LABELS, DecisionRequest, DecisionResult, OptionResult
 from .tools import ToolCall
 
 MAX_CALL_TOKENS = 256
+# What each server kind takes: llama-cpp-python (its chatml-function-calling format) answers "required" with an HTTP
+# 500 and makes a call under "auto" (measured, 0.3.36); the others honour "required", which never answers in text.
+TOOL_CHOICE = {"llama.cpp": "auto"}
 TOOLS_EXACT, TOOLS_CALL_ONLY = "tools, computed by the server", "tools, the server's call only"
 NO_PROBABILITIES = "the server made the call but reports no per-function probabilities: the bars only show which it called"
 
@@ -28,7 +31,7 @@ def decide_tools_remote(engine, request: DecisionRequest) -> DecisionResult:
         {"role": "user", "content": request.question}]
     sampling = {k: v for k, v in request.sampling.to_dict().items() if k in ("temperature", "top_p", "seed") and v is not None}
     body = {"model": engine.model, "messages": messages, "tools": [t.signature() for t in request.tools],
-            "tool_choice": "required", "parallel_tool_calls": False, "max_tokens": MAX_CALL_TOKENS, **sampling}
+            "tool_choice": TOOL_CHOICE.get(engine.profile().kind, "required"), "parallel_tool_calls": False, "max_tokens": MAX_CALL_TOKENS, **sampling}
     answer = engine.client.call("POST", f"{engine.config.api}/chat/completions", body)
     choice = (answer.get("choices") or [{}])[0]
     calls = (choice.get("message") or {}).get("tool_calls") or []

@@ -80,3 +80,34 @@ def test_reasoning_runs_at_decider_s_penalties_not_llama_cpp_s_defaults(llama_ur
         request = DecisionRequest(question, options, sampling=plain, think=True, reasoning_budget=48,
                                   fast_reasoning=False)
         assert engine.decide(request).reasoning == service.decide(request).reasoning
+
+
+def test_functions_as_options_go_through_to_llama_cpp_tool_calling_and_claim_no_probabilities():
+    """#28: the tools reach llama.cpp's own tool calling (its chatml-function-calling format); its call comes back,
+    and since it reports no per-function probabilities, no bar claims to be one."""
+    import json
+
+    from demo_gguf import gguf
+
+    from decider.app.service import RemoteService
+    from decider.app.tool_decision import tool_request
+    from decider.engine.remote import RemoteConfig
+    from decider.engine.settings import SamplingSettings
+    from decider.engine.tools import tools_from_openai
+
+    tools = tools_from_openai([
+        {"type": "function", "function": {"name": "attack", "parameters": {"type": "object", "properties": {
+            "target": {"type": "string", "enum": ["orc", "troll"]}}, "required": ["target"]}}},
+        {"type": "function", "function": {"name": "retreat", "parameters": {"type": "object", "properties": {}}}},
+    ])
+    process, url = remote_parity.start_llama_server(PYTHON, gguf(), extra=("--chat_format", "chatml-function-calling"))
+    try:
+        result = RemoteService(RemoteConfig(url)).decide(
+            tool_request("Scouts report that an orc guards the bridge. What should we do?", tools,
+                         sampling=SamplingSettings(temperature=0.0)))
+    finally:
+        remote_parity.stop(process)
+    assert result.engine.server == "llama.cpp" and not result.engine.exact and result.uncertain
+    assert result.engine.logprobs_text == "no probabilities (the server's call only)"
+    assert result.tool_call.name in ("attack", "retreat") and isinstance(json.loads(result.tool_call.arguments), dict)
+    assert all(o.bar == "estimate" for o in result.options)

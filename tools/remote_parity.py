@@ -59,11 +59,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_llama_server(python: str, gguf: Path, timeout: float = 180.0) -> tuple[subprocess.Popen, str]:
+def start_llama_server(python: str, gguf: Path, timeout: float = 180.0, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """extra: more server flags (e.g. --chat_format chatml-function-calling, its tool-calling format)."""
     port = free_port()
     process = subprocess.Popen(
         [python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False"],
+         "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     url = f"http://127.0.0.1:{port}/v1"
