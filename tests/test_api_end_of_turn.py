@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import openai
 import pytest
 
-from decider.app.api.server import ApiServer
+from support.openai_server import openai_client
+
 from decider.app.service import EngineService
 from decider.engine.devices import DeviceOptions
 
@@ -27,10 +27,8 @@ def service():
 
 @pytest.fixture(scope="module")
 def client(service):
-    server = ApiServer(service, "127.0.0.1", 0)
-    server.start()
-    yield openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
-    server.stop()
+    with openai_client(service) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import math
 from pathlib import Path
 
 import numpy as np
-import openai
 import pytest
 
-from decider.app.api.server import ApiServer
+from support.openai_server import openai_client
+
 from decider.app.service import EngineService
 from decider.engine.devices import DeviceOptions
 from decider.engine.generate import GenerationRequest
@@ -42,10 +42,8 @@ def service():
 
 @pytest.fixture(scope="module")
 def client(service):
-    server = ApiServer(service, "127.0.0.1", 0)
-    server.start()
-    yield openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
-    server.stop()
+    with openai_client(service) as client:
+        yield client
 
 
 def assert_action(text: str) -> None:

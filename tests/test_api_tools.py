@@ -13,7 +13,8 @@ import numpy as np
 import openai
 import pytest
 
-from decider.app.api.server import ApiServer
+from support.openai_server import openai_client
+
 from decider.app.service import EngineService
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.devices import DeviceOptions
@@ -43,10 +44,8 @@ def service():
 
 @pytest.fixture(scope="module")
 def client(service):
-    server = ApiServer(service, "127.0.0.1", 0)
-    server.start()
-    yield openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
-    server.stop()
+    with openai_client(service) as client:
+        yield client
 
 
 def _valid(call) -> dict:
