@@ -131,14 +131,12 @@ def tuning_key(runner) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _cache_file(runner) -> Path:
-    """Beside the compiled-model cache: the runner's, else the app's default one (app/config.compiled_cache_dir's
-    place), so every process on this machine — the window, `decider ask`, `decider serve` — reads one measurement
-    and makes the same choice."""
-    import platformdirs
-
-    folder = runner.options.cache_dir or Path(os.environ.get("DECIDER_CACHE_DIR") or platformdirs.user_cache_dir("decider")) / "compiled"
-    return Path(folder) / CACHE_NAME
+def _cache_file(runner) -> Path | None:
+    """Beside the compiled-model cache: the runner's, else the app's ($DECIDER_CACHE_DIR/compiled, where
+    app/config.compiled_cache_dir puts it), so every process on this machine — the window, `decider ask`, `decider
+    serve` — reads one measurement and makes the same choice. None: the engine used as a library, kept in memory."""
+    folder = runner.options.cache_dir or (Path(os.environ["DECIDER_CACHE_DIR"]) / "compiled" if os.environ.get("DECIDER_CACHE_DIR") else None)
+    return Path(folder) / CACHE_NAME if folder else None
 
 
 # Measurements for runners with no cache folder (the engine used as a library): kept for this process, so a
@@ -160,6 +158,8 @@ def cached(runner) -> Tuning | None:
 
 def _store(runner, tuning: Tuning) -> None:
     path = _cache_file(runner)
+    if path is None:
+        return
     try:
         entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         if not isinstance(entries, dict):
