@@ -12,7 +12,6 @@ for a game's characters); the result then says it was drawn and which option was
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
