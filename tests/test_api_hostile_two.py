@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import io
 import json
 import os
@@ -87,6 +88,49 @@ def test_transfer_encoding_with_content_length_is_refused_and_the_connection_clo
     assert reply.count(b"HTTP/1.1 ") == 1, reply  # the bytes after the chunked terminator never ran
     time.sleep(0.3)
     assert len(decisions) == before
+
+
+def post_raw(port: int, path: str, body: bytes) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        connection.close()
+
+
+def test_millions_of_tiny_values_are_refused_while_other_clients_are_answered(api):
+    """7 MB of `{}` as messages: 2.4 million values. Validating them item by item once stalled every other
+    client for 28 s (the validation report is built holding the GIL): refused by the body's shape instead."""
+    body = b'{"messages": [' + b"{}," * (7 * 1024 * 1024 // 3) + b'{}], "max_tokens": 1}'
+    with Watch(api.port) as watch:
+        start = time.monotonic()
+        status, reply = post_raw(api.port, "/v1/chat/completions", body)
+        took = time.monotonic() - start
+    assert status == 413 and "JSON values" in error_of(reply)["message"]
+    assert took < 5 and watch.worst < 1
+
+
+def test_ten_thousand_objects_in_one_array_is_the_limit(api):
+    ok = {"messages": [{"role": "user", "content": "hi"}] * 10_000, "max_tokens": 1}
+    status, _, body = call(api.port, "POST", "/v1/chat/completions", ok)
+    assert status == 400 and error_of(body)["code"] == "context_length_exceeded"  # validated, then too long
+    status, _, body = call(api.port, "POST", "/v1/chat/completions", {**ok, "messages": ok["messages"] * 2})
+    assert status == 413 and error_of(body)["param"] == "messages" and "at most 10,000" in error_of(body)["message"]
+
+
+def test_a_lone_surrogate_is_named_by_its_path():
+    from decider.app.api.errors import ApiError
+    from decider.app.api.limits import check_body
+
+    body = json.loads('{"messages": [{"role": "user", "content": [{"type": "text", "text": "a\\ud800"}]}]}')
+    with pytest.raises(ApiError) as caught:
+        check_body(body)
+    assert caught.value.param == "messages[0].content[0].text"
+    with pytest.raises(ApiError) as caught:
+        check_body(json.loads('{"logit_bias": {"\\udc00": 1}}'))
+    assert caught.value.param == "logit_bias"
 
 
 def png_url(width: int, height: int) -> str:

@@ -8,26 +8,62 @@ from collections.abc import Iterable
 from .errors import ApiError
 
 
-def refuse_surrogates(value: object, path: str | None = None) -> None:
-    """A lone surrogate ("\\ud800" in JSON) is valid JSON but not text: no tokenizer can encode it.
-    Refused wherever it is, naming where (an object key is named by its object)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")  # C speed, also for megabytes
-        except UnicodeEncodeError as exc:
-            where = path or "the body"
-            raise ApiError(
-                "invalid_value",
-                f"{where} contains a lone surrogate ({value[exc.start]!r} at character {exc.start}), which is not text",
-                param=path,
-            ) from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            refuse_surrogates(key, path)
-            refuse_surrogates(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            refuse_surrogates(item, f"{path}[{i}]")
+# A body's shape, bounded before validation: pydantic checks a list item by item and reports every bad item,
+# holding the GIL while it builds the report, so 2.4 million empty objects in 7 MB once stalled every other
+# client for 28 s. A legitimate body is long only in scalars (token ids, text), never in containers.
+MAX_JSON_VALUES = 1 << 20  # every value and key counted: a full 262k-token prompt as ids is 262k
+MAX_NESTED_CONTAINERS = 10_000  # messages, content parts, tools, prompt batches: far more than any real request
+
+
+def check_body(body: object) -> None:
+    """Refuse, naming where, a body with more values than MAX_JSON_VALUES, an array or object
+    holding more than MAX_NESTED_CONTAINERS objects or arrays, or a lone surrogate ("\\ud800" in JSON is valid JSON but not
+    text: no tokenizer can encode it). One iterative walk (paths are spelled out only for the error)."""
+    values = 1
+    stack: list[tuple[object, tuple | None]] = [(body, None)]  # (container, (parent's entry, key))
+    while stack:
+        entry = stack.pop()
+        container = entry[0]
+        items = container.items() if isinstance(container, dict) else enumerate(container)  # type: ignore[arg-type]
+        values += len(container) * (2 if isinstance(container, dict) else 1)  # type: ignore[arg-type]
+        if values > MAX_JSON_VALUES:
+            raise ApiError("request_too_large", f"the body holds more than {MAX_JSON_VALUES:,} JSON values", param=_path(entry))
+        nested = 0
+        for key, item in items:
+            if isinstance(key, str):
+                _refuse_surrogate(key, entry, None)
+            if isinstance(item, str):
+                _refuse_surrogate(item, entry, key)
+            elif isinstance(item, (dict, list)):
+                nested += 1
+                stack.append((item, (entry, key)))
+        if nested > MAX_NESTED_CONTAINERS:
+            raise ApiError("request_too_large", f"{_path(entry) or 'the body'} holds {nested:,} objects or arrays "
+                           f"(at most {MAX_NESTED_CONTAINERS:,})", param=_path(entry))
+
+
+def _refuse_surrogate(text: str, entry: tuple, key: object) -> None:
+    try:
+        text.encode("utf-8")  # C speed, also for megabytes
+    except UnicodeEncodeError as exc:
+        path = _path(entry, key) if key is not None else _path(entry)  # an object key is named by its object
+        raise ApiError(
+            "invalid_value",
+            f"{path or 'the body'} contains a lone surrogate ({text[exc.start]!r} at character {exc.start}), which is not text",
+            param=path,
+        ) from None
+
+
+def _path(entry: tuple, key: object = None) -> str | None:
+    """`messages[0].content` for the walk's entry (and a key inside it); None for the body itself."""
+    keys = [] if key is None else [key]
+    while entry[1] is not None:
+        entry, parent_key = entry[1]
+        keys.append(parent_key)
+    path = ""
+    for k in reversed(keys):
+        path += f"[{k}]" if isinstance(k, int) else (f".{k}" if path else str(k))
+    return path or None
 
 
 def longest_token_chars(tokenizer) -> int:

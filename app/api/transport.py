@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from decider.engine.errors import Cancelled
 
 from .errors import ApiError, dumps
-from .limits import refuse_surrogates
+from .limits import check_body
 from .policy import Policy, check_content_type, header
 from .state import ApiState
 
@@ -152,7 +152,7 @@ def _parse_json(data: bytes) -> dict:
         raise ApiError("invalid_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(body, dict):
         raise ApiError("invalid_json", "the body must be a JSON object")
-    refuse_surrogates(body)
+    check_body(body)
     return body
 
 
