@@ -172,3 +172,18 @@ def test_bad_tools_are_400s_naming_the_field(client):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model="decider", prompt="x", best_of=2, max_tokens=2)
     assert "best_of" in str(info.value)
+
+
+def test_the_call_probabilities_are_the_models_own_whatever_tool_choice_forces(client):
+    """`tool_choice` constrains what is drawn, never the reported probabilities (docs/api.md)."""
+    seen = []
+    for choice in ("auto", "required", {"type": "function", "function": {"name": "trade"}}):
+        reply = client.chat.completions.create(model="decider", messages=ASK, tools=TOOLS, tool_choice=choice,
+                                               max_tokens=40, **GREEDY)
+        seen.append(reply.model_dump()["choices"][0]["tool_choice_probabilities"])
+    reply = client.chat.completions.create(model="decider", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=5, **GREEDY)
+    assert "tool_choice_probabilities" not in reply.model_dump()["choices"][0]  # no call can be made
+    for other in seen[1:]:
+        assert other["call"] == pytest.approx(seen[0]["call"], abs=1e-9)
+        assert other["functions"] == pytest.approx(seen[0]["functions"], abs=1e-9)
+    assert 0 < seen[0]["call"] < 1
