@@ -110,3 +110,13 @@ def test_an_api_soak_run_from_the_command_line_keeps_its_label(tmp_path, capsys)
     assert "decider serve (after the fix) RSS over 3 requests" in out.with_suffix(".svg").read_text()
     row = next(line for line in soak.section({}, tmp_path) if line.startswith("| qwen35-text |"))
     assert "`decider serve` (after the fix)" in row
+
+
+def test_a_long_title_is_set_smaller_to_fit_the_picture():
+    import re
+
+    long = soak.svg({"api": [(1, 100.0), (2, 101.0)]}, "decider serve (a label that says which code ran) RSS over 2000 requests — a-model")
+    short = soak.svg({"api": [(1, 100.0), (2, 101.0)]}, "RSS — demo")
+    size = lambda figure: float(re.search(r'<text x="60" y="18" font-size="([\d.]+)"', figure).group(1))  # noqa: E731
+    assert size(short) == 13.0 and size(long) < 13.0
+    assert 0.58 * size(long) * 96 <= 640 - 60  # the title's estimated width fits beside the axis
