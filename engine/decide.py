@@ -153,17 +153,9 @@ def decide(
     if images:
         usage["image_tokens"] = sum(len(tokens) for tokens in images)
         usage["images_encoded"] = runner.vision.stats.encodes - encodes  # 0 when the screen was seen before
-    return DecisionResult(
-        choice_index=choice,
-        options=results,
-        coverage=float(np.exp(option_logprobs).sum()),
-        mode="letters",
-        reasoning=read.reasoning,
-        alternatives=alternatives,
-        timings=clock.total(),
-        usage=usage,
-        choice_mode="sampled" if request.sample_choice else "argmax",
-        reasoning_precision=read.reasoning_precision,
+    return DecisionResult.build(
+        request, results, choice, mode="letters", coverage=float(np.exp(option_logprobs).sum()), timings=clock.total(),
+        usage=usage, reasoning=read.reasoning, alternatives=alternatives, reasoning_precision=read.reasoning_precision,
     )
 
 
@@ -257,16 +249,10 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest, rng: np.ra
         )
         for i, text in enumerate(options)
     ]
-    return DecisionResult(
-        choice_index=choice,
-        options=results,
+    return DecisionResult.build(
+        request, results, choice, mode="words",
         # The summed probability of the whole option texts: small by nature (each text is many tokens), not a
         # failure; surfaces print it in scientific notation rather than as "0.0 %".
         coverage=float(np.exp(sums).sum()),
-        mode="words",
-        reasoning=None,
-        alternatives=_alternatives(tokenizer, first, request.alternatives),
-        timings=clock.total(),
-        usage=usage,
-        choice_mode="sampled" if request.sample_choice else "argmax",
+        timings=clock.total(), usage=usage, alternatives=_alternatives(tokenizer, first, request.alternatives),
     )
