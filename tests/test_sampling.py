@@ -189,3 +189,21 @@ def test_the_sampler_chain_draws_what_the_hard_wired_sample_drew(case):
     got = [sampler(Distribution(logits)) for _ in range(8)]
     want = [hard_wired_sample(logits, settings, wired) for _ in range(8)]
     assert got == want, settings
+
+
+def test_a_greedy_draw_costs_no_logsumexp_over_the_vocabulary(monkeypatch):
+    # The loop hands every step's logits to the sampler as a Distribution: it must stay lazy, or each greedy
+    # step would pay the full-vocabulary maxima and logsumexp (~1.5 ms at 248k) that only logprobs need.
+    from decider.engine import logprobs
+
+    calls = []
+    real = logprobs.logsumexp
+    monkeypatch.setattr(logprobs, "logsumexp", lambda *a: calls.append(1) or real(*a))
+    logits = np.random.default_rng(0).normal(0, 1, 5000)
+    distribution = Distribution(logits)
+    assert make_sampler(SamplingSettings(temperature=0.0), np.random.default_rng(0))(distribution) == np.argmax(logits)
+    assert calls == []
+    assert distribution.logprob(0) == pytest.approx(logits[0] - np.logaddexp.reduce(logits))  # computed when asked
+    assert calls == [1]
+    distribution.entry(0, 3)
+    assert calls == [1]  # once
