@@ -14,7 +14,7 @@ enters the penalty window.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -60,7 +60,7 @@ def generate_step(
     top_logprobs: int | None = None,
     end_ids: frozenset[int] = frozenset(),
     should_stop: Callable[[], bool] | None = None,
-) -> Iterator[Step]:
+) -> Generator[Step, None, None]:  # a consumer that stops early closes it (the forward ahead settles)
     """Prefill, then draw up to max_tokens tokens, feeding each kept token back.
 
     sampler: make_sampler(settings, rng), the draw. processors: the request's logits processors
