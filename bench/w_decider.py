@@ -221,12 +221,15 @@ def _host_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> list
     """Per generation: the median time of one top-5 logprob entry on the step's logits, in ms."""
     from decider.engine.generate import generate_step, make_rng
     from decider.engine.logprobs import Distribution
+    from decider.engine.processors import make_processors
+    from decider.engine.sampling import make_sampler
 
     costs = []
     for _ in range(repeats):
         _cold(runner)
         entry_ms = []
-        for step in generate_step(runner, ids, sampling, make_rng(0), max_tokens=tokens):
+        for step in generate_step(runner, ids, make_sampler(sampling, make_rng(0)), max_tokens=tokens,
+                                  processors=make_processors(sampling)):
             started = time.perf_counter()
             Distribution(step.penalized).entry(step.token_id, 5)
             entry_ms.append((time.perf_counter() - started) * 1e3)

@@ -84,13 +84,16 @@ def llama_generate(llm, ids: list[int], tokens: int, sampling) -> tuple[list[int
 
 def decider_generate(runner, ids: list[int], tokens: int, sampling) -> tuple[list[int], float]:
     from decider.engine.generate import generate_step, make_rng
+    from decider.engine.processors import make_processors
+    from decider.engine.sampling import make_sampler
 
     runner.reset()
     runner.clear_snapshots()
     out: list[int] = []
     first = None
     # no stop ids: like llama.cpp's generate, the generation runs its length whatever the random weights draw
-    for step in generate_step(runner, ids, sampling, make_rng(sampling.seed), max_tokens=tokens):
+    for step in generate_step(runner, ids, make_sampler(sampling, make_rng(sampling.seed)), max_tokens=tokens,
+                              processors=make_processors(sampling)):
         out.append(step.token_id)
         if first is None:
             first = time.perf_counter()

@@ -111,7 +111,7 @@ def host_profile(runner, ids: list[int], steps: int) -> dict:
     """The loop's host work per step, each piece timed alone on real logits."""
     from decider.engine.logprobs import Distribution
     from decider.engine.processors import Penalties, make_processors, run_processors
-    from decider.engine.sampling import sample
+    from decider.engine.sampling import make_sampler
     from decider.engine.settings import SamplingSettings
 
     runner.reset()
@@ -121,7 +121,7 @@ def host_profile(runner, ids: list[int], steps: int) -> dict:
     vocab = runner.vocab_size
     sampling = SamplingSettings(seed=0)  # Qwen3.5's recommendation: top-k 20, top-p 0.8, penalties on
     processors = make_processors(sampling, penalties=Penalties.for_sampling(sampling))
-    rng = np.random.default_rng(0)
+    sampler = make_sampler(sampling, np.random.default_rng(0))
     stream = runner.tokenizer.stream()
     parts: dict[str, list[float]] = defaultdict(list)
     window = list(ids[-40:])
@@ -137,7 +137,7 @@ def host_profile(runner, ids: list[int], steps: int) -> dict:
     for _ in range(steps):
         logits = clock("logits to float64", lambda: raw[0, -1, :vocab].astype(np.float64))
         penalized, scored, drawn = clock("penalties", run_processors, processors, logits)
-        token = clock("draw (top-k 20, top-p, temperature)", sample, drawn, sampling, rng)
+        token = clock("draw (top-k 20, top-p, temperature)", lambda: sampler(Distribution(drawn)))
         clock("greedy argmax", np.argmax, drawn)
         clock("top-5 logprob entry", lambda: Distribution(scored).entry(token, 5))
         clock("tokenizer stream", stream.push, int(token))

@@ -27,6 +27,7 @@ from .fast_reasoning import hand_over, reasoner_for
 from .generate import generate_step, make_rng
 from .logprobs import Alternative, Distribution
 from .processors import Penalties, make_processors
+from .sampling import make_sampler
 
 from .types import LABELS, MAX_IMAGES, MAX_OPTIONS, DecisionRequest, DecisionResult, OptionResult
 
@@ -50,8 +51,10 @@ def _read_letters(
 ) -> _LetterRead:
     tokenizer = runner.tokenizer
     sampling = request.sampling
-    # One penalty window across both phases: the reasoning's kept tokens count for the answer.
+    # One penalty window and one generator across both phases: the reasoning's kept tokens count for the
+    # answer, and a seed fixes the reasoning and the letter together.
     penalties = Penalties.for_sampling(sampling)
+    sampler = make_sampler(sampling, rng)
     reasoning = None
     generated: list[int] = []
     if request.think:
@@ -62,7 +65,7 @@ def _read_letters(
             hand_over(runner, reasoner.runner, prompt.ids, prompt.checkpoints[:-1])
             clock.lap("prefill_s")
         for step in generate_step(
-            reasoner.runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
+            reasoner.runner, prompt.ids, sampler, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
             end_ids=close, checkpoints=prompt.checkpoints[:-1], processors=[penalties], should_stop=should_stop,
         ):
             generated.append(step.token_id)
@@ -88,11 +91,11 @@ def _read_letters(
         precision = None
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
     processors = make_processors(sampling, allowed=letters, penalties=penalties)
-    answer = generate_step(runner, ids, sampling, rng, max_tokens=1, checkpoints=checkpoints, processors=processors)
+    answer = generate_step(runner, ids, sampler, max_tokens=1, checkpoints=checkpoints, processors=processors)
     step = next(answer)
     answer.close()
     clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")
-    return _LetterRead(Distribution(step.penalized), letters.index(step.token_id), reasoning, completion_tokens, precision)
+    return _LetterRead(step.unmasked, letters.index(step.token_id), reasoning, completion_tokens, precision)
 
 
 def _alternatives(tokenizer, distribution: Distribution, count: int) -> list[Alternative]:
@@ -150,17 +153,9 @@ def decide(
     if images:
         usage["image_tokens"] = sum(len(tokens) for tokens in images)
         usage["images_encoded"] = runner.vision.stats.encodes - encodes  # 0 when the screen was seen before
-    return DecisionResult(
-        choice_index=choice,
-        options=results,
-        coverage=float(np.exp(option_logprobs).sum()),
-        mode="letters",
-        reasoning=read.reasoning,
-        alternatives=alternatives,
-        timings=clock.total(),
-        usage=usage,
-        choice_mode="sampled" if request.sample_choice else "argmax",
-        reasoning_precision=read.reasoning_precision,
+    return DecisionResult.build(
+        request, results, choice, mode="letters", coverage=float(np.exp(option_logprobs).sum()), timings=clock.total(),
+        usage=usage, reasoning=read.reasoning, alternatives=alternatives, reasoning_precision=read.reasoning_precision,
     )
 
 
@@ -254,16 +249,10 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest, rng: np.ra
         )
         for i, text in enumerate(options)
     ]
-    return DecisionResult(
-        choice_index=choice,
-        options=results,
+    return DecisionResult.build(
+        request, results, choice, mode="words",
         # The summed probability of the whole option texts: small by nature (each text is many tokens), not a
         # failure; surfaces print it in scientific notation rather than as "0.0 %".
         coverage=float(np.exp(sums).sum()),
-        mode="words",
-        reasoning=None,
-        alternatives=_alternatives(tokenizer, first, request.alternatives),
-        timings=clock.total(),
-        usage=usage,
-        choice_mode="sampled" if request.sample_choice else "argmax",
+        timings=clock.total(), usage=usage, alternatives=_alternatives(tokenizer, first, request.alternatives),
     )

@@ -5,15 +5,16 @@ max_tokens=N costs exactly N draws and N-1 decode forwards (max_tokens=1: the pr
 else). Each decode forward starts before its step is handed out, so the step's logprobs and whatever
 the consumer does with it overlap the device's work; a consumer that stops early waits for that one
 forward (its state stays consistent with the history). Each step runs the request's logits processors
-(engine/processors.py) and tells them about a token only when it is kept as generated text: a stop
-token, a forced token or a draw that is thrown away never enters the penalty window.
+(engine/processors.py), hands what they leave to the request's sampler (engine/sampling.py's
+make_sampler: the loop never reads the sampling settings) and tells the processors about a token only
+when it is kept as generated text: a stop token, a forced token or a draw that is thrown away never
+enters the penalty window.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,8 @@ import numpy as np
 from .errors import Cancelled, ContextLimitError, SettingsError
 from .logit_bias import check_logit_bias
 from .logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
-from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
-from .sampling import sample
+from .processors import LogitsProcessor, accept, check_order, make_processors, run_processors
+from .sampling import Sampler, make_sampler
 from .settings import SamplingSettings
 from .structured import ResponseFormat, grammar_mask
 
@@ -37,6 +38,11 @@ class Step:
     entry: TokenLogprob | None  # logprob of the draw and its alternatives, when asked for
     penalized: np.ndarray  # the logits the draw saw after the adjusting processors (penalties), before any mask
 
+    @property
+    def unmasked(self) -> Distribution:
+        """The full-vocabulary distribution after the penalties and before any mask: what a decision's bars read."""
+        return Distribution(self.penalized)
+
 
 def make_rng(seed: int | None) -> np.random.Generator:
     return np.random.default_rng(seed)
@@ -45,33 +51,24 @@ def make_rng(seed: int | None) -> np.random.Generator:
 def generate_step(
     runner: ModelRunner,
     prompt_ids: Sequence[int],
-    sampling: SamplingSettings,
-    rng: np.random.Generator,
+    sampler: Sampler,
     *,
     max_tokens: int,
+    processors: Sequence[LogitsProcessor] = (),
     stop_ids: frozenset[int] = frozenset(),
     checkpoints: Sequence[int] = (),
     top_logprobs: int | None = None,
-    allowed: np.ndarray | None = None,
-    window: deque[int] | None = None,
-    processors: Sequence[LogitsProcessor] | None = None,
     end_ids: frozenset[int] = frozenset(),
     should_stop: Callable[[], bool] | None = None,
-) -> Iterator[Step]:
+) -> Generator[Step, None, None]:  # a consumer that stops early closes it (the forward ahead settles)
     """Prefill, then draw up to max_tokens tokens, feeding each kept token back.
 
-    top_logprobs None: no capture; N ≥ 0: the draw's logprob plus N alternatives. processors: the
-    request's logits processors (make_processors builds them); a caller that generates in phases passes
-    the same ones on so earlier kept tokens still count. Without them, the chain is built here from
-    `sampling`, `allowed` (a constraint for every draw: the ids a caller accepts) and `window` (a
-    penalty window to continue). stop_ids end the turn and are not kept; end_ids end this phase but are
-    kept (accepted) text, e.g. the model's own </think> before the answer.
+    sampler: make_sampler(settings, rng), the draw. processors: the request's logits processors
+    (make_processors builds them; none: the model's logits as they are); a caller that generates in
+    phases passes the same ones on so earlier kept tokens still count. top_logprobs None: no capture;
+    N ≥ 0: the draw's logprob plus N alternatives. stop_ids end the turn and are not kept; end_ids end
+    this phase but are kept (accepted) text, e.g. the model's own </think> before the answer.
     """
-    if processors is None:
-        penalties = Penalties.for_sampling(sampling, window)
-        processors = make_processors(sampling, allowed=allowed, penalties=penalties)
-    elif allowed is not None or window is not None:
-        raise ValueError("pass either processors or allowed/window, not both")
     check_order(processors)
     logits = runner.prefill(prompt_ids, checkpoints)
     drawn = 0
@@ -79,7 +76,8 @@ def generate_step(
         if should_stop is not None and should_stop():
             raise Cancelled("generation cancelled")
         penalized, scored, drawn_from = run_processors(processors, logits)
-        token = sample(drawn_from, sampling, rng)
+        distribution = Distribution(scored)  # lazy: its logsumexp is computed only if logprobs are asked for
+        token = sampler(distribution if drawn_from is scored else Distribution(drawn_from))
         drawn += 1
         stop = token in stop_ids  # a stop token ends the turn: never fed, never text, never in the window
         feeding = not stop and token not in end_ids and drawn < max_tokens
@@ -87,7 +85,7 @@ def generate_step(
             accept(processors, token)
             # a processor that is complete (a grammar whose JSON value is closed) ends the generation
             # here, before another forward is started for a token that could only be the end of turn
-            feeding = feeding and not any(getattr(p, "finished", False) for p in processors)
+            feeding = feeding and not any(p.finished for p in processors)
         if feeding:
             try:
                 # The device computes the next logits while this step's logprobs are taken and the step
@@ -95,7 +93,7 @@ def generate_step(
                 runner.start_step(token)
             except ContextLimitError:
                 feeding = False
-        entry = Distribution(scored).entry(token, top_logprobs) if top_logprobs is not None else None
+        entry = distribution.entry(token, top_logprobs) if top_logprobs is not None else None
         try:
             yield Step(token, entry, penalized)
         except GeneratorExit:
@@ -293,8 +291,7 @@ def stream_generation(
     steps = generate_step(
         runner,
         request.prompt_ids,
-        request.sampling,
-        rng,
+        make_sampler(request.sampling, rng),
         max_tokens=request.max_tokens,
         stop_ids=runner.tokenizer.stop_ids,
         checkpoints=request.checkpoints,

@@ -36,6 +36,7 @@ class LogitBias:
 
     masks = False
     draw_only = False
+    finished = False  # never completes a text
 
     def __init__(self, pairs: Iterable[tuple[int, float]]) -> None:
         pairs = tuple(pairs)

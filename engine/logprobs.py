@@ -87,21 +87,35 @@ class TokenLogprob:
 class Distribution:
     """Log-probabilities over the full vocabulary, read on demand from the logits and their logsumexp."""
 
-    __slots__ = ("logits", "lse", "_maxima", "padded_mass")
+    __slots__ = ("logits", "_lse", "_block_maxima", "padded_mass")
 
     def __init__(self, logits: np.ndarray, padding: np.ndarray | None = None, normalization: str = VOCABULARY) -> None:
         """padding: the head's rows past the real vocabulary (their mass is measured, and normalised over
         with PADDED_HEAD); None: not known here (the mass stays 0.0 and the definition is the vocabulary's)."""
         self.logits = logits
-        self._maxima = block_maxima(logits)  # one pass that serves both the logsumexp and the top-n
-        self.lse = logsumexp(logits, self._maxima)
+        # Lazy: every decode step hands the sampler a Distribution, and a greedy draw without logprobs
+        # needs neither the block maxima nor the logsumexp (≈1.5 ms over Qwen3.5's vocabulary).
+        self._block_maxima: np.ndarray | None = None
+        self._lse: float | None = None
         self.padded_mass = 0.0  # the share of the padded head's probability the padding rows hold
         if padding is not None and padding.size:
             padded = logsumexp(padding)
             whole = float(np.logaddexp(self.lse, padded))
             self.padded_mass = math.exp(padded - whole)
             if normalization == PADDED_HEAD:
-                self.lse = whole
+                self._lse = whole
+
+    @property
+    def _maxima(self) -> np.ndarray:
+        if self._block_maxima is None:
+            self._block_maxima = block_maxima(self.logits)  # one pass that serves both the logsumexp and the top-n
+        return self._block_maxima
+
+    @property
+    def lse(self) -> float:
+        if self._lse is None:
+            self._lse = logsumexp(self.logits, self._maxima)
+        return self._lse
 
     def logprob(self, token_id: int) -> float:
         return float(self.logits[token_id]) - self.lse

@@ -1,9 +1,11 @@
 """Logits processors: the per-request stages between the model's logits and the sampler, as data.
 
-A processor is an object with two methods, the way llama.cpp's sampler chain works:
+A processor is an object with the interface `LogitsProcessor` declares, the way llama.cpp's sampler chain works:
 
     apply(logits) -> logits   a new vector (or the same one when it changes nothing); never edits its input
     accept(token)             told about every token that was *kept* as generated text
+    finished                  True once only the end of turn can follow (a closed JSON value): the loop
+                              then starts no further forward; False for a processor that never completes
 
 The generation loop (engine/generate.py) runs a request's processors in order on every step and calls
 `accept` only for a kept token: a stop token, a forced token or a draw that is thrown away is never
@@ -14,17 +16,17 @@ Three kinds, in this order:
 - masks (`masks = True`) remove tokens (-inf) from the draw and from the logprobs: the letter constraint.
 - draw-only masks (`masks = True, draw_only = True`) remove tokens from the draw only, so the reported
   logprobs stay the model's: a grammar (engine/structured.py's GrammarMask for response_format).
-The loop reads three vectors: after the adjusting processors (`Step.penalized`: what a decision's bars
-read, whatever the constraint), after the masks (what logprobs are taken from: after penalties and the
-constraint, before temperature) and after everything (what the draw sees). `make_processors` builds the
-chain for one request in that order.
+The loop reads three vectors: after the adjusting processors (`Step.penalized`, read as a `Distribution`
+through `Step.unmasked`: what a decision's bars read, whatever the constraint), after the masks (what
+logprobs are taken from: after penalties and the constraint, before temperature) and after everything
+(what the sampler draws from). `make_processors` builds the chain for one request in that order.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from .logit_bias import LogitBias
 from .settings import SamplingSettings
 
 
+@runtime_checkable
 class LogitsProcessor(Protocol):
     masks: bool  # True: only removes tokens (runs after every adjusting processor)
     draw_only: bool  # a mask that restricts the draw but not the reported logprobs (runs last)
@@ -39,6 +42,12 @@ class LogitsProcessor(Protocol):
     def apply(self, logits: np.ndarray) -> np.ndarray: ...
 
     def accept(self, token: int) -> None: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+
+INTERFACE = ("masks", "draw_only", "apply", "accept", "finished")  # what check_order asks of every processor
 
 
 def apply_penalties(
@@ -77,6 +86,7 @@ class Penalties:
 
     masks = False
     draw_only = False
+    finished = False  # never completes a text
 
     def __init__(self, repetition: float, frequency: float, presence: float, window: deque[int]) -> None:
         self.repetition, self.frequency, self.presence = repetition, frequency, presence
@@ -101,6 +111,7 @@ class AllowedTokens:
 
     masks = True
     draw_only = False
+    finished = False  # never completes a text
 
     def __init__(self, ids: Sequence[int] | np.ndarray) -> None:
         self.ids = np.asarray(ids, dtype=np.int64)
@@ -137,10 +148,14 @@ def make_processors(
 
 
 def check_order(processors: Sequence[LogitsProcessor]) -> None:
-    """Adjusting processors, then masks, then draw-only masks: an adjustment after a mask could move a
-    removed token back, and a mask after a draw-only one would leak the draw's restriction into logprobs."""
+    """Every one a processor (all of INTERFACE), and adjusting processors, then masks, then draw-only masks:
+    an adjustment after a mask could move a removed token back, and a mask after a draw-only one would leak
+    the draw's restriction into logprobs."""
     rank = 0
     for processor in processors:
+        missing = [name for name in INTERFACE if not hasattr(processor, name)]
+        if missing:
+            raise TypeError(f"{type(processor).__name__} is not a logits processor: it has no {', '.join(missing)}")
         kind = 2 if processor.draw_only else 1 if processor.masks else 0
         if kind < rank:
             order = "adjusting processors, then masks, then draw-only masks"

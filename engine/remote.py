@@ -187,7 +187,7 @@ class RemoteEngine:
         }
         answer = self._call("POST", "/decide", {k: v for k, v in body.items() if v is not None})
         try:
-            result = _result_from_json(answer)
+            result = DecisionResult.from_dict(answer, request)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise RemoteError(f"{self.config.base_url}/v1/decide: an answer Decider cannot read ({exc})") from None
         if not request.sample_choice:  # whatever the server's version chose, the choice is the largest bar
@@ -331,19 +331,14 @@ class RemoteEngine:
             for i, (label, text) in enumerate(zip(labels, request.options))
         ]
         exact_values = [v for v, k in zip(values, reading.labels) if k != "upper"]
-        return DecisionResult(
-            choice_index=choice,
-            options=options,
-            coverage=float(sum(math.exp(v) for v in exact_values)),
-            mode="letters",
-            reasoning=reasoning,
-            alternatives=[Alternative(t, -1, float(v)) for t, v in reading.alternatives[: request.alternatives]],
+        return DecisionResult.build(
+            request, options, choice, mode="letters", coverage=float(sum(math.exp(v) for v in exact_values)),
             timings=clock.total(),
             usage={"prompt_tokens": reading.prompt_tokens, "prefill_tokens": reading.prompt_tokens, "reused_tokens": 0,
                    "completion_tokens": reading.completion_tokens},
-            engine=self.info(reading.method, reading.notes),
-            choice_mode="sampled" if request.sample_choice else "argmax",
-            uncertain=bool(uncertain),
+            reasoning=reasoning,
+            alternatives=[Alternative(t, -1, float(v)) for t, v in reading.alternatives[: request.alternatives]],
+            engine=self.info(reading.method, reading.notes), uncertain=bool(uncertain),
         )
 
 
@@ -370,24 +365,6 @@ def _bar_ranges(values: np.ndarray, upper: list[bool]) -> tuple[np.ndarray, np.n
         else:  # lowest: every bounded letter at its bound; highest: all of them ~0
             low[i], high[i] = w / (known + unknown), (w / known if known > 0 else 1.0)
     return low, high
-
-
-def _result_from_json(body: dict) -> DecisionResult:
-    known = set(OptionResult.__dataclass_fields__)
-    options = [OptionResult(**{k: v for k, v in o.items() if k in known}) for o in body["options"]]
-    choice = body["choice"]
-    return DecisionResult(
-        choice_index=int(choice["index"]),
-        options=options,
-        coverage=float(body["coverage"]),
-        mode=str(body["mode"]),
-        reasoning=body.get("reasoning"),
-        alternatives=[Alternative(str(a["token"]), int(a["token_id"]), float(a["logprob"])) for a in body.get("alternatives") or []],
-        timings=dict(body.get("timings") or {}),
-        usage=dict(body.get("usage") or {}),
-        choice_mode=str(choice.get("mode") or "argmax"),
-        uncertain=bool(choice.get("uncertain", False)),
-    )
 
 
 def _answer_position(answer: dict) -> tuple[dict, dict[str, float]]:

@@ -55,13 +55,11 @@ def decide_tools_remote(engine, request: DecisionRequest) -> DecisionResult:
         options = [OptionResult(label, name, 0.0 if i == chosen else -math.inf, 1.0 if i == chosen else 0.0, bar="estimate")
                    for i, (label, name) in enumerate(zip(LABELS, names))]
         coverage, notes = 0.0, [NO_PROBABILITIES]
-    result = DecisionResult(
-        choice_index=chosen, options=options, coverage=coverage, mode="tools", reasoning=None, alternatives=[],
-        timings=clock.total(), usage=answer.get("usage") or {}, uncertain=not exact,
+    return DecisionResult.build(
+        request, options, chosen, mode="tools", coverage=coverage, timings=clock.total(), usage=answer.get("usage") or {},
+        uncertain=not exact, engine=engine.info(TOOLS_EXACT if exact else TOOLS_CALL_ONLY, notes),
         tool_call=call, tool_probabilities=probabilities if exact else None,
     )
-    result.engine = engine.info(TOOLS_EXACT if exact else TOOLS_CALL_ONLY, notes)
-    return result
 
 
 def _arguments(value) -> str:

@@ -1,6 +1,11 @@
-"""Sampler stages: small pure numpy functions, applied in this order:
+"""The sampler as data: `make_sampler(settings, rng)` lists the stages one request's draws go through,
 
     (logits processors: penalties → constraint) → top-k → top-p → min-p → temperature → draw
+
+and returns them as one callable over a step's `Distribution` that the generation loop is handed (the
+way mlx-lm passes `make_sampler(...)` into `generate_step`): the loop never reads the settings. Only the
+stages that change something are listed (top-p 1, min-p 0 are left out), and temperature 0 (or top-k 1)
+is the greedy sampler, no stages at all. Each stage is a small frozen object over a pure numpy function.
 
 The logits processors (engine/processors.py) map the whole logits vector to a new one (a removed
 token becomes -inf) before the sampler sees it. From top-k on, the stages pass `Candidates`: the ids
@@ -14,12 +19,14 @@ penalties and before temperature.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol
 
 import numpy as np
 
-from .logprobs import logsumexp
+from .logprobs import Distribution, logsumexp
 from .ranking import top_ids
 from .settings import SamplingSettings
 
@@ -90,11 +97,92 @@ def draw(candidates: Candidates, rng: np.random.Generator) -> int:
     return int(ids[min(index, ids.size - 1)])
 
 
-def sample(processed: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
-    """Draw from logits that already went through penalties and the constraint."""
+# ----- the stages as data -----
+
+Sampler = Callable[[Distribution], int]  # a step's distribution (after every processor) → the drawn token id
+
+
+class Stage(Protocol):
+    """A stage between top-k and the draw: narrows or reshapes the candidates, never edits its input."""
+
+    def __call__(self, candidates: Candidates) -> Candidates: ...
+
+
+@dataclass(frozen=True)
+class TopK:
+    """The first stage: from the whole vocabulary to the k best (k ≤ 0: every token still allowed)."""
+
+    k: int
+
+    def __call__(self, distribution: Distribution) -> Candidates:
+        return top_k(distribution.logits, self.k)
+
+
+@dataclass(frozen=True)
+class TopP:
+    p: float
+
+    def __call__(self, candidates: Candidates) -> Candidates:
+        return top_p(candidates, self.p)
+
+
+@dataclass(frozen=True)
+class MinP:
+    p: float
+
+    def __call__(self, candidates: Candidates) -> Candidates:
+        return min_p(candidates, self.p)
+
+
+@dataclass(frozen=True)
+class Temperature:
+    temperature: float
+
+    def __call__(self, candidates: Candidates) -> Candidates:
+        return apply_temperature(candidates, self.temperature)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """The last stage: one token drawn from the candidates' weights with the request's generator."""
+
+    rng: np.random.Generator
+
+    def __call__(self, candidates: Candidates) -> int:
+        return draw(candidates, self.rng)
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """Temperature 0 (or top-k 1): the most likely token, the lowest id on ties; no generator used."""
+
+    def __call__(self, distribution: Distribution) -> int:
+        return greedy(distribution.logits)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A sampled draw: top-k picks the candidates, the stages run in order, the draw picks one of them."""
+
+    top_k: TopK
+    stages: tuple[Stage, ...]
+    draw: Draw
+
+    def __call__(self, distribution: Distribution) -> int:
+        candidates = self.top_k(distribution)
+        for stage in self.stages:
+            candidates = stage(candidates)
+        return self.draw(candidates)
+
+
+def make_sampler(settings: SamplingSettings, rng: np.random.Generator) -> Greedy | Chain:
+    """One request's sampler; a caller that draws in phases passes the same rng so a seed fixes them all."""
     if settings.greedy:
-        return greedy(processed)
-    candidates = top_k(processed, settings.top_k)
-    candidates = top_p(candidates, settings.top_p)
-    candidates = min_p(candidates, settings.min_p)
-    return draw(apply_temperature(candidates, settings.temperature), rng)
+        return Greedy()
+    stages: list[Stage] = []
+    if settings.top_p < 1.0:
+        stages.append(TopP(settings.top_p))
+    if settings.min_p > 0.0:
+        stages.append(MinP(settings.min_p))
+    stages.append(Temperature(settings.temperature))
+    return Chain(TopK(settings.top_k), tuple(stages), Draw(rng))

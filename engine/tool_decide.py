@@ -39,9 +39,8 @@ def decide_tools(runner, request: DecisionRequest, should_stop: Callable[[], boo
     mass = sum(values)
     options = [OptionResult(label, name, math.log(max(p, 1e-300)), p / mass if mass > 0 else 1 / len(names))
                for label, name, p in zip(LABELS, names, values)]
-    return DecisionResult(
-        choice_index=chosen, options=options, coverage=mass, mode="tools", reasoning=None, alternatives=[],
-        timings=clock.total(),
+    return DecisionResult.build(
+        request, options, chosen, mode="tools", coverage=mass, timings=clock.total(),
         usage={"prompt_tokens": len(prompt), "prefill_tokens": prefill_tokens, "reused_tokens": reused,
                "completion_tokens": completion.completion_tokens},
         tool_call=calls[0] if calls else None, tool_probabilities=probabilities,

@@ -6,6 +6,7 @@ without loading the engine that computes them (engine/decide.py does, and re-exp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -103,8 +104,15 @@ class OptionResult:
         return self.debiased_probability if self.debiased_probability is not None else self.probability
 
 
+MODES = ("letters", "words", "tools")  # how the bars were read: option letters, whole option texts, function calls
+CHOICE_MODES = ("argmax", "sampled")
+
+
 @dataclass
 class DecisionResult:
+    """Built through `build` (or `from_dict` for a Decider server's JSON), never field by field: one place
+    holds what every engine's result must satisfy."""
+
     choice_index: int
     options: list[OptionResult]
     coverage: float
@@ -120,6 +128,72 @@ class DecisionResult:
     reasoning_precision: str | None = None  # which precision drew the reasoning tokens (think mode; the service puts it in engine)
     tool_call: ToolCall | None = None  # functions as options: the chosen function's call (None: cut short by max_tokens)
     tool_probabilities: dict | None = None  # functions as options: engine/tools.choice_probabilities at the answer
+
+    @classmethod
+    def build(
+        cls,
+        request: DecisionRequest,
+        options: Sequence[OptionResult],
+        choice_index: int,
+        *,
+        mode: str,
+        coverage: float,
+        timings: dict[str, float],
+        usage: dict[str, int],
+        reasoning: str | None = None,
+        alternatives: Sequence[Alternative] = (),
+        choice_mode: str | None = None,
+        uncertain: bool = False,
+        engine: EngineInfo | None = None,
+        reasoning_precision: str | None = None,
+        tool_call: ToolCall | None = None,
+        tool_probabilities: dict | None = None,
+    ) -> DecisionResult:
+        """The one constructor every engine uses (local letters and words, functions, a server's reading).
+
+        The options must be the request's, in order, under their letters, and the choice one of them;
+        choice_mode follows the request (drawn only when it asked for sample_choice) unless given, as a
+        Decider server's answer says which it did. A ValueError names what does not hold.
+        """
+        if [(o.label, o.text) for o in options] != list(zip(LABELS, request.options)):
+            raise ValueError("the result's options are not the request's, in order, under their letters")
+        if not 0 <= choice_index < len(options):
+            raise ValueError(f"choice {choice_index} is not one of the {len(options)} options")
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        choice_mode = choice_mode or ("sampled" if request.sample_choice else "argmax")
+        if choice_mode not in CHOICE_MODES:
+            raise ValueError(f"choice mode {choice_mode!r} is not one of {', '.join(CHOICE_MODES)}")
+        return cls(
+            choice_index=choice_index, options=list(options), coverage=float(coverage), mode=mode, reasoning=reasoning,
+            alternatives=list(alternatives), timings=timings, usage=usage, engine=engine, choice_mode=choice_mode,
+            uncertain=bool(uncertain), reasoning_precision=reasoning_precision, tool_call=tool_call,
+            tool_probabilities=tool_probabilities,
+        )
+
+    @classmethod
+    def from_dict(cls, body: dict, request: DecisionRequest) -> DecisionResult:
+        """A result from its to_dict() JSON (a Decider server's /v1/decide answer) for the request that asked.
+
+        KeyError, TypeError or ValueError when the body is not such an answer; the engine, history id and
+        function call are not read back (the caller labels what computed it).
+        """
+        known = set(OptionResult.__dataclass_fields__)
+        choice = body["choice"]
+        return cls.build(
+            request,
+            [OptionResult(**{k: v for k, v in o.items() if k in known}) for o in body["options"]],
+            int(choice["index"]),
+            mode=str(body["mode"]),
+            coverage=float(body["coverage"]),
+            timings=dict(body.get("timings") or {}),
+            usage=dict(body.get("usage") or {}),
+            reasoning=body.get("reasoning"),
+            alternatives=[Alternative(str(a["token"]), int(a["token_id"]), float(a["logprob"]))
+                          for a in body.get("alternatives") or []],
+            choice_mode=str(choice.get("mode") or "argmax"),
+            uncertain=bool(choice.get("uncertain", False)),
+        )
 
     @property
     def choice(self) -> OptionResult:

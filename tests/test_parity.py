@@ -5,6 +5,7 @@ import pytest
 
 from conftest import MODELS, reference
 from decider.engine.generate import generate_step, make_rng
+from decider.engine.sampling import make_sampler
 from decider.engine.logprobs import log_softmax
 from decider.engine.devices import DeviceOptions
 from decider.engine.runner import ModelRunner
@@ -41,7 +42,7 @@ def test_greedy_generation_matches_transformers_top5_at_every_step(runner_and_re
     for case in greedy:
         runner.reset()
         steps = list(
-            generate_step(runner, case["prompt_ids"], GREEDY_NO_PENALTIES, make_rng(0), max_tokens=len(case["steps"]), top_logprobs=5)
+            generate_step(runner, case["prompt_ids"], make_sampler(GREEDY_NO_PENALTIES, make_rng(0)), max_tokens=len(case["steps"]), top_logprobs=5)
         )
         expected = case["steps"][: len(steps)]
         stop_ids = runner.tokenizer.stop_ids

@@ -8,10 +8,15 @@ import pytest
 from decider.engine import processors
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.generate import generate_step, make_rng
-from decider.engine.processors import AllowedTokens, Penalties, check_order, make_processors, run_processors
+from decider.engine.processors import AllowedTokens, LogitsProcessor, Penalties, check_order, make_processors, run_processors
+from decider.engine.sampling import make_sampler
 from decider.engine.settings import SamplingSettings
 
 PENALISED_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)
+
+
+def greedy():
+    return make_sampler(PENALISED_GREEDY, make_rng(0))
 
 
 def test_repetition_penalty_is_ctrl_style():
@@ -77,10 +82,11 @@ def test_a_draw_only_mask_restricts_the_draw_but_not_the_logprobs(text_runner):
     assert adjusted is logits
     assert scored.tolist() == [1.0, 2.0, 3.0, -np.inf] and drawn.tolist() == [1.0, -np.inf, -np.inf, -np.inf]
     prompt = _prompt(text_runner, "Pick one")
-    free = next(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=1, top_logprobs=3))
+    free = next(generate_step(text_runner, prompt, greedy(), max_tokens=1, top_logprobs=3,
+                              processors=make_processors(PENALISED_GREEDY)))
     other = next(i for i in range(100, 200) if i != free.token_id)
     chain = make_processors(PENALISED_GREEDY) + [_DrawOnly([other])]
-    forced = next(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=1, top_logprobs=3,
+    forced = next(generate_step(text_runner, prompt, greedy(), max_tokens=1, top_logprobs=3,
                                 processors=chain))
     assert forced.token_id == other
     assert forced.entry.top == free.entry.top  # the model's own distribution, not the mask's
@@ -92,35 +98,43 @@ def test_an_adjusting_processor_after_a_mask_is_refused():
         check_order([AllowedTokens([1]), Penalties.for_sampling(PENALISED_GREEDY)])
     with pytest.raises(ValueError, match="out of order"):
         check_order([_DrawOnly([1]), AllowedTokens([1])])
-    with pytest.raises(ValueError, match="not both"):
-        next(generate_step(None, [1], PENALISED_GREEDY, make_rng(0), max_tokens=1, allowed=np.array([1]),
-                           processors=make_processors(PENALISED_GREEDY)))
+
+
+class _Unfinished:
+    """Everything a processor needs but `finished`: the loop used to ask for it with getattr and a default."""
+
+    masks = draw_only = False
+
+    def apply(self, logits):
+        return logits
+
+    def accept(self, token):
+        pass
+
+
+def test_a_processor_without_the_declared_interface_is_refused():
+    from decider.engine.logit_bias import LogitBias
+
+    with pytest.raises(TypeError, match="_Unfinished is not a logits processor: it has no finished"):
+        check_order([Penalties.for_sampling(PENALISED_GREEDY), _Unfinished()])
+    with pytest.raises(TypeError, match="it has no finished"):
+        next(generate_step(None, [1], greedy(), max_tokens=1, processors=[_Unfinished()]))  # before any forward
+    every_kind = [*make_processors(PENALISED_GREEDY, allowed=[1], logit_bias=((1, 2.0),)), _DrawOnly([1])]
+    assert all(isinstance(p, LogitsProcessor) and p.finished is False for p in every_kind)
+    assert [type(p) for p in every_kind] == [Penalties, LogitBias, AllowedTokens, _DrawOnly]
+    check_order(every_kind)
 
 
 def _prompt(runner, text):
     return build_chat_prompt(runner.tokenizer, [Message("user", text)], False).ids
 
 
-def test_explicit_processors_give_the_same_steps_as_window_and_allowed(text_runner):
-    prompt = _prompt(text_runner, "Hello there")
-    allowed = np.array([10, 11, 12, 40, 41])
-    window: deque[int] = deque(maxlen=64)
-    implicit = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4, top_logprobs=2,
-                                  allowed=allowed, window=window))
-    chain = make_processors(PENALISED_GREEDY, allowed=allowed)
-    explicit = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4, top_logprobs=2,
-                                  processors=chain))
-    assert [s.token_id for s in explicit] == [s.token_id for s in implicit]
-    assert [s.entry for s in explicit] == [s.entry for s in implicit]
-    assert list(chain[0].window) == list(window) == [s.token_id for s in implicit]
-
-
 def test_an_end_token_is_kept_text_but_ends_the_phase(text_runner):
     prompt = _prompt(text_runner, "Hello there")
-    free = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4))
+    free = list(generate_step(text_runner, prompt, greedy(), max_tokens=4, processors=make_processors(PENALISED_GREEDY)))
     end = free[1].token_id
     penalties = Penalties.for_sampling(PENALISED_GREEDY)
-    ended = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=4,
+    ended = list(generate_step(text_runner, prompt, greedy(), max_tokens=4,
                                processors=[penalties], end_ids=frozenset({end})))
     assert [s.token_id for s in ended] == [free[0].token_id, end]
     assert list(penalties.window) == [free[0].token_id, end]  # accepted, unlike a stop token
@@ -139,7 +153,7 @@ def test_a_grammar_mask_plugs_into_the_chain_as_a_draw_only_processor(text_runne
     grammar = GrammarMask(ResponseFormat.from_openai(schema), GrammarTokenizer.for_file(text_runner.folder.tokenizer_json, (tok.im_end,)), tok.size)
     chain = make_processors(PENALISED_GREEDY) + [grammar]
     prompt = _prompt(text_runner, "Go?")
-    steps = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=20, top_logprobs=1,
+    steps = list(generate_step(text_runner, prompt, greedy(), max_tokens=20, top_logprobs=1,
                                processors=chain, stop_ids=tok.stop_ids))
     kept = [s.token_id for s in steps if s.token_id not in tok.stop_ids]
     assert json.loads(tok.decode(kept)) in ({"go": True}, {"go": False})

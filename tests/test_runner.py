@@ -149,12 +149,13 @@ def test_a_step_started_ahead_gives_the_same_logits_as_a_plain_step(text_runner)
 
 def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runner):
     from decider.engine.generate import generate_step, make_rng
+    from decider.engine.sampling import make_sampler
     from decider.engine.settings import SamplingSettings
 
     greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
     text_runner.reset()
     text_runner.clear_snapshots()
-    steps = generate_step(text_runner, PROMPT, greedy, make_rng(0), max_tokens=10)
+    steps = generate_step(text_runner, PROMPT, make_sampler(greedy, make_rng(0)), max_tokens=10)
     first, second = next(steps), next(steps)
     steps.close()  # the forward of `second` was already running: it completes, nothing is left pending
     assert not text_runner._pending
@@ -168,7 +169,7 @@ def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runne
     assert np.allclose(warm, cold, atol=1e-5)
     # an abandoned generator that is never closed: the next prefill settles it first
     text_runner.reset()
-    abandoned = generate_step(text_runner, PROMPT, greedy, make_rng(0), max_tokens=10)
+    abandoned = generate_step(text_runner, PROMPT, make_sampler(greedy, make_rng(0)), max_tokens=10)
     next(abandoned)
     assert text_runner._pending
     text_runner.prefill(PROMPT)

@@ -2,7 +2,14 @@ import numpy as np
 import pytest
 
 from decider.engine import sampling
+from decider.engine.logprobs import Distribution
+from decider.engine.sampling import Chain, Draw, Greedy, MinP, Temperature, TopK, TopP, make_sampler
 from decider.engine.settings import SamplingSettings
+
+
+def sample(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
+    """One draw through the sampler the generation loop is given."""
+    return make_sampler(settings, rng)(Distribution(logits))
 
 
 def kept(candidates) -> list[int]:
@@ -56,18 +63,18 @@ def test_min_p_is_relative_to_the_top_token():
 def test_greedy_ties_to_lowest_id_on_both_paths():
     logits = np.array([0.0, 7.0, 7.0, 1.0])
     greedy = SamplingSettings(temperature=0.0)
-    assert sampling.sample(logits, greedy, np.random.default_rng(0)) == 1
+    assert sample(logits, greedy, np.random.default_rng(0)) == 1
     top1 = SamplingSettings(temperature=1.0, top_k=1)
-    assert sampling.sample(logits, top1, np.random.default_rng(0)) == 1
+    assert sample(logits, top1, np.random.default_rng(0)) == 1
 
 
 def test_seeded_draws_repeat_and_follow_the_distribution():
     logits = np.log(np.array([0.2, 0.5, 0.3]))
     settings = SamplingSettings(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
-    first = [sampling.sample(logits, settings, np.random.default_rng(7)) for _ in range(3)]
+    first = [sample(logits, settings, np.random.default_rng(7)) for _ in range(3)]
     assert len(set(first)) == 1
     rng = np.random.default_rng(123)
-    counts = np.bincount([sampling.sample(logits, settings, rng) for _ in range(6000)], minlength=3) / 6000
+    counts = np.bincount([sample(logits, settings, rng) for _ in range(6000)], minlength=3) / 6000
     assert np.allclose(counts, [0.2, 0.5, 0.3], atol=0.03)
 
 
@@ -75,7 +82,7 @@ def test_temperature_sharpens_before_the_draw():
     logits = np.log(np.array([0.4, 0.6]))
     cold = SamplingSettings(temperature=0.05, top_k=0, top_p=1.0)
     rng = np.random.default_rng(1)
-    assert all(sampling.sample(logits, cold, rng) == 1 for _ in range(200))
+    assert all(sample(logits, cold, rng) == 1 for _ in range(200))
 
 
 def test_top_p_is_computed_before_temperature():
@@ -84,14 +91,14 @@ def test_top_p_is_computed_before_temperature():
     settings = SamplingSettings(temperature=0.1, top_k=0, top_p=0.9)
     assert kept(sampling.top_p(every(logits), 0.9)) == [0, 1]
     rng = np.random.default_rng(5)
-    assert 0 in {sampling.sample(logits, settings, rng) for _ in range(400)}
+    assert 0 in {sample(logits, settings, rng) for _ in range(400)}
 
 
 def test_a_vanishing_temperature_approaches_greedy_without_overflow():
     logits = np.array([1.0, 3.0, 2.0, -np.inf])
     settings = SamplingSettings(temperature=1e-300, top_k=0, top_p=1.0)
     rng = np.random.default_rng(0)
-    assert all(sampling.sample(logits, settings, rng) == 1 for _ in range(50))
+    assert all(sample(logits, settings, rng) == 1 for _ in range(50))
 
 
 # ----- the candidate pipeline against a plain full-vocabulary one -----
@@ -133,6 +140,70 @@ def test_the_pipeline_draws_what_the_plain_stages_draw(case):
         min_p=float(rng.choice([0.0, 0.05])),
     )
     for draw_seed in range(5):
-        got = sampling.sample(logits, settings, np.random.default_rng(draw_seed))
+        got = sample(logits, settings, np.random.default_rng(draw_seed))
         want = reference_sample(logits, settings, np.random.default_rng(draw_seed))
         assert got == want, (settings, draw_seed)
+
+
+# ----- the sampler as data -----
+
+
+def test_make_sampler_lists_only_the_stages_that_act_in_the_fixed_order():
+    rng = np.random.default_rng(0)
+    assert make_sampler(SamplingSettings(temperature=0.0), rng) == Greedy()
+    assert make_sampler(SamplingSettings(temperature=1.0, top_k=1), rng) == Greedy()  # top-1 is the argmax
+    every_stage = make_sampler(SamplingSettings(temperature=0.7, top_k=20, top_p=0.8, min_p=0.05), rng)
+    assert every_stage == Chain(TopK(20), (TopP(0.8), MinP(0.05), Temperature(0.7)), Draw(rng))
+    assert every_stage.draw.rng is rng  # the request's generator: a seed fixes every draw of every phase
+    plain = make_sampler(SamplingSettings(temperature=1.3, top_k=0, top_p=1.0, min_p=0.0), rng)
+    assert plain == Chain(TopK(0), (Temperature(1.3),), Draw(rng))
+
+
+def hard_wired_sample(processed: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
+    """engine/sampling.sample() as it was before the stages became data (fixed branches), kept as the reference."""
+    if settings.greedy:
+        return sampling.greedy(processed)
+    candidates = sampling.top_k(processed, settings.top_k)
+    candidates = sampling.top_p(candidates, settings.top_p)
+    candidates = sampling.min_p(candidates, settings.min_p)
+    return sampling.draw(sampling.apply_temperature(candidates, settings.temperature), rng)
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_the_sampler_chain_draws_what_the_hard_wired_sample_drew(case):
+    rng = np.random.default_rng(1000 + case)
+    vocab = int(rng.choice([5, 64, 3000, 248_320]))
+    logits = rng.normal(0, rng.uniform(0.2, 8), vocab).astype(rng.choice([np.float32, np.float64]))
+    top = float(np.max(logits))
+    logits[rng.random(vocab) < rng.choice([0.0, 0.3, 0.97])] = -np.inf  # none, some or most forbidden
+    logits[rng.integers(0, vocab, 2)] = top  # a tie at the top (and never nothing left to draw)
+    settings = SamplingSettings(
+        temperature=float(rng.choice([0.0, 1e-6, 0.3, 0.7, 1.0, 2.0])),
+        top_k=int(rng.choice([0, 1, 2, 20, 1000])),
+        top_p=float(rng.choice([1.0, 0.99, 0.8, 0.1])),
+        min_p=float(rng.choice([0.0, 0.01, 0.5])),
+    )
+    # the same generator through several draws: the chain must consume it exactly as the branches did
+    chained, wired = np.random.default_rng(case), np.random.default_rng(case)
+    sampler = make_sampler(settings, chained)
+    got = [sampler(Distribution(logits)) for _ in range(8)]
+    want = [hard_wired_sample(logits, settings, wired) for _ in range(8)]
+    assert got == want, settings
+
+
+def test_a_greedy_draw_costs_no_logsumexp_over_the_vocabulary(monkeypatch):
+    # The loop hands every step's logits to the sampler as a Distribution: it must stay lazy, or each greedy
+    # step would pay the full-vocabulary maxima and logsumexp (~1.5 ms at 248k) that only logprobs need.
+    from decider.engine import logprobs
+
+    calls = []
+    real = logprobs.logsumexp
+    monkeypatch.setattr(logprobs, "logsumexp", lambda *a: calls.append(1) or real(*a))
+    logits = np.random.default_rng(0).normal(0, 1, 5000)
+    distribution = Distribution(logits)
+    assert make_sampler(SamplingSettings(temperature=0.0), np.random.default_rng(0))(distribution) == np.argmax(logits)
+    assert calls == []
+    assert distribution.logprob(0) == pytest.approx(logits[0] - np.logaddexp.reduce(logits))  # computed when asked
+    assert calls == [1]
+    distribution.entry(0, 3)
+    assert calls == [1]  # once

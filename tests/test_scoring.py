@@ -5,6 +5,7 @@ import pytest
 
 from conftest import MODELS, reference
 from decider.engine.generate import generate_step, make_rng
+from decider.engine.sampling import make_sampler
 from decider.engine.logprobs import log_softmax
 from decider.engine.runner import ModelRunner
 from decider.engine.scoring import CHUNK, PromptScorer
@@ -60,7 +61,7 @@ def test_prompts_longer_than_a_chunk_equal_generation_logprobs():
     scorer = PromptScorer(runner)
     settings = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
     prompt = runner.tokenizer.encode_text("Scouts report that the north gate is the safe choice. " * 6)
-    steps = list(generate_step(runner, prompt, settings, make_rng(0), max_tokens=CHUNK + 10, top_logprobs=3))
+    steps = list(generate_step(runner, prompt, make_sampler(settings, make_rng(0)), max_tokens=CHUNK + 10, top_logprobs=3))
     text = prompt + [s.token_id for s in steps if s.token_id not in runner.tokenizer.stop_ids]
     assert len(text) > CHUNK + 10
     scores = scorer.score(text, top_n=3)

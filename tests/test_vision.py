@@ -13,6 +13,7 @@ from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.errors import SettingsError
 from decider.engine.generate import generate_step, make_rng
+from decider.engine.sampling import make_sampler
 from decider.engine.logprobs import log_softmax
 from decider.engine.settings import SamplingSettings
 from decider.engine.vision_preprocess import ProcessorConfig, preprocess, target_size
@@ -51,7 +52,7 @@ def test_image_prompts_match_transformers_float64(vl_runner, name):
     got = log_softmax(vl_runner.prefill(prompt.ids))
     assert np.max(np.abs(got - np.array(case["logprobs"]))) < TOLERANCE
     # Greedy steps after the image: text positions continue from the image's 3-D positions, not its length.
-    steps = list(generate_step(vl_runner, prompt.ids, GREEDY, make_rng(0), max_tokens=len(case["steps"]), top_logprobs=5))
+    steps = list(generate_step(vl_runner, prompt.ids, make_sampler(GREEDY, make_rng(0)), max_tokens=len(case["steps"]), top_logprobs=5))
     assert [s.token_id for s in steps] == [s["token"] for s in case["steps"]]
     for got_step, want in zip(steps, case["steps"]):
         assert [t.token_id for t in got_step.entry.top] == [t[0] for t in want["top"]]

@@ -9,6 +9,7 @@ from conftest import model_dir, npu_static_runner
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.devices import DeviceOptions
 from decider.engine.generate import generate_step, make_rng
+from decider.engine.sampling import make_sampler
 from decider.engine.logprobs import log_softmax
 from test_vision import CASES, GREEDY, TOLERANCE, chat_prompt, load
 
@@ -31,7 +32,7 @@ def check_case(runner, name: str) -> float:
     runner.clear_snapshots()
     got = log_softmax(runner.prefill(prompt.ids))
     worst = float(np.max(np.abs(got - np.array(case["logprobs"]))))
-    steps = list(generate_step(runner, prompt.ids, GREEDY, make_rng(0), max_tokens=len(case["steps"]), top_logprobs=5))
+    steps = list(generate_step(runner, prompt.ids, make_sampler(GREEDY, make_rng(0)), max_tokens=len(case["steps"]), top_logprobs=5))
     assert [s.token_id for s in steps] == [s["token"] for s in case["steps"]]
     for got_step, want in zip(steps, case["steps"]):
         worst = max(worst, max(abs(t.logprob - w[1]) for t, w in zip(got_step.entry.top, want["top"])))

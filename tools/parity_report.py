@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 from decider.engine.generate import generate_step, make_rng  # noqa: E402
 from decider.engine.logprobs import log_softmax  # noqa: E402
 from decider.engine.runner import ModelRunner  # noqa: E402
+from decider.engine.sampling import make_sampler  # noqa: E402
 from decider.engine.settings import SamplingSettings  # noqa: E402
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
@@ -32,7 +33,7 @@ def report(name: str) -> dict:
     for case in ref["cases"]:
         runner.reset()
         if case["kind"] == "greedy":
-            steps = generate_step(runner, case["prompt_ids"], GREEDY, make_rng(0), max_tokens=len(case["steps"]), top_logprobs=5)
+            steps = generate_step(runner, case["prompt_ids"], make_sampler(GREEDY, make_rng(0)), max_tokens=len(case["steps"]), top_logprobs=5)
             for got, want in zip(steps, case["steps"]):
                 tokens_identical &= got.token_id == want["token"]
                 for alt, (token, logprob) in zip(got.entry.top, want["top"]):
