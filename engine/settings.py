@@ -168,10 +168,6 @@ class SamplingSettings:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def exposed(self) -> dict[str, object]:
-        """The settings users set, by name (what the history keeps and another Decider is sent)."""
-        return {s.name: getattr(self, s.name) for s in SAMPLING_SETTINGS if s.exposed}
-
     def request_fields(self, server_kind: str) -> dict[str, object]:
         """The settings users set in the field names this kind of server reads; an unset seed is left out."""
         return {s.remote_name(server_kind): getattr(self, s.name) for s in SAMPLING_SETTINGS
