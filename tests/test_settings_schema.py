@@ -126,3 +126,29 @@ def test_the_settings_form_is_generated_from_the_schema(qtbot):
     for name in ("top_k", "reasoning_budget", "max_tokens"):
         low, high, _ = SETTINGS[name].range
         assert (panel.fields[name].minimum(), panel.fields[name].maximum()) == (low, high)
+
+
+def test_every_desktop_setting_has_exactly_one_rule_in_the_table():
+    """_check_field is a table: a GuiSettings field without a rule, or a rule for no field, fails here."""
+    from decider.app.preferences import FIELD_RULES, GuiSettings, _check_field
+
+    assert set(FIELD_RULES) == {f.name for f in fields(GuiSettings)}
+    with pytest.raises(SettingsError, match="unknown setting colour"):
+        _check_field("colour", "red")
+    for name, bad, message in (("engine", "cloud", "engine must be one of local, remote"),
+                               ("api_port", 0, r"api_port must be an integer in \[1, 65535\]"),
+                               ("top_p", 0.0, r"top_p must be a number in \(0.0, 1.0\]"),
+                               ("window_maximized", "yes", "window_maximized must be true or false")):
+        with pytest.raises(SettingsError, match=message):
+            _check_field(name, bad)
+
+
+def test_a_models_generation_config_sets_only_the_settings_declared_from_model():
+    declared = {s.name for s in SAMPLING_SETTINGS if s.from_model}
+    assert declared == {"temperature", "top_k", "top_p", "min_p", "repetition_penalty"}
+    config = {s.name: s.low + (s.high - s.low) / 4 if s.kind is float else 3 for s in SAMPLING_SETTINGS if s.kind is not bool
+              and s.low is not None and s.name != "seed"}
+    model = SamplingSettings.for_model(config)
+    for setting in SAMPLING_SETTINGS:
+        expected = config[setting.name] if setting.name in declared else setting.default
+        assert getattr(model, setting.name) == expected, setting.name
