@@ -20,9 +20,9 @@ from pathlib import Path
 
 from decider.engine.types import LABELS, DecisionRequest, DecisionResult
 from decider.engine.errors import SettingsError
-from decider.engine.settings import DECISION_SETTINGS
 
 from .history_repair import recover
+from .requests import REQUEST_DECISION_SETTINGS
 
 SCHEMA_VERSION = 2
 
@@ -116,7 +116,7 @@ def _row(values: tuple) -> HistoryRow:
 def _settings_record(request: DecisionRequest) -> dict:
     """What a row keeps of the request's settings: every sampling setting, every declared decision setting
     the request carries (engine.settings; max_tokens is not one), the system prompt and the context."""
-    decision = {s.name: getattr(request, s.name) for s in DECISION_SETTINGS if hasattr(request, s.name)}
+    decision = {s.name: getattr(request, s.name) for s in REQUEST_DECISION_SETTINGS}
     return {**request.sampling.to_dict(), **decision, "system": request.system, "context": request.context}
 
 

@@ -152,3 +152,29 @@ def test_a_models_generation_config_sets_only_the_settings_declared_from_model()
     for setting in SAMPLING_SETTINGS:
         expected = config[setting.name] if setting.name in declared else setting.default
         assert getattr(model, setting.name) == expected, setting.name
+
+
+def test_the_decide_api_and_the_history_take_every_decision_setting_a_request_carries(tmp_path):
+    from test_remote import FakeServer, chat_answer
+
+    from decider.app.api.protocol import DecideRequest
+    from decider.app.history import HistoryStore
+    from decider.app.requests import REQUEST_DECISION_SETTINGS
+    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.types import DecisionRequest
+
+    names = [s.name for s in REQUEST_DECISION_SETTINGS]
+    assert names == [s.name for s in DECISION_SETTINGS if s.name != "max_tokens"]  # max_tokens: generation's, not a request's
+    changed = {s.name: (not s.default) if s.kind is bool else s.default - 1 for s in REQUEST_DECISION_SETTINGS}
+    changed["score_options"] = False  # not with think
+    request = DecideRequest(question="Q?", options=["a", "b"], **changed).to_request(SamplingSettings())
+    assert {name: getattr(request, name) for name in names} == changed
+    server = FakeServer(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.5})))
+    try:
+        plain = DecisionRequest("Q?", ("a", "b"), alternatives=3, reasoning_budget=7)
+        result = RemoteEngine(RemoteConfig(server.url, model="m", method="chat")).decide(plain)
+    finally:
+        server.close()
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    row = store.get(store.add(plain, result, model="m", device="CPU", source="test"))
+    assert {name: row.settings[name] for name in names} == {name: getattr(plain, name) for name in names}
