@@ -7,13 +7,12 @@ checks here. Every refusal is a SettingsError naming the field and what it takes
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 
 from decider.engine.devices import DEVICES, DeviceOptions
 from decider.engine.errors import SettingsError
 from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
-from decider.engine.settings import SETTINGS
+from decider.engine.settings import SETTINGS, check_number
 
 from .origins import parse_origin
 
@@ -41,11 +40,7 @@ def declared(name: str, value: object) -> None:
 
 
 def app_number(name: str, value: object) -> None:
-    low, high, integer = APP_RANGES[name]
-    kind = "an integer" if integer else "a number"
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or (not integer and not math.isfinite(value)) or not low <= value <= high:
-        raise SettingsError(f"{name} must be {kind} in [{low}, {high}] (got {value!r})")
+    check_number(name, value, *APP_RANGES[name])  # the engine's number check, over the app's range
 
 
 def boolean(name: str, value: object) -> None:
@@ -66,7 +61,7 @@ def one_of(choices: Iterable[str]) -> Rule:
 def device(name: str, value: object) -> None:
     if not isinstance(value, str):
         raise SettingsError(f"{name} must be one of {', '.join(DEVICES)} (got {value!r})")
-    DeviceOptions(**{name: value})
+    DeviceOptions(device=value) if name == "device" else DeviceOptions(vision_device=value)
 
 
 def url(name: str, value: object) -> None:

@@ -140,7 +140,8 @@ class GuiSettings(_EngineSettings):
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        return replace(self, **changes)
+        checked: dict[str, Any] = dict(changes)  # each value is checked by its field's rule in __post_init__
+        return replace(self, **checked)
 
     def with_sampling(self, sampling: SamplingSettings) -> "GuiSettings":
         return self.with_changes(**{name: getattr(sampling, name) for name in SAMPLING_NAMES})
@@ -166,13 +167,13 @@ class GuiSettings(_EngineSettings):
         return {**extra, **data}
 
     @classmethod
-    def from_dict(cls, data: dict) -> tuple["GuiSettings", list[str]]:
+    def from_dict(cls, data: object) -> tuple["GuiSettings", list[str]]:
         """Settings from JSON data plus one warning per value that was dropped to its default."""
         warnings: list[str] = []
         if not isinstance(data, dict):
             return cls(), ["the settings file does not hold a JSON object; using defaults"]
         names = {f.name for f in fields(cls)} - {"extra"}
-        kept: dict[str, object] = {}
+        kept: dict[str, Any] = {}  # each value passed its field's rule
         for name, value in data.items():
             if name not in names:
                 continue

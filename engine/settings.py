@@ -57,6 +57,8 @@ class Setting:
     @property
     def range(self) -> tuple[float, float, bool]:
         """(min, max, integer?) of a numeric setting."""
+        if self.low is None or self.high is None:
+            raise TypeError(f"{self.name} is not a number: it has no range")
         return self.low, self.high, self.integer
 
     def remote_name(self, server_kind: str) -> str:
@@ -65,7 +67,7 @@ class Setting:
 
     def range_text(self) -> str:
         """The range as a form or a flag's help shows it, e.g. "0 – 2" or "(0 – 1]"."""
-        return range_text(self.low, self.high, self.integer, low_open=self.low_open)
+        return range_text(*self.range, low_open=self.low_open)
 
     def check(self, value: object) -> None:
         """SettingsError naming the setting and its range when `value` is not allowed."""
@@ -75,7 +77,7 @@ class Setting:
             if not isinstance(value, bool):
                 raise SettingsError(f"{self.name} must be true or false (got {value!r})")
             return
-        check_number(self.name, value, self.low, self.high, self.integer, low_open=self.low_open)
+        check_number(self.name, value, *self.range, low_open=self.low_open)
 
 
 def setting(default: object, label: str, help: str, low: float | None = None, high: float | None = None,
@@ -109,10 +111,9 @@ def range_text(low: float, high: float, integer: bool, *, low_open: bool = False
 
 def check_number(name: str, value: object, low: float, high: float, integer: bool, *, low_open: bool = False) -> None:
     kind = "an integer" if integer else "a number"
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
-        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
-    if value < low or value > high or (low_open and value == low):
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if (number is None or (integer and not isinstance(number, int)) or (not integer and not math.isfinite(number))
+            or number < low or number > high or (low_open and number == low)):
         raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
 
 
@@ -159,7 +160,7 @@ class SamplingSettings:
     def greedy(self) -> bool:
         return self.temperature == 0.0 or self.top_k == 1
 
-    def with_changes(self, **changes: object) -> "SamplingSettings":
+    def with_changes(self, **changes: Any) -> "SamplingSettings":
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise SettingsError(f"unknown sampling setting(s): {', '.join(sorted(unknown))}")
@@ -176,7 +177,7 @@ class SamplingSettings:
     @classmethod
     def for_model(cls, generation_config: dict) -> "SamplingSettings":
         """Qwen3.5 defaults, overridden by the model's generation_config.json where it has a value."""
-        values = {}
+        values: dict[str, Any] = {}
         for declared in SAMPLING_SETTINGS:
             value = generation_config.get(declared.name)
             if declared.from_model and isinstance(value, (int, float)) and not isinstance(value, bool):
