@@ -14,7 +14,7 @@ from decider.engine.errors import DeciderError, SettingsError
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 
 from .cli_parser import build_parser
-from .requests import sampling_from
+from .requests import REQUEST_DECISION_SETTINGS, sampling_from
 
 if TYPE_CHECKING:
     from .service import DecisionService
@@ -101,13 +101,9 @@ def decision_request(args: argparse.Namespace, defaults, budget=None):
         images=tuple(load_image_file(path, budget) for path in args.image),
         system=args.system,
         context=context,
-        think=args.think,
-        reasoning_budget=args.reasoning_budget,
-        permute=args.permute,
-        score_options=args.score_options,
-        sample_choice=args.sample_choice,
-        fast_reasoning=args.fast_reasoning,
         sampling=sampling_from(vars(args), defaults),
+        # each declared decision setting `ask` has a flag for (the others keep their declared default)
+        **{s.name: getattr(args, s.name) for s in REQUEST_DECISION_SETTINGS if hasattr(args, s.name)},
     )
 
 
