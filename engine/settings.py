@@ -1,7 +1,8 @@
 """The settings schema: SamplingSettings, the dataclass the engine takes, declares each sampling setting
 in its field's metadata (label, help, range, a form's decimals and step, whether a model's
 generation_config may set it, its name on other servers), as vLLM's EngineArgs declares its flags.
-DECISION_SETTINGS declares the decision knobs beside it the same way.
+DECISION_SETTINGS declares the decision knobs beside it as Setting rows; engine/types.py's DecisionRequest
+takes its defaults and checks from them.
 
 Front ends do not list these settings again: the defaults, the CLI's flags, the API's fields, the GUI's
 settings and form, the remote request body and the history are derived from `SAMPLING_SETTINGS`, which
