@@ -24,7 +24,10 @@ NEW_FIELD = (
 def package_with_one_more_setting(folder: Path) -> Path:
     """A copy of the package whose SamplingSettings declares `typical_p` just before `seed`: nothing else edited."""
     copy = folder / "decider"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", "tests", "bench", "tools", "__pycache__", "*.egg-info"))
+    copy.mkdir()
+    shutil.copy2(ROOT / "__init__.py", copy / "__init__.py")
+    for layer in ("engine", "app", "ui"):  # the package's layers only (never a venv or cache beside them)
+        shutil.copytree(ROOT / layer, copy / layer, ignore=shutil.ignore_patterns("__pycache__"))
     settings = copy / "engine" / "settings.py"
     text = settings.read_text(encoding="utf-8")
     anchor = "    seed: int | None = setting("
