@@ -41,6 +41,7 @@ class Setting:
     step: float = 1  # ... and steps by this much
     from_model: bool = False  # a model's generation_config.json may set it (Qwen3.5's default otherwise)
     remote_names: tuple[tuple[str, str], ...] = ()  # (server kind, the field's name there) where not `name`
+    tool_calls: bool = False  # a remote tool-calling request carries it too (engine/remote_tools.py)
 
     @property
     def flag(self) -> str:
@@ -127,12 +128,12 @@ class SamplingSettings:
 
     temperature: float = setting(
         0.7, "Temperature", "0 draws the most likely option (greedy); the bars do not depend on it", 0.0, 2.0,
-        decimals=2, step=0.05, from_model=True)
+        decimals=2, step=0.05, from_model=True, tool_calls=True)
     top_k: int = setting(20, "Top K", "keep the K most likely tokens before drawing; 0 = no limit", 0, 1_000_000,
                          from_model=True)
     top_p: float = setting(
         0.8, "Top P", "nucleus sampling: keep the smallest set holding this much probability; 1 = off", 0.0, 1.0,
-        low_open=True, decimals=2, step=0.05, from_model=True)
+        low_open=True, decimals=2, step=0.05, from_model=True, tool_calls=True)
     min_p: float = setting(
         0.0, "Min P", "drop tokens below this fraction of the best token's probability; 0 = off", 0.0, 1.0,
         decimals=3, step=0.01, from_model=True)
@@ -148,7 +149,8 @@ class SamplingSettings:
     penalty_window: int = setting(
         64, "Penalty window", "how many of the last sampled tokens the penalties look at", 0, 4096, exposed=False)
     seed: int | None = setting(
-        None, "Seed", "a fixed seed makes sampled draws repeatable; none = a fresh seed per request", 0, 2**63 - 1)
+        None, "Seed", "a fixed seed makes sampled draws repeatable; none = a fresh seed per request", 0, 2**63 - 1,
+        tool_calls=True)
 
     def __post_init__(self) -> None:
         for declared in SAMPLING_SETTINGS:
@@ -170,10 +172,11 @@ class SamplingSettings:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def request_fields(self, server_kind: str) -> dict[str, object]:
-        """The settings users set in the field names this kind of server reads; an unset seed is left out."""
+    def request_fields(self, server_kind: str, *, tool_calls: bool = False) -> dict[str, object]:
+        """The settings users set in the field names this kind of server reads; an unset seed is left out.
+        tool_calls: only those a tool-calling request carries."""
         return {s.remote_name(server_kind): getattr(self, s.name) for s in SAMPLING_SETTINGS
-                if s.exposed and getattr(self, s.name) is not None}
+                if s.exposed and getattr(self, s.name) is not None and (s.tool_calls or not tool_calls)}
 
     @classmethod
     def for_model(cls, generation_config: dict) -> "SamplingSettings":

@@ -178,3 +178,36 @@ def test_the_decide_api_and_the_history_take_every_decision_setting_a_request_ca
     store = HistoryStore(tmp_path / "h.sqlite3")
     row = store.get(store.add(plain, result, model="m", device="CPU", source="test"))
     assert {name: row.settings[name] for name in names} == {name: getattr(plain, name) for name in names}
+
+
+@pytest.mark.parametrize("owner", ["somebody", "llamacpp"])
+def test_a_remote_tool_call_carries_the_settings_declared_tool_calls(owner):
+    from test_remote import FakeServer
+
+    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.tools import tools_from_openai
+    from decider.engine.types import DecisionRequest
+
+    call = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "attack", "arguments": "{}"}}]}}]}
+
+    def behaviour(h, body):
+        h._send(200, call)
+
+    server = FakeServer(behaviour)
+    # this server's /v1/models names its owner (its handler class is its own)
+    server.httpd.RequestHandlerClass.do_GET = lambda h: h._send(200, {"object": "list", "data": [
+        {"id": "m", "object": "model", "owned_by": owner}]})
+    try:
+        tools = tools_from_openai([{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+                                   for n in ("attack", "retreat")])
+        sampling = SamplingSettings(temperature=0.3, top_k=7, top_p=0.9, seed=11)
+        request = DecisionRequest("Q?", ("attack", "retreat"), tools=tools, sampling=sampling)
+        result = RemoteEngine(RemoteConfig(server.url, model="m")).decide(request)
+    finally:
+        server.close()
+    assert result.tool_call.name == "attack"
+    _, body = next((auth, body) for auth, body in server.requests if "tools" in body)
+    declared = [s.name for s in SAMPLING_SETTINGS if s.tool_calls]
+    assert declared == ["temperature", "top_p", "seed"]
+    assert {name: body[name] for name in SAMPLING_NAMES if name in body} == {name: getattr(sampling, name) for name in declared}
