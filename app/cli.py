@@ -11,189 +11,13 @@ from typing import TYPE_CHECKING
 
 from decider.engine.devices import DEFAULT_VISION_DEVICE
 from decider.engine.errors import DeciderError, SettingsError
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS, VOCABULARY
-from decider.engine.remote import CONSTRAINTS, METHODS
-from decider.engine.settings import SAMPLING_NAMES, SETTINGS
+from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
 
-from .requests import sampling_from
+from .cli_parser import build_parser
+from .requests import REQUEST_DECISION_SETTINGS, sampling_from
 
 if TYPE_CHECKING:
     from .service import DecisionService
-
-
-def _add_model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model folder (an optimum-intel OpenVINO export)")
-    parser.add_argument("--device", default="AUTO", help="AUTO, CPU, GPU or NPU (default AUTO: NPU > GPU > CPU)")
-    parser.add_argument("--vision-device", default=DEFAULT_VISION_DEVICE,
-                        help=f"device of the vision encoder: AUTO, CPU, GPU or NPU (default {DEFAULT_VISION_DEVICE}; "
-                             "NPU: images scaled into a fixed budget)")
-    parser.add_argument(
-        "--fast", action="store_true",
-        help="compile reduced precision, stated: the CPU's fastest float (bf16, f16, else f32), a u8 KV cache and int8 "
-             "activations (f16 on a GPU); faster, bars labelled reduced precision, never exact",
-    )
-    parser.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit in tokens (default 1024)")
-    parser.add_argument(
-        "--execution-path", choices=("auto", "dynamic", "static", "npuw_llm"), default="auto",
-        help="auto: static shapes on the NPU, the dynamic export elsewhere; npuw_llm: the NPU plugin's LLM pipeline",
-    )
-
-
-# The bars are read from the model's distribution, never drawn: sampling only shapes tokens that are drawn.
-DECISION_SAMPLING_NOTE = (
-    "they act on drawn tokens only (the reasoning with --think, the pick with --sample-choice): "
-    "without --think they do not change the bars"
-)
-
-
-def _add_sampling_args(parser: argparse.ArgumentParser, decision: bool = False) -> None:
-    """One flag per sampling setting users set (engine.settings declares them), plus --max-tokens.
-
-    decision: the command shows bars, so each flag's help says sampling does not move them without --think."""
-    group = parser.add_argument_group(
-        "sampling (defaults: the model's generation_config, else Qwen3.5's)",
-        DECISION_SAMPLING_NOTE[0].upper() + DECISION_SAMPLING_NOTE[1:] + "." if decision else None)
-    suffix = "; without --think the bars do not change" if decision else ""
-    for name in SAMPLING_NAMES:
-        setting = SETTINGS[name]
-        # No default here: an absent flag leaves the model's own default in place.
-        group.add_argument(setting.flag, type=setting.kind, help=f"{setting.help} ({setting.range_text()}){suffix}")
-    _add_setting(group, "max_tokens")
-
-
-def _add_setting(parser, name: str, help: str | None = None) -> None:
-    """A decision setting's flag with its declared type, default and help (--x/--no-x for a bool)."""
-    setting = SETTINGS[name]
-    text = help or setting.help
-    if setting.kind is bool:
-        parser.add_argument(setting.flag, action=argparse.BooleanOptionalAction, default=setting.default, help=text)
-    else:
-        parser.add_argument(setting.flag, type=setting.kind, default=setting.default, help=f"{text} ({setting.range_text()})")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="decider", description="A desktop decision agent on Qwen3.5 + OpenVINO.")
-    sub = parser.add_subparsers(dest="command")
-
-    p = sub.add_parser("complete", help="raw text completion; prints an OpenAI text_completion object")
-    _add_model_args(p)
-    p.add_argument("--prompt", required=True, help="the text to continue")
-    p.add_argument("--logprobs", type=int, default=None,
-                   help=f"0-{MAX_COMPLETION_LOGPROBS}: the drawn token's logprob plus N alternatives")
-    _add_sampling_args(p)
-
-    p = sub.add_parser("chat", help="one chat turn; prints an OpenAI chat.completion object")
-    _add_model_args(p)
-    p.add_argument("--message", required=True, help="the user's message")
-    p.add_argument("--system", help="system prompt")
-    _add_setting(p, "think")
-    p.add_argument("--logprobs", action="store_true", help="report each answer token's logprob")
-    p.add_argument("--top-logprobs", type=int, default=None,
-                   help=f"0-{MAX_TOP_LOGPROBS} alternatives per token (needs --logprobs)")
-    _add_sampling_args(p)
-
-    p = sub.add_parser("ask", help="decide between options; prints bars (or --json)")
-    _add_model_args(p)
-    p.add_argument("question")
-    p.add_argument("--option", action="append", default=[], help="an option (repeat 2-10 times)")
-    p.add_argument("--tool", metavar="FILE", help="JSON file of OpenAI tools: the functions are the options (bars: how "
-                   "likely the model calls each; the chosen call's arguments follow its schema)")
-    p.add_argument("--context", help="file with shared context (rules, a document); its state is kept in the prompt cache and reused by later decisions")
-    p.add_argument("--image", action="append", default=[], metavar="PATH",
-                   help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
-    p.add_argument("--system", help="system prompt")
-    _add_setting(p, "think")
-    _add_setting(p, "reasoning_budget", "max reasoning tokens with --think")
-    _add_setting(p, "permute")
-    _add_setting(p, "score_options")
-    _add_setting(p, "sample_choice")
-    _add_setting(p, "fast_reasoning")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_sampling_args(p, decision=True)
-
-    p.add_argument("--no-history", action="store_true", help="do not record this decision in the history")
-    p.add_argument("--no-image-hash", action="store_true",
-                   help="the history keeps only each image's size, not the sha256 of its pixels (never the image itself)")
-    remote = p.add_argument_group("remote engine (an OpenAI-compatible server with logprobs instead of --model)")
-    remote.add_argument("--engine", metavar="URL", help="base URL, e.g. http://gpu-box:8000/v1 (vLLM, OVMS, llama.cpp)")
-    remote.add_argument("--engine-key", help="API key for --engine")
-    remote.add_argument("--engine-model", help="model name on the server (default: its first)")
-    remote.add_argument("--engine-constraint", choices=CONSTRAINTS, default="none",
-                        help="force an answer constraint (believed only if the answer shows it renormalised)")
-    remote.add_argument("--engine-method", choices=METHODS, default="auto",
-                        help="force how the bars are read (default auto: the most exact method the server offers)")
-    remote.add_argument("--engine-timeout", type=float, default=120.0, help="seconds to wait for the server (default 120)")
-
-    p = sub.add_parser("history", help="decision history: list, label outcomes, export")
-    hsub = p.add_subparsers(dest="history_command", required=True)
-    q = hsub.add_parser("list", help="the latest decisions")
-    q.add_argument("--limit", type=int, default=20, help="how many decisions to list, newest first (default 20)")
-    q = hsub.add_parser("label", help="mark a decision's right answer")
-    q.add_argument("id", type=int)
-    q.add_argument("label", help="the right option's letter (A, B, ...), or 'none' to clear")
-    q = hsub.add_parser("export", help="export the history")
-    q.add_argument("--format", choices=("csv", "jsonl"), default="jsonl", help="file format (default jsonl)")
-    q.add_argument("--out", help="file to write (default: standard output)")
-
-    p = sub.add_parser("calibrate", help="calibration of labelled decisions: accuracy, Brier, ECE, reliability")
-    p.add_argument("--model", help="model name as recorded (default: all models, each separately)")
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None, help="only think / no-think decisions")
-    p.add_argument("--bins", type=int, default=10, help="confidence bins of the reliability table and ECE (default 10)")
-    p.add_argument("--fit", action="store_true", help="fit a temperature on 2/3 of the rows, report ECE on the rest")
-    p.add_argument("--apply", action="store_true", help="with --fit: show calibrated confidence for this model from now on")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
-
-    p = sub.add_parser("serve", help="local OpenAI-compatible API server")
-    _add_model_args(p)
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only; another needs --api-key)")
-    p.add_argument("--port", type=int, default=8765, help="TCP port to listen on (default 8765)")
-    p.add_argument("--api-key", help="required for a non-loopback --host")
-    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                   help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable, '*' for any")
-    p.add_argument("--no-image-hash", action="store_true",
-                   help="the history keeps only each image's size, not the sha256 of its pixels (never the image itself)")
-    p.add_argument("--logprob-normalization", choices=NORMALIZATIONS, default=VOCABULARY,
-                   help="what prompt logprobs (echo) are normalised over unless a request says: 'vocabulary' (default): "
-                        "over the tokenizer's real ids (the head's padding rows excluded); 'padded_head': over the "
-                        "model's whole padded output head, as transformers and llama.cpp do")
-
-    p = sub.add_parser("gui", help="the desktop window (the default command)")
-    _add_model_args(p)
-    p.add_argument("--question", help="put this question in the form (decided at start only with --screenshot)")
-    p.add_argument("--option", action="append", default=[], help="an option for the form (repeat 2-10 times)")
-    p.add_argument("--tool", metavar="FILE", help="JSON file of OpenAI tools: the form's options become the functions")
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
-                   help="let the model reason first (default: the window's saved setting)")
-    p.add_argument("--screenshot", help="run the decision, save a PNG of the window and exit")
-    p.add_argument("--overlay-screenshot", help="with --screenshot: also save a PNG of the overlay")
-    p.add_argument("--tab", choices=("decision", "inspector", "calibration", "history"),
-                   help="the tab to show (with --screenshot: the tab in the picture)")
-
-    p = sub.add_parser("models", help="the models Decider knows: recent, demo and downloaded folders")
-    p.add_argument("--json", action="store_true", help="print one JSON array")
-
-    p = sub.add_parser("pull", help="download a model repository from the Hugging Face Hub (resumable, verified)")
-    p.add_argument("repo_id", metavar="REPO_ID", help="owner/name of an OpenVINO export or a Qwen3.5 checkpoint")
-    p.add_argument("--revision", help="branch, tag or commit (default: main)")
-
-    p = sub.add_parser("convert", help="export a Qwen3.5 checkpoint to OpenVINO (needs decider[convert])")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face checkpoint folder (config.json + safetensors)")
-    p.add_argument("out_dir", metavar="OUT_DIR", help="new folder for the OpenVINO export")
-    p.add_argument("--weights", choices=("fp16", "int8", "int4-npu"), default="int4-npu",
-                   help="weight format (default int4-npu: int4 symmetric channel-wise, the NPU's preferred)")
-    p.add_argument("--no-validate", action="store_true", help="skip the test decision on CPU")
-    p.add_argument("--report", metavar="FILE", help="also write the outcome as JSON to FILE (for the app's convert dialog)")
-
-    p = sub.add_parser("doctor", help="check OpenVINO, the devices and (optionally) a model folder")
-    p.add_argument("model", metavar="MODEL", nargs="?", help="model folder to check")
-    p.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit to report (default 1024)")
-    p.add_argument("--device", default="AUTO", help="device to compile the model on (default AUTO: NPU > GPU > CPU)")
-    p.add_argument("--no-compile", action="store_true", help="check the folder only; do not compile the model")
-    p.add_argument("--tune", action="store_true", help="time the reduced-precision compiles on this CPU, keep the fastest "
-                   "for --fast and fast reasoning, and say which (and whether fast reasoning pays here)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser
 
 
 def _device_options(args: argparse.Namespace):
@@ -277,13 +101,9 @@ def decision_request(args: argparse.Namespace, defaults, budget=None):
         images=tuple(load_image_file(path, budget) for path in args.image),
         system=args.system,
         context=context,
-        think=args.think,
-        reasoning_budget=args.reasoning_budget,
-        permute=args.permute,
-        score_options=args.score_options,
-        sample_choice=args.sample_choice,
-        fast_reasoning=args.fast_reasoning,
         sampling=sampling_from(vars(args), defaults),
+        # each declared decision setting `ask` has a flag for (the others keep their declared default)
+        **{s.name: getattr(args, s.name) for s in REQUEST_DECISION_SETTINGS if hasattr(args, s.name)},
     )
 
 

@@ -22,6 +22,7 @@ from decider.engine.types import LABELS, DecisionRequest, DecisionResult
 from decider.engine.errors import SettingsError
 
 from .history_repair import recover
+from .requests import REQUEST_DECISION_SETTINGS
 
 SCHEMA_VERSION = 2
 
@@ -112,6 +113,13 @@ def _row(values: tuple) -> HistoryRow:
                       choice, coverage, right, bool(think), labelled, source)
 
 
+def _settings_record(request: DecisionRequest) -> dict:
+    """What a row keeps of the request's settings: every sampling setting, every declared decision setting
+    the request carries (engine.settings; max_tokens is not one), the system prompt and the context."""
+    decision = {s.name: getattr(request, s.name) for s in REQUEST_DECISION_SETTINGS}
+    return {**request.sampling.to_dict(), **decision, "system": request.system, "context": request.context}
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -161,13 +169,7 @@ class HistoryStore:
                 raise
 
     def add(self, request: DecisionRequest, result: DecisionResult, *, model: str, device: str, source: str) -> int:
-        settings = {
-            **request.sampling.to_dict(),
-            "think": request.think, "reasoning_budget": request.reasoning_budget, "permute": request.permute,
-            "score_options": request.score_options, "sample_choice": request.sample_choice,
-            "fast_reasoning": request.fast_reasoning, "system": request.system,
-            "context": request.context,
-        }
+        settings = _settings_record(request)
         if request.images:
             settings["images"] = [self._image_record(pixels) for pixels in request.images]
         with self._connect() as conn:

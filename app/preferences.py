@@ -1,7 +1,7 @@
 """The desktop app's settings: one dataclass, persisted as JSON in the config dir.
 
-Every value is validated by the engine's own rules (SamplingSettings, DeviceOptions) or by a range
-listed here. A settings file edited by hand with a bad value never stops the app: that value falls
+Every value is validated by its rule in app.preference_rules (for the engine's settings, the rule
+engine.settings declares; their fields here are made from those declarations too). A settings file edited by hand with a bad value never stops the app: that value falls
 back to its default and a warning says which one and why.
 """
 
@@ -9,40 +9,31 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from decider.engine.devices import DEFAULT_VISION_DEVICE, DEVICES, DeviceOptions
+from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions
 from decider.engine.errors import SettingsError
-from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
+from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS  # noqa: F401 (the form offers these)
 from decider.engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
 
 from .config import compiled_cache_dir, config_dir
 from .json_files import JsonFileError, read_json_file
 from .origins import parse_origin
+from .preference_rules import APP_RANGES, DEFAULT_HOTKEY, PIXEL_FIELDS, field_rules
 
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "gui-settings.json"
 MAX_RECENT_MODELS = 8
-DEFAULT_HOTKEY = "Ctrl+Shift+D"
 
 # The decision settings the app keeps (their ranges, defaults and help are engine.settings').
 DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice", "fast_reasoning")
-
-# Ranges for the app's own numbers: name -> (min, max, integer?)
-APP_RANGES: dict[str, tuple[float, float, bool]] = {
-    "overlay_opacity": (0.2, 1.0, False),
-    "api_port": (1, 65535, True),
-    "remote_timeout": (0.5, 3600, False),
-}
-
-ENGINES = ("local", "remote")  # the in-process OpenVINO engine, or an OpenAI-compatible server
-
-_DEFAULT_SAMPLING = SamplingSettings()
+# The engine's settings the app keeps, first in the settings file: every sampling setting users set, then those.
+ENGINE_NAMES = SAMPLING_NAMES + DECISION_NAMES
 
 
 def setting_range(name: str) -> tuple[float, float, bool]:
@@ -59,28 +50,21 @@ def range_text(name: str) -> str:
     return format_range(*APP_RANGES[name])
 
 
-# Screen positions and sizes kept between runs, with the parts each holds.
-PIXEL_FIELDS = {"overlay_position": ("x", "y"), "window_geometry": ("x", "y", "width", "height")}
+if TYPE_CHECKING:
+    class _EngineSettings:
+        def __getattr__(self, name: str) -> Any: ...  # the declared settings' fields, made below
+else:
+    # GuiSettings' engine fields, made from the declarations (name, type, default): a setting added to the
+    # engine's schema is stored, validated and shown without a line here.
+    _EngineSettings = make_dataclass(
+        "_EngineSettings", [(name, SETTINGS[name].annotation, field(default=SETTINGS[name].default)) for name in ENGINE_NAMES],
+        frozen=True)
 
 
 @dataclass(frozen=True)
-class GuiSettings:
-    # sampling (the engine's SamplingSettings fields the user edits)
-    temperature: float = _DEFAULT_SAMPLING.temperature
-    top_k: int = _DEFAULT_SAMPLING.top_k
-    top_p: float = _DEFAULT_SAMPLING.top_p
-    min_p: float = _DEFAULT_SAMPLING.min_p
-    repetition_penalty: float = _DEFAULT_SAMPLING.repetition_penalty
-    frequency_penalty: float = _DEFAULT_SAMPLING.frequency_penalty
-    presence_penalty: float = _DEFAULT_SAMPLING.presence_penalty
-    seed: int | None = None  # None: a fresh seed per decision
-    # generation and decisions (DECISION_NAMES)
-    max_tokens: int = SETTINGS["max_tokens"].default  # cap for free generation (chat / API); decisions use reasoning_budget
-    reasoning_budget: int = SETTINGS["reasoning_budget"].default
-    think: bool = SETTINGS["think"].default
-    permute: bool = SETTINGS["permute"].default
-    sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the most likely option
-    fast_reasoning: bool = SETTINGS["fast_reasoning"].default  # think mode: reasoning from a fast compile, exact answer
+class GuiSettings(_EngineSettings):
+    # The engine's settings (ENGINE_NAMES: sampling, then max_tokens, reasoning_budget, think, permute,
+    # sample_choice, fast_reasoning) come first, from _EngineSettings; the app's own follow.
     system_prompt: str = ""
     history_image_hashes: bool = True  # the history keeps each image's size and pixel sha256 (off: the size only)
     # model and device
@@ -126,7 +110,7 @@ class GuiSettings:
         for name in PIXEL_FIELDS:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
-        floats = [n for n in SAMPLING_NAMES if SETTINGS[n].kind is float] + ["overlay_opacity", "remote_timeout"]
+        floats = [n for n in ENGINE_NAMES if SETTINGS[n].kind is float] + ["overlay_opacity", "remote_timeout"]
         for name in floats:
             object.__setattr__(self, name, float(getattr(self, name)))
 
@@ -156,7 +140,8 @@ class GuiSettings:
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        return replace(self, **changes)
+        checked: dict[str, Any] = dict(changes)  # each value is checked by its field's rule in __post_init__
+        return replace(self, **checked)
 
     def with_sampling(self, sampling: SamplingSettings) -> "GuiSettings":
         return self.with_changes(**{name: getattr(sampling, name) for name in SAMPLING_NAMES})
@@ -182,13 +167,13 @@ class GuiSettings:
         return {**extra, **data}
 
     @classmethod
-    def from_dict(cls, data: dict) -> tuple["GuiSettings", list[str]]:
+    def from_dict(cls, data: object) -> tuple["GuiSettings", list[str]]:
         """Settings from JSON data plus one warning per value that was dropped to its default."""
         warnings: list[str] = []
         if not isinstance(data, dict):
             return cls(), ["the settings file does not hold a JSON object; using defaults"]
         names = {f.name for f in fields(cls)} - {"extra"}
-        kept: dict[str, object] = {}
+        kept: dict[str, Any] = {}  # each value passed its field's rule
         for name, value in data.items():
             if name not in names:
                 continue
@@ -221,87 +206,15 @@ def _coerce(name: str, value: object) -> object:
     return value
 
 
+FIELD_RULES = field_rules(ENGINE_NAMES)
+
+
 def _check_field(name: str, value: object) -> None:
-    """Raise SettingsError when one field's value is not allowed."""
-    if name in SAMPLING_NAMES or name in DECISION_NAMES:
-        SETTINGS[name].check(value)  # the engine's declared rule and message
-        return
-    if name in APP_RANGES:
-        low, high, integer = APP_RANGES[name]
-        kind = "an integer" if integer else "a number"
-        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-        if isinstance(value, bool) or not ok or (not integer and not math.isfinite(value)) or not low <= value <= high:
-            raise SettingsError(f"{name} must be {kind} in [{low}, {high}] (got {value!r})")
-        return
-    if name in ("exact", "history_image_hashes", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings", "window_maximized"):
-        if not isinstance(value, bool):
-            raise SettingsError(f"{name} must be true or false (got {value!r})")
-        return
-    if name in ("device", "vision_device"):
-        if not isinstance(value, str):
-            raise SettingsError(f"{name} must be one of {', '.join(DEVICES)} (got {value!r})")
-        DeviceOptions(**{name: value})
-        return
-    if name == "engine":
-        if value not in ENGINES:
-            raise SettingsError(f"engine must be one of {', '.join(ENGINES)} (got {value!r})")
-        return
-    if name == "remote_constraint":
-        if value not in REMOTE_CONSTRAINTS:
-            raise SettingsError(f"remote_constraint must be one of {', '.join(REMOTE_CONSTRAINTS)} (got {value!r})")
-        return
-    if name == "remote_url":
-        if not isinstance(value, str) or any(c.isspace() for c in value.strip()):
-            raise SettingsError(f"remote_url must be a URL without spaces (got {value!r})")
-        if value.strip() and not value.strip().lower().startswith(("http://", "https://")):
-            raise SettingsError(f"remote_url must start with http:// or https:// (got {value!r})")
-        return
-    if name in ("remote_api_key", "remote_model", "api_key"):
-        if not isinstance(value, str) or "\n" in value:
-            raise SettingsError(f"{name} must be one line of text")
-        return
-    if name == "system_prompt":
-        if not isinstance(value, str):
-            raise SettingsError(f"system_prompt must be text (got {type(value).__name__})")
-        return
-    if name == "hotkey":
-        if not isinstance(value, str) or not value.strip() or len(value) > 64:
-            raise SettingsError(f"hotkey must be a key sequence such as {DEFAULT_HOTKEY!r} (got {value!r})")
-        return
-    if name == "api_host":
-        if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
-            raise SettingsError(f"api_host must be a host name or address (got {value!r})")
-        return
-    if name == "api_allowed_origins":
-        if not isinstance(value, (tuple, list)) or not all(isinstance(o, str) for o in value):
-            raise SettingsError("api_allowed_origins must be a list of origins such as http://localhost:3000")
-        for origin in value:
-            parse_origin(origin)
-        return
-    if name == "last_model":
-        if value is not None and (not isinstance(value, str) or not value):
-            raise SettingsError(f"last_model must be a folder path (got {value!r})")
-        return
-    if name == "recent_models":
-        if not isinstance(value, (tuple, list)) or not all(isinstance(p, str) and p for p in value):
-            raise SettingsError("recent_models must be a list of folder paths")
-        return
-    if name in PIXEL_FIELDS:
-        shape = PIXEL_FIELDS[name]
-        if value is None:
-            return
-        if (
-            not isinstance(value, (tuple, list)) or len(value) != len(shape)
-            or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 100_000 for v in value)
-            or any(v <= 0 for v, part in zip(value, shape) if part in ("width", "height"))
-        ):
-            raise SettingsError(f"{name} must be [{', '.join(shape)}] in pixels (got {value!r})")
-        return
-    if name == "extra":
-        if not isinstance(value, dict):
-            raise SettingsError("extra must be an object")
-        return
-    raise SettingsError(f"unknown setting {name}")
+    """Raise SettingsError when one field's value is not allowed (each field's rule: FIELD_RULES)."""
+    rule = FIELD_RULES.get(name)
+    if rule is None:
+        raise SettingsError(f"unknown setting {name}")
+    rule(name, value)
 
 
 def settings_path() -> Path:

@@ -183,7 +183,7 @@ class RemoteEngine:
             "permute": request.permute, "score_options": request.score_options, "alternatives": request.alternatives,
             "sample_choice": True if request.sample_choice else None,  # absent unless asked: older servers refuse it
             "fast_reasoning": None if request.fast_reasoning else False,  # likewise: sent only when turned off
-            **{k: v for k, v in request.sampling.to_dict().items() if k != "penalty_window"},
+            **request.sampling.request_fields("decider"),
         }
         answer = self._call("POST", "/decide", {k: v for k, v in body.items() if v is not None})
         try:
@@ -200,19 +200,9 @@ class RemoteEngine:
 
     # --- a raw prompt on /v1/completions ---
     def _sampling_fields(self, request: DecisionRequest) -> dict:
-        """The sampling settings in the field names this kind of server reads: llama.cpp's servers ignore
-        vLLM's `repetition_penalty` and apply their own `repeat_penalty` (default 1.1) instead."""
-        sampling = request.sampling
+        """The sampling settings in the field names this kind of server reads (engine.settings declares them)."""
         kind = self._profile.kind if self._profile is not None else "unknown"
-        repetition = "repeat_penalty" if kind == "llama.cpp" else "repetition_penalty"
-        body = {
-            "model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
-            "min_p": sampling.min_p, "presence_penalty": sampling.presence_penalty,
-            "frequency_penalty": sampling.frequency_penalty, repetition: sampling.repetition_penalty,
-        }
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        return body
+        return {"model": self.model, **request.sampling.request_fields(kind)}
 
     def _read_raw(self, request: DecisionRequest, labels: list[str], forced: bool, notes: list[str],
                   should_stop: Callable[[], bool] | None) -> tuple[LetterReading, str | None]:

@@ -29,9 +29,10 @@ def decide_tools_remote(engine, request: DecisionRequest) -> DecisionResult:
     clock = Clock()
     messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
         {"role": "user", "content": request.question}]
-    sampling = {k: v for k, v in request.sampling.to_dict().items() if k in ("temperature", "top_p", "seed") and v is not None}
+    kind = engine.profile().kind
+    sampling = request.sampling.request_fields(kind, tool_calls=True)  # the settings declared tool_calls
     body = {"model": engine.model, "messages": messages, "tools": [t.signature() for t in request.tools],
-            "tool_choice": TOOL_CHOICE.get(engine.profile().kind, "required"), "parallel_tool_calls": False, "max_tokens": MAX_CALL_TOKENS, **sampling}
+            "tool_choice": TOOL_CHOICE.get(kind, "required"), "parallel_tool_calls": False, "max_tokens": MAX_CALL_TOKENS, **sampling}
     answer = engine.client.call("POST", f"{engine.config.api}/chat/completions", body)
     choice = (answer.get("choices") or [{}])[0]
     calls = (choice.get("message") or {}).get("tool_calls") or []

@@ -1,30 +1,25 @@
-"""The sampling and decision settings, declared once (SAMPLING_SETTINGS, DECISION_SETTINGS: name, type,
-range, default, help), and SamplingSettings, the validated dataclass the engine takes.
+"""The settings schema: SamplingSettings, the dataclass the engine takes, declares each sampling setting
+in its field's metadata (label, help, range, a form's decimals and step, whether a model's
+generation_config may set it, its name on other servers), as vLLM's EngineArgs declares its flags.
+DECISION_SETTINGS declares the decision knobs beside it as Setting rows; engine/types.py's DecisionRequest
+takes its defaults and checks from them.
 
-Front ends do not list these settings again: the CLI's flags, the GUI's form and the settings store
-are generated from the declarations, and tests check the API's fields and the remote request against
-them.
+Front ends do not list these settings again: the defaults, the CLI's flags, the API's fields, the GUI's
+settings and form, the remote request body and the history are derived from `SAMPLING_SETTINGS`, which
+is read off the dataclass's fields; a test adds one field here and finds it on every surface.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+import types
+from dataclasses import Field, asdict, dataclass, field, fields, replace
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from .errors import SettingsError
 from .logprobs import MAX_TOP_LOGPROBS
 
-# Qwen3.5's recommended sampling, as the seed runtime ships it; a model's generation_config.json
-# overrides what it names (it never names the OpenAI penalties).
-QWEN35_DEFAULTS = dict(
-    temperature=0.7,
-    top_k=20,
-    top_p=0.8,
-    min_p=0.0,
-    repetition_penalty=1.0,
-    frequency_penalty=1.0,
-    presence_penalty=1.5,
-)
+_DECLARATION = "decider.setting"  # the metadata key of a settings field's declaration
 
 
 @dataclass(frozen=True)
@@ -41,11 +36,21 @@ class Setting:
     high: float | None = None
     low_open: bool = False  # the range excludes `low` (top_p)
     optional: bool = False  # None is a value too (seed: a fresh one per request)
-    exposed: bool = True  # offered to users (flags, form, API); False: an engine-internal knob
+    exposed: bool = True  # offered to users (flags, form, API, remote servers); False: an engine-internal knob
+    decimals: int = 2  # a form's number field shows this many decimals ...
+    step: float = 1  # ... and steps by this much
+    from_model: bool = False  # a model's generation_config.json may set it (Qwen3.5's default otherwise)
+    remote_names: tuple[tuple[str, str], ...] = ()  # (server kind, the field's name there) where not `name`
+    tool_calls: bool = False  # a remote tool-calling request carries it too (engine/remote_tools.py)
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def annotation(self) -> object:
+        """The Python type of a field holding this setting (None allowed where it is optional)."""
+        return self.kind | None if self.optional else self.kind
 
     @property
     def integer(self) -> bool:
@@ -54,11 +59,17 @@ class Setting:
     @property
     def range(self) -> tuple[float, float, bool]:
         """(min, max, integer?) of a numeric setting."""
+        if self.low is None or self.high is None:
+            raise TypeError(f"{self.name} is not a number: it has no range")
         return self.low, self.high, self.integer
+
+    def remote_name(self, server_kind: str) -> str:
+        """The request field this kind of server reads the setting from."""
+        return dict(self.remote_names).get(server_kind, self.name)
 
     def range_text(self) -> str:
         """The range as a form or a flag's help shows it, e.g. "0 – 2" or "(0 – 1]"."""
-        return range_text(self.low, self.high, self.integer, low_open=self.low_open)
+        return range_text(*self.range, low_open=self.low_open)
 
     def check(self, value: object) -> None:
         """SettingsError naming the setting and its range when `value` is not allowed."""
@@ -68,7 +79,27 @@ class Setting:
             if not isinstance(value, bool):
                 raise SettingsError(f"{self.name} must be true or false (got {value!r})")
             return
-        check_number(self.name, value, self.low, self.high, self.integer, low_open=self.low_open)
+        check_number(self.name, value, *self.range, low_open=self.low_open)
+
+
+def setting(default: object, label: str, help: str, low: float | None = None, high: float | None = None,
+            *, remote_names: dict[str, str] | None = None, **declared: Any) -> Any:
+    """A settings dataclass field whose metadata declares the setting (Setting's fields but name,
+    kind and default, which are the field's own)."""
+    declared.update(label=label, help=help, low=low, high=high, remote_names=tuple((remote_names or {}).items()))
+    return field(default=default, metadata={_DECLARATION: declared})
+
+
+def declared_settings(cls: type) -> tuple[Setting, ...]:
+    """The settings a dataclass declares in its fields' metadata, in field order."""
+    hints = get_type_hints(cls)
+    return tuple(_from_field(f, hints[f.name]) for f in fields(cls) if _DECLARATION in f.metadata)
+
+
+def _from_field(f: Field, hint: object) -> Setting:
+    kinds = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+    kind = next(k for k in kinds if k is not type(None))
+    return Setting(f.name, kind, f.default, optional=type(None) in kinds, **f.metadata[_DECLARATION])
 
 
 def range_text(low: float, high: float, integer: bool, *, low_open: bool = False) -> str:
@@ -80,34 +111,98 @@ def range_text(low: float, high: float, integer: bool, *, low_open: bool = False
     return f"({fmt(low)} – {fmt(high)}]" if low_open else f"{fmt(low)} – {fmt(high)}"
 
 
-SAMPLING_SETTINGS: tuple[Setting, ...] = (
-    Setting("temperature", float, QWEN35_DEFAULTS["temperature"], "Temperature",
-            "0 draws the most likely option (greedy); the bars do not depend on it", 0.0, 2.0),
-    Setting("top_k", int, QWEN35_DEFAULTS["top_k"], "Top K",
-            "keep the K most likely tokens before drawing; 0 = no limit", 0, 1_000_000),
-    Setting("top_p", float, QWEN35_DEFAULTS["top_p"], "Top P",
-            "nucleus sampling: keep the smallest set holding this much probability; 1 = off", 0.0, 1.0, low_open=True),
-    Setting("min_p", float, QWEN35_DEFAULTS["min_p"], "Min P",
-            "drop tokens below this fraction of the best token's probability; 0 = off", 0.0, 1.0),
-    Setting("repetition_penalty", float, QWEN35_DEFAULTS["repetition_penalty"], "Repetition penalty",
-            "CTRL-style penalty on tokens seen in the window; 1 = off", 0.05, 10.0),
-    Setting("frequency_penalty", float, QWEN35_DEFAULTS["frequency_penalty"], "Frequency penalty",
-            "OpenAI-style, subtracted per earlier occurrence", -2.0, 2.0),
-    Setting("presence_penalty", float, QWEN35_DEFAULTS["presence_penalty"], "Presence penalty",
-            "OpenAI-style, subtracted once for any earlier occurrence", -2.0, 2.0),
-    Setting("penalty_window", int, 64, "Penalty window",
-            "how many of the last sampled tokens the penalties look at", 0, 4096, exposed=False),
-    Setting("seed", int, None, "Seed",
-            "a fixed seed makes sampled draws repeatable; none = a fresh seed per request", 0, 2**63 - 1, optional=True),
-)
+def check_number(name: str, value: object, low: float, high: float, integer: bool, *, low_open: bool = False) -> None:
+    kind = "an integer" if integer else "a number"
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if (number is None or (integer and not isinstance(number, int)) or (not integer and not math.isfinite(number))
+            or number < low or number > high or (low_open and number == low)):
+        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Validated sampling settings, and the schema of every front end's sampling settings: each field
+    declares its setting (`setting(...)`). The defaults are Qwen3.5's recommended sampling, as the seed
+    runtime ships it; a model's generation_config.json overrides the ones marked from_model (it never
+    names the OpenAI penalties)."""
+
+    temperature: float = setting(
+        0.7, "Temperature", "0 draws the most likely option (greedy); the bars do not depend on it", 0.0, 2.0,
+        decimals=2, step=0.05, from_model=True, tool_calls=True)
+    top_k: int = setting(20, "Top K", "keep the K most likely tokens before drawing; 0 = no limit", 0, 1_000_000,
+                         from_model=True)
+    top_p: float = setting(
+        0.8, "Top P", "nucleus sampling: keep the smallest set holding this much probability; 1 = off", 0.0, 1.0,
+        low_open=True, decimals=2, step=0.05, from_model=True, tool_calls=True)
+    min_p: float = setting(
+        0.0, "Min P", "drop tokens below this fraction of the best token's probability; 0 = off", 0.0, 1.0,
+        decimals=3, step=0.01, from_model=True)
+    # llama.cpp's servers ignore vLLM's `repetition_penalty` and apply their own `repeat_penalty` (default 1.1).
+    repetition_penalty: float = setting(
+        1.0, "Repetition penalty", "CTRL-style penalty on tokens seen in the window; 1 = off", 0.05, 10.0,
+        decimals=2, step=0.05, from_model=True, remote_names={"llama.cpp": "repeat_penalty"})
+    frequency_penalty: float = setting(
+        1.0, "Frequency penalty", "OpenAI-style, subtracted per earlier occurrence", -2.0, 2.0, decimals=2, step=0.1)
+    presence_penalty: float = setting(
+        1.5, "Presence penalty", "OpenAI-style, subtracted once for any earlier occurrence", -2.0, 2.0,
+        decimals=2, step=0.1)
+    penalty_window: int = setting(
+        64, "Penalty window", "how many of the last sampled tokens the penalties look at", 0, 4096, exposed=False)
+    seed: int | None = setting(
+        None, "Seed", "a fixed seed makes sampled draws repeatable; none = a fresh seed per request", 0, 2**63 - 1,
+        tool_calls=True)
+
+    def __post_init__(self) -> None:
+        for declared in SAMPLING_SETTINGS:
+            value = getattr(self, declared.name)
+            declared.check(value)
+            if declared.kind is float:
+                object.__setattr__(self, declared.name, float(value))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1
+
+    def with_changes(self, **changes: Any) -> "SamplingSettings":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise SettingsError(f"unknown sampling setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def request_fields(self, server_kind: str, *, tool_calls: bool = False) -> dict[str, object]:
+        """The settings users set in the field names this kind of server reads; an unset seed is left out.
+        tool_calls: only those a tool-calling request carries."""
+        return {s.remote_name(server_kind): getattr(self, s.name) for s in SAMPLING_SETTINGS
+                if s.exposed and getattr(self, s.name) is not None and (s.tool_calls or not tool_calls)}
+
+    @classmethod
+    def for_model(cls, generation_config: dict) -> "SamplingSettings":
+        """Qwen3.5 defaults, overridden by the model's generation_config.json where it has a value."""
+        values: dict[str, Any] = {}
+        for declared in SAMPLING_SETTINGS:
+            value = generation_config.get(declared.name)
+            if declared.from_model and isinstance(value, (int, float)) and not isinstance(value, bool):
+                values[declared.name] = value
+        if generation_config.get("do_sample") is False:
+            values["temperature"] = 0.0
+        try:
+            return cls(**values)
+        except SettingsError:
+            return cls()
+
+
+SAMPLING_SETTINGS: tuple[Setting, ...] = declared_settings(SamplingSettings)
 
 # How much to generate and how to decide (front ends give them beside the sampling settings).
 DECISION_SETTINGS: tuple[Setting, ...] = (
     Setting("max_tokens", int, 256, "Max tokens",
-            "cap for free-form generation (chat, local API); decisions use the reasoning budget", 1, 32768),
+            "cap for free-form generation (chat, local API); decisions use the reasoning budget", 1, 32768, step=64),
     Setting("think", bool, False, "Think before answering", "let the model reason first"),
     Setting("reasoning_budget", int, 512, "Reasoning budget",
-            "most tokens the model may think for before it must answer", 1, 32768),
+            "most tokens the model may think for before it must answer", 1, 32768, step=64),
     Setting("permute", bool, False, "Debias option order",
             "average over cyclic option orders (letter-prior debiasing)"),
     Setting("score_options", bool, False, "Score whole options",
@@ -126,62 +221,3 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_
 SAMPLING_NAMES: tuple[str, ...] = tuple(s.name for s in SAMPLING_SETTINGS if s.exposed)
 # name: (min, max, integer?) of every numeric setting
 RANGES: dict[str, tuple[float, float, bool]] = {name: s.range for name, s in SETTINGS.items() if s.kind is not bool}
-
-
-def check_number(name: str, value: object, low: float, high: float, integer: bool, *, low_open: bool = False) -> None:
-    kind = "an integer" if integer else "a number"
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
-        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
-    if value < low or value > high or (low_open and value == low):
-        raise SettingsError(f"{name} must be {kind} in {'(' if low_open else '['}{low}, {high}] (got {value!r})", field=name)
-
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    """Validated sampling settings; the fields, defaults and ranges are SAMPLING_SETTINGS'."""
-
-    temperature: float = SETTINGS["temperature"].default  # 0 = greedy
-    top_k: int = SETTINGS["top_k"].default  # 0 = no limit
-    top_p: float = SETTINGS["top_p"].default  # 1 = no limit
-    min_p: float = SETTINGS["min_p"].default  # 0 = no limit
-    repetition_penalty: float = SETTINGS["repetition_penalty"].default  # 1 = off (CTRL-style)
-    frequency_penalty: float = SETTINGS["frequency_penalty"].default  # OpenAI-style, per occurrence
-    presence_penalty: float = SETTINGS["presence_penalty"].default  # OpenAI-style, once per token
-    penalty_window: int = SETTINGS["penalty_window"].default  # how many of the last kept tokens the penalties see
-    seed: int | None = SETTINGS["seed"].default  # None = a fresh seed per request
-
-    def __post_init__(self) -> None:
-        for setting in SAMPLING_SETTINGS:
-            value = getattr(self, setting.name)
-            setting.check(value)
-            if setting.kind is float:
-                object.__setattr__(self, setting.name, float(value))
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0 or self.top_k == 1
-
-    def with_changes(self, **changes: object) -> "SamplingSettings":
-        unknown = set(changes) - {f.name for f in fields(self)}
-        if unknown:
-            raise SettingsError(f"unknown sampling setting(s): {', '.join(sorted(unknown))}")
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def for_model(cls, generation_config: dict) -> "SamplingSettings":
-        """Qwen3.5 defaults, overridden by the model's generation_config.json where it has a value."""
-        values = dict(QWEN35_DEFAULTS)
-        for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty"):
-            value = generation_config.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                values[name] = value
-        if generation_config.get("do_sample") is False:
-            values["temperature"] = 0.0
-        try:
-            return cls(**values)
-        except SettingsError:
-            return cls()

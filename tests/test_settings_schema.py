@@ -126,3 +126,88 @@ def test_the_settings_form_is_generated_from_the_schema(qtbot):
     for name in ("top_k", "reasoning_budget", "max_tokens"):
         low, high, _ = SETTINGS[name].range
         assert (panel.fields[name].minimum(), panel.fields[name].maximum()) == (low, high)
+
+
+def test_every_desktop_setting_has_exactly_one_rule_in_the_table():
+    """_check_field is a table: a GuiSettings field without a rule, or a rule for no field, fails here."""
+    from decider.app.preferences import FIELD_RULES, GuiSettings, _check_field
+
+    assert set(FIELD_RULES) == {f.name for f in fields(GuiSettings)}
+    with pytest.raises(SettingsError, match="unknown setting colour"):
+        _check_field("colour", "red")
+    for name, bad, message in (("engine", "cloud", "engine must be one of local, remote"),
+                               ("api_port", 0, r"api_port must be an integer in \[1, 65535\]"),
+                               ("top_p", 0.0, r"top_p must be a number in \(0.0, 1.0\]"),
+                               ("window_maximized", "yes", "window_maximized must be true or false")):
+        with pytest.raises(SettingsError, match=message):
+            _check_field(name, bad)
+
+
+def test_a_models_generation_config_sets_only_the_settings_declared_from_model():
+    declared = {s.name for s in SAMPLING_SETTINGS if s.from_model}
+    assert declared == {"temperature", "top_k", "top_p", "min_p", "repetition_penalty"}
+    config = {s.name: s.low + (s.high - s.low) / 4 if s.kind is float else 3 for s in SAMPLING_SETTINGS if s.kind is not bool
+              and s.low is not None and s.name != "seed"}
+    model = SamplingSettings.for_model(config)
+    for setting in SAMPLING_SETTINGS:
+        expected = config[setting.name] if setting.name in declared else setting.default
+        assert getattr(model, setting.name) == expected, setting.name
+
+
+def test_the_decide_api_and_the_history_take_every_decision_setting_a_request_carries(tmp_path):
+    from test_remote import FakeServer, chat_answer
+
+    from decider.app.api.protocol import DecideRequest
+    from decider.app.history import HistoryStore
+    from decider.app.requests import REQUEST_DECISION_SETTINGS
+    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.types import DecisionRequest
+
+    names = [s.name for s in REQUEST_DECISION_SETTINGS]
+    assert names == [s.name for s in DECISION_SETTINGS if s.name != "max_tokens"]  # max_tokens: generation's, not a request's
+    changed = {s.name: (not s.default) if s.kind is bool else s.default - 1 for s in REQUEST_DECISION_SETTINGS}
+    changed["score_options"] = False  # not with think
+    request = DecideRequest(question="Q?", options=["a", "b"], **changed).to_request(SamplingSettings())
+    assert {name: getattr(request, name) for name in names} == changed
+    server = FakeServer(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.5})))
+    try:
+        plain = DecisionRequest("Q?", ("a", "b"), alternatives=3, reasoning_budget=7)
+        result = RemoteEngine(RemoteConfig(server.url, model="m", method="chat")).decide(plain)
+    finally:
+        server.close()
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    row = store.get(store.add(plain, result, model="m", device="CPU", source="test"))
+    assert {name: row.settings[name] for name in names} == {name: getattr(plain, name) for name in names}
+
+
+@pytest.mark.parametrize("owner", ["somebody", "llamacpp"])
+def test_a_remote_tool_call_carries_the_settings_declared_tool_calls(owner):
+    from test_remote import FakeServer
+
+    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.tools import tools_from_openai
+    from decider.engine.types import DecisionRequest
+
+    call = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "attack", "arguments": "{}"}}]}}]}
+
+    def behaviour(h, body):
+        h._send(200, call)
+
+    server = FakeServer(behaviour)
+    # this server's /v1/models names its owner (its handler class is its own)
+    server.httpd.RequestHandlerClass.do_GET = lambda h: h._send(200, {"object": "list", "data": [
+        {"id": "m", "object": "model", "owned_by": owner}]})
+    try:
+        tools = tools_from_openai([{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+                                   for n in ("attack", "retreat")])
+        sampling = SamplingSettings(temperature=0.3, top_k=7, top_p=0.9, seed=11)
+        request = DecisionRequest("Q?", ("attack", "retreat"), tools=tools, sampling=sampling)
+        result = RemoteEngine(RemoteConfig(server.url, model="m")).decide(request)
+    finally:
+        server.close()
+    assert result.tool_call.name == "attack"
+    _, body = next((auth, body) for auth, body in server.requests if "tools" in body)
+    declared = [s.name for s in SAMPLING_SETTINGS if s.tool_calls]
+    assert declared == ["temperature", "top_p", "seed"]
+    assert {name: body[name] for name in SAMPLING_NAMES if name in body} == {name: getattr(sampling, name) for name in declared}

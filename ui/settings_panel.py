@@ -39,20 +39,6 @@ CLIPBOARD_FORMAT = (
     "the trailing marked lines are the options, else every line after the first."
 )
 
-# How a number field edits (decimals, step); its label, help and range are engine.settings' declaration.
-_NUMBERS = {
-    "temperature": (2, 0.05),
-    "top_k": (0, 1),
-    "top_p": (2, 0.05),
-    "min_p": (3, 0.01),
-    "repetition_penalty": (2, 0.05),
-    "frequency_penalty": (2, 0.1),
-    "presence_penalty": (2, 0.1),
-    "reasoning_budget": (0, 64),
-    "max_tokens": (0, 64),
-}
-
-
 ENGINE_CHOICES = (("local", "Local folder"), ("remote", "Remote server"))
 
 
@@ -261,8 +247,8 @@ class SettingsPanel(SettingsForm):
         self.set_settings(settings)
 
     def _number(self, grid: QGridLayout, name: str) -> None:
-        decimals, step = _NUMBERS[name]
-        setting = SETTINGS[name]
+        setting = SETTINGS[name]  # label, help, range, decimals and step: engine.settings' declaration
+        decimals = setting.decimals
         low, high, integer = setting.range
         if integer:
             widget = QSpinBox()
@@ -272,9 +258,9 @@ class SettingsPanel(SettingsForm):
             widget = QDoubleSpinBox()
             widget.setDecimals(decimals)
             # (0, 1] for top_p: the smallest positive step stands in for the open end.
-            widget.setRange(10 ** -decimals if name == "top_p" else low, high)
+            widget.setRange(low + 10 ** -decimals if setting.low_open else low, high)
             widget.valueChanged.connect(lambda value, n=name: self._edit(n, round(float(value), decimals)))
-        widget.setSingleStep(step)
+        widget.setSingleStep(setting.step)
         widget.setKeyboardTracking(False)
         widget.setAlignment(Qt.AlignRight)
         widget.setToolTip(f"{setting.help}\nrange {setting.range_text()}")

@@ -22,7 +22,7 @@ from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, check_grammar, grammar_tokenizer
 from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tool_grammar, tools_from_openai
 
-from ..requests import SAMPLING_FIELDS, sampling_from
+from ..requests import REQUEST_DECISION_SETTINGS, SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
 from .errors import ApiError, field_error
 from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Strict, Text, absent, empty, int_in, one, refused
@@ -468,7 +468,14 @@ def _question(value: object) -> object:
     return value
 
 
-class DecideRequest(SamplingFields):
+# The decision settings a /v1/decide request may give (absent: the declared default), from the same schema.
+DecisionFields: type[Strict] = create_model(
+    "DecisionFields", __base__=SamplingFields,
+    **{s.name: (Boolean if s.kind is bool else EngineInt, None) for s in REQUEST_DECISION_SETTINGS},
+)
+
+
+class DecideRequest(DecisionFields):
     """Decider's own decision request; its answer is the JSON of `decider ask --json`."""
 
     model: Name = None
@@ -476,22 +483,11 @@ class DecideRequest(SamplingFields):
     options: Annotated[tuple[str, ...], BeforeValidator(_options), Field(default=None, validate_default=True)]
     system: Text = None
     context: Text = None
-    think: Boolean = None
-    permute: Boolean = None
-    score_options: Boolean = None
-    sample_choice: Boolean = None  # draw the choice at the sampling settings instead of the largest bar
-    fast_reasoning: Boolean = None  # think mode: reasoning from a fast compile (the bars stay exact)
-    reasoning_budget: EngineInt = None
-    alternatives: EngineInt = None
     images: Annotated[tuple, BeforeValidator(parse_images), Field(default=())]
 
     def to_request(self, defaults: SamplingSettings) -> DecisionRequest:
         """Counts, duplicates and ranges are the DecisionRequest's own checks."""
-        given = {
-            name: getattr(self, name)
-            for name in ("think", "permute", "score_options", "sample_choice", "fast_reasoning", "reasoning_budget", "alternatives")
-            if getattr(self, name) is not None
-        }
+        given = {s.name: getattr(self, s.name) for s in REQUEST_DECISION_SETTINGS if getattr(self, s.name) is not None}
         return DecisionRequest(
             question=self.question, options=self.options, system=self.system, context=self.context,
             sampling=_sampling(self, defaults), images=self.images, **given,

@@ -1,0 +1,181 @@
+"""Run in a subprocess over a copy of the package whose engine/settings.py declares one more sampling
+setting (tests/test_settings_one_place.py): looks for that setting on every surface and prints one JSON
+object, surface -> null when it is there or the reason it is not.
+
+Usage: python settings_surfaces.py NAME  (with the copy first on PYTHONPATH as `decider`)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+NAME = sys.argv[1]
+VALUE = 0.5  # in the new setting's range, not its default
+
+
+def chat_answer() -> dict:
+    top = [{"token": t, "logprob": v, "bytes": None} for t, v in (("A", -0.1), ("B", -2.5))]
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "length",
+                         "logprobs": {"content": [{"token": "A", "logprob": -0.1, "bytes": None, "top_logprobs": top}]}}],
+            "usage": {"prompt_tokens": 42, "completion_tokens": 1}}
+
+
+@contextmanager
+def fake_server(owner: str, bodies: list[dict]) -> Iterator[str]:
+    """An OpenAI-compatible server owned by `owner` that answers every chat with "A"; it keeps the chat bodies."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _send(self, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._send({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": owner}]})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if "messages" in body:
+                bodies.append(body)
+            self._send(chat_answer())
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def remote_decision(owner: str):
+    """(the chat body sent, the request, its result) of a remote decision at the new setting's VALUE."""
+    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.settings import SamplingSettings
+    from decider.engine.types import DecisionRequest
+
+    request = DecisionRequest("Q?", ("a", "b"), sampling=SamplingSettings(**{NAME: VALUE}))
+    bodies: list[dict] = []
+    with fake_server(owner, bodies) as url:
+        engine = RemoteEngine(RemoteConfig(url, model="m", method="chat"))
+        engine.profile()  # which kind of server it is (the chat method alone never asks)
+        result = engine.decide(request)
+    return bodies[-1], request, result
+
+
+def schema() -> None:
+    from decider.engine.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
+
+    assert NAME in SAMPLING_NAMES and SETTINGS[NAME].label, "not declared"
+    assert getattr(SamplingSettings(), NAME) == SETTINGS[NAME].default, "no default"
+    assert getattr(SamplingSettings.for_model({NAME: VALUE}), NAME) == VALUE, "generation_config does not set it"
+
+
+def cli() -> None:
+    from decider.app.cli import build_parser, decision_request
+    from decider.engine.settings import SamplingSettings
+
+    parser = build_parser()
+    flag = ["--" + NAME.replace("_", "-"), str(VALUE)]
+    for command in (["complete", "--prompt", "x"], ["chat", "--message", "x"]):
+        assert getattr(parser.parse_args(command + flag), NAME) == VALUE, f"no flag on {command[0]}"
+    args = parser.parse_args(["ask", "Q?", "--option", "a", "--option", "b"] + flag)
+    assert getattr(decision_request(args, SamplingSettings()).sampling, NAME) == VALUE, "the flag does not reach the request"
+
+
+def api() -> None:
+    from decider.app.api.protocol import ChatCompletionRequest, CompletionRequest, DecideRequest
+    from decider.engine.errors import SettingsError
+    from decider.engine.settings import SamplingSettings
+
+    for request in (ChatCompletionRequest, CompletionRequest):
+        assert NAME in request.model_fields, f"no field on {request.__name__}"
+    decided = DecideRequest(question="Q?", options=["a", "b"], **{NAME: VALUE}).to_request(SamplingSettings())
+    assert getattr(decided.sampling, NAME) == VALUE, "the field does not reach the request"
+    try:
+        DecideRequest(question="Q?", options=["a", "b"], **{NAME: 7.0}).to_request(SamplingSettings())
+    except SettingsError as exc:
+        assert NAME in str(exc), "the refusal does not name it"
+    else:
+        raise AssertionError("out of range, accepted")
+
+
+def gui_settings() -> None:
+    from decider.app.preferences import GuiSettings
+    from decider.engine.settings import SETTINGS
+
+    assert getattr(GuiSettings(), NAME) == SETTINGS[NAME].default, "not stored"
+    changed = GuiSettings().with_changes(**{NAME: VALUE})
+    assert getattr(changed.sampling(), NAME) == VALUE, "not handed to the engine"
+    assert GuiSettings.from_dict(changed.to_dict())[0] == changed, "not kept in the settings file"
+    kept, warnings = GuiSettings.from_dict({**changed.to_dict(), NAME: 7.0})
+    assert getattr(kept, NAME) == SETTINGS[NAME].default and any(NAME in w for w in warnings), "not validated"
+
+
+def gui_form() -> None:
+    from PySide6.QtWidgets import QApplication, QLabel
+
+    from decider.app.gui_ports import settings_rules
+    from decider.app.preferences import GuiSettings
+    from decider.engine.settings import SETTINGS
+    from decider.ui.settings_panel import SettingsPanel
+
+    app = QApplication.instance() or QApplication([])
+    panel = SettingsPanel(GuiSettings(), settings_rules())
+    assert NAME in panel.fields, "no field in the form"
+    assert SETTINGS[NAME].label in {label.text() for label in panel.findChildren(QLabel)}, "no label"
+    panel.fields[NAME].setValue(VALUE)
+    assert getattr(panel.settings, NAME) == VALUE, "an edit does not reach the settings"
+    panel.deleteLater()
+    app.processEvents()
+
+
+def remote() -> None:
+    assert remote_decision("somebody")[0][NAME] == VALUE, "not in the request body"
+    assert remote_decision("llamacpp")[0]["typ_p"] == VALUE, "not under llama.cpp's name"
+
+
+def history() -> None:
+    from decider.app.history import HistoryStore
+
+    _, request, result = remote_decision("somebody")
+    with tempfile.TemporaryDirectory() as folder:
+        store = HistoryStore(Path(folder) / "h.sqlite3")
+        row = store.get(store.add(request, result, model="m", device="CPU", source="test"))
+    assert row.settings[NAME] == VALUE, "not recorded"
+
+
+SURFACES: dict[str, Callable[[], None]] = {
+    "schema": schema, "cli": cli, "api": api, "gui_settings": gui_settings, "gui_form": gui_form, "remote": remote,
+    "history": history,
+}
+
+
+def main() -> None:
+    found: dict[str, str | None] = {}
+    for surface, check in SURFACES.items():
+        try:
+            check()
+            found[surface] = None
+        except Exception as exc:  # each surface reports on its own; the test prints them all
+            found[surface] = f"{type(exc).__name__}: {exc}" + ("" if isinstance(exc, AssertionError) else
+                                                                "\n" + traceback.format_exc(limit=-3))
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main()
