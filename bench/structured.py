@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     if args.save:
-        from bench.common import RESULTS
+        from .common import RESULTS
 
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "structured.json").write_text(json.dumps({**result, "date": time.strftime("%Y-%m-%d")}, indent=1))
