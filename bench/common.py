@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from modelkit.qwen35_config import layer_types, shared_text_kwargs
+
 ROOT = Path(__file__).resolve().parents[1]  # the repository (engine/ lives here)
 HOME = Path(os.environ.get("DECIDER_BENCH_HOME", Path.home() / ".cache" / "decider-bench")).expanduser()
 MODELS = HOME / "models"
@@ -121,7 +123,7 @@ class Geometry:
             hidden_size=self.hidden,
             intermediate_size=self.intermediate,
             num_hidden_layers=self.layers,
-            layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(self.layers)],
+            layer_types=layer_types(self.layers),
             num_attention_heads=self.heads,
             num_key_value_heads=self.kv_heads,
             head_dim=self.head_dim,
@@ -130,17 +132,7 @@ class Geometry:
             linear_num_value_heads=self.linear_v_heads,
             linear_key_head_dim=self.linear_dim,
             linear_value_head_dim=self.linear_dim,
-            hidden_act="silu",
-            rms_norm_eps=1e-6,
-            max_position_embeddings=262_144,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10_000_000.0,
-                "partial_rotary_factor": 0.25,
-                "mrope_section": [11, 11, 10],
-                "mrope_interleaved": True,
-            },
-            tie_word_embeddings=self.tied,
+            **shared_text_kwargs(262_144, [11, 11, 10], self.tied),
         )
 
 

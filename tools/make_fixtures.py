@@ -32,20 +32,19 @@ import time
 import traceback
 from pathlib import Path
 
-# Determinism / quietness before the heavy imports.
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("RAYON_NUM_THREADS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-import numpy as np  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
 if str(ROOT) not in sys.path:  # run as a script: the repository root holds modelkit/
     sys.path.insert(0, str(ROOT))
+
+from modelkit.environment import quiet_offline  # noqa: E402
+
+quiet_offline()  # before the heavy imports
+os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the fixture tokenizer's BPE training, deterministic
+
+import numpy as np  # noqa: E402
+
+from modelkit.qwen35_config import layer_types, shared_text_kwargs  # noqa: E402
 
 # The tokenizer folder's pieces, shared with the demo models and the bench (the demo trainers import them from here).
 from modelkit.tokenizer_files import (  # noqa: E402,F401
@@ -58,6 +57,7 @@ from modelkit.tokenizer_files import (  # noqa: E402,F401
     tokenizer_config_dict,
     write_tokenizer_files,
 )
+
 FIXTURES = ROOT / "tests" / "fixtures"
 TOKENIZER_DIR = FIXTURES / "tokenizer"
 CHECKPOINTS = FIXTURES / "checkpoints"
@@ -290,8 +290,6 @@ def _block_broken_torchvision() -> None:
         sys.modules["torchvision"] = None  # importlib.util.find_spec() -> None, `import torchvision` -> ImportError
 
 
-LINEAR, FULL = "linear_attention", "full_attention"
-
 INITIALIZER_RANGE = 0.15  # std of the (truncated) normal init of every Linear / Conv / vision weight
 EMBED_STD = 0.3  # token embedding and lm_head rows: makes next-token distributions clearly non-uniform
 PADDED_ROW_STD = 0.3  # lm_head rows of the padded ids (>= tokenizer size): random like the rest, so keeping them
@@ -308,7 +306,7 @@ def text_config_kwargs(vocab_size: int, tied: bool, special: dict) -> dict:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=4,
-        layer_types=[LINEAR, LINEAR, LINEAR, FULL],
+        layer_types=layer_types(4),
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=32,
@@ -317,23 +315,9 @@ def text_config_kwargs(vocab_size: int, tied: bool, special: dict) -> dict:
         linear_num_value_heads=4,  # Hv = 2*Hk: value head h reads key head h // 2 (repeat_interleave, not tile)
         linear_key_head_dim=16,
         linear_value_head_dim=16,
-        hidden_act="silu",
-        rms_norm_eps=1e-6,
-        max_position_embeddings=32768,
         initializer_range=INITIALIZER_RANGE,
-        # partial_rotary_factor stays the config default (0.25): 8 of the 32 head dims rotate.  mrope_section
-        # must sum to rotary_dim/2 = 4 (real checkpoints: [11, 11, 10] for 64 of 256).
-        rope_parameters={
-            "rope_type": "default",
-            "rope_theta": 10_000_000.0,
-            "partial_rotary_factor": 0.25,
-            "mrope_section": [2, 1, 1],
-            "mrope_interleaved": True,
-        },
-        tie_word_embeddings=tied,
-        eos_token_id=special["<|im_end|>"],
-        pad_token_id=special["<|endoftext|>"],
-        bos_token_id=None,
+        # partial_rotary_factor stays 0.25: 8 of the 32 head dims rotate, so mrope_section sums to 4.
+        **shared_text_kwargs(32768, [2, 1, 1], tied, special),
     )
 
 
