@@ -189,28 +189,34 @@ def timed(fn, *args, **kwargs):
 
 
 # ----- memory -----
+def proc_mib(path: str | Path, field: str) -> float | None:
+    """The `<field>: N kB` line of a /proc file, in MiB; None without that line or that file (not Linux, or the
+    process is gone)."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident set size (VmHWM) in MiB."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
+    peak = proc_mib("/proc/self/status", "VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def rss_mib() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+def rss_mib(pid: int | str = "self") -> float:
+    """A process's resident set size (VmRSS) in MiB, NaN where it cannot be read."""
+    rss = proc_mib(f"/proc/{pid}/status", "VmRSS")
+    return float("nan") if rss is None else rss
 
 
 def reset_peak_rss() -> bool:
