@@ -5,11 +5,13 @@ Nothing here imports OpenVINO, torch or the engine: the orchestrator stays impor
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +54,19 @@ def tools_python() -> str:
 
 def venv_python() -> Path:
     return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def task_parser(prog: str, tasks: Iterable[str], lengths: str) -> argparse.ArgumentParser:
+    """The arguments a worker with several measurement tasks takes: --model, --task, --out, --repeats, --device,
+    --lengths (prompt lengths, comma-separated); the caller adds its own."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--task", required=True, choices=sorted(tasks))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="CPU")
+    parser.add_argument("--lengths", default=lengths)
+    return parser
 
 
 # ----- geometries -----
