@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -67,6 +68,11 @@ def task_parser(prog: str, tasks: Iterable[str], lengths: str) -> argparse.Argum
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--lengths", default=lengths)
     return parser
+
+
+def table_head(header: str) -> str:
+    """A markdown table's header row and its rule (one `---` per column; `\\|` inside a cell is not a column)."""
+    return header + "\n|" + "---|" * (len(re.findall(r"(?<!\\)\|", header)) - 1)
 
 
 # ----- geometries -----

@@ -41,6 +41,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .common import table_head
 from .soak_requests import (  # noqa: F401 (re-exported: tests and the report read them here)
     ROOT, DOCS, WORDS, OPTIONS, TARGET_MIB, PROBE, PREFILL_MODES, Plan, text, prompt_words, make_request, rss_of, decider_path, free_port, post, summarise,
 )
@@ -284,8 +285,7 @@ def _engine_rows(results: dict, add) -> None:
         "*capped* (one-pass with `CPU_RUNTIME_CACHE_CAPACITY=0`), *static* (the static-shape runner). *requests* says how "
         "far a soak cut short got; *mix* is the run's decide/complete/chat counts. *probe / one-pass*: the cold probe "
         "decision's median against the one-pass variant's (variants that ran at the same time on a loaded machine: noisy).\n")
-    add("| model | variant | requests | mix | RSS after 100 | RSS at the end | growth | target | probe decision (median, min–max) | probe / one-pass |")
-    add("|---|---|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | variant | requests | mix | RSS after 100 | RSS at the end | growth | target | probe decision (median, min–max) | probe / one-pass |"))
     for model, variants in by_model.items():
         base = (variants.get("one-pass") or {}).get("probe_summary")
         for variant, r in variants.items():
@@ -317,8 +317,7 @@ def _api_rows(docs: Path, add) -> None:
         "docs/benchmarks/soak-api|window-NAME [--label 'which code']`): `decider serve` in its own process, or the main window (offscreen) "
         "with its embedded API in one process, every other decision typed into the window and decided with its button "
         "(bench/soak_window.py); VmRSS after every request.\n")
-    add("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |")
-    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |"))
     for path in runs:
         r = json.loads(path.read_text())
         tokens = r.get("prompt_tokens") or {}
@@ -346,8 +345,7 @@ def _latency_rows(docs: Path, add) -> None:
         "per-prompt ratios. *chunked*: as shipped, the model's plan (engine/prefill_chunks.py: full chunks of the "
         "longest length its DeltaNet memory allows, then one chunk per digit of the rest); *fixed*: 256-token chunks "
         "in base 16 for every model (the split before the plan); *one-shot*: one infer per prompt (unbounded shapes).\n")
-    add("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |")
-    add("|---|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |"))
     for path in runs:
         r = json.loads(path.read_text())
         m, n = r["median_s"], r["mean_infers"]
