@@ -140,6 +140,17 @@ def runs(results: dict[str, dict]) -> str:
 
 
 # ----- sections -----
+def _rss_rows(size: str):
+    """(result key, model, engine, its load seconds) of every engine's peak-RSS run of one size, in table order."""
+    for fmt in FORMATS:
+        yield f"{size}/{fmt}/rss", f"{size} {fmt}", "Decider", lambda r: r["load_s"]
+        for engine in ("sdpa", "pa"):
+            yield f"{size}/{fmt}/rss-genai-{engine}", f"{size} {fmt}", f"GenAI {engine.upper()}", lambda r, e=engine: r["load_s"].get(e, 0)
+    yield f"{size}/torch/rss", f"{size} fp32", "transformers", lambda r: r["torch_load_s"]
+    for kind in ("f16", "q8_0"):
+        yield f"{size}/llama-{kind}/rss", f"{size} {kind}", "llama.cpp", lambda r: r["load_s"]
+
+
 def render(results: dict[str, dict], command: str = "python -m bench all --out BENCHMARKS.md") -> str:
     sizes = [s_ for s_ in GEOMETRIES if any(k.startswith(s_ + "/") for k in results)]
     limits = get(results, "machine/limits") or {}
@@ -390,21 +401,10 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     add("Peak RSS (VmHWM) of each engine in its own process: load, then one 256-token decision.\n")
     add(table_head("| model | engine | peak RSS | load |"))
     for size in sizes:
-        for fmt in FORMATS:
-            r = get(results, f"{size}/{fmt}/rss")
+        for key, model, engine, load in _rss_rows(size):
+            r = get(results, key)
             if r:
-                add(f"| {size} {fmt} | Decider | {mib(r['peak_rss_mib'])} | {r['load_s']:.1f} s |")
-            for engine in ("sdpa", "pa"):
-                r = get(results, f"{size}/{fmt}/rss-genai-{engine}")
-                if r:
-                    add(f"| {size} {fmt} | GenAI {engine.upper()} | {mib(r['peak_rss_mib'])} | {r['load_s'].get(engine, 0):.1f} s |")
-        r = get(results, f"{size}/torch/rss")
-        if r:
-            add(f"| {size} fp32 | transformers | {mib(r['peak_rss_mib'])} | {r['torch_load_s']:.1f} s |")
-        for kind in ("f16", "q8_0"):
-            r = get(results, f"{size}/llama-{kind}/rss")
-            if r:
-                add(f"| {size} {kind} | llama.cpp | {mib(r['peak_rss_mib'])} | {r['load_s']:.1f} s |")
+                add(f"| {model} | {engine} | {mib(r['peak_rss_mib'])} | {load(r):.1f} s |")
     add("")
 
     # 9. physical limits

@@ -274,6 +274,15 @@ def figures(results: dict) -> dict[str, str]:
     }
 
 
+def _saved(docs: Path, add, what: str, *patterns: str) -> list[tuple[Path, dict]]:
+    """The runs saved under docs/benchmarks matching `patterns` (each sorted by name), read; without any, a
+    '(what not measured)' line."""
+    paths = [path for pattern in patterns for path in sorted(docs.glob(pattern))]
+    if not paths:
+        add(f"({what} not measured)\n")
+    return [(path, json.loads(path.read_text())) for path in paths]
+
+
 def _engine_rows(results: dict, add) -> None:
     by_model = _by_model(results)
     if not by_model:
@@ -309,17 +318,15 @@ def model_name(path: str) -> str:
 
 
 def _api_rows(docs: Path, add) -> None:
-    runs = sorted(docs.glob("soak-api-*.json")) + sorted(docs.glob("soak-window-*.json"))
+    runs = _saved(docs, add, "API soak", "soak-api-*.json", "soak-window-*.json")
     if not runs:
-        add("(API soak not measured)\n")
         return
     add("**Through the API server and the window** (`python -m bench.soak [--mode window] --model DIR --requests 2000 --out "
         "docs/benchmarks/soak-api|window-NAME [--label 'which code']`): `decider serve` in its own process, or the main window (offscreen) "
         "with its embedded API in one process, every other decision typed into the window and decided with its button "
         "(bench/soak_window.py); VmRSS after every request.\n")
     add(table_head("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |"))
-    for path in runs:
-        r = json.loads(path.read_text())
+    for _, r in runs:
         tokens = r.get("prompt_tokens") or {}
         statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
         done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
@@ -331,14 +338,13 @@ def _api_rows(docs: Path, add) -> None:
             f"{r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "
             f"{r.get('wall_s', 0) / 60:.0f} min |")
     add("")
-    for path in runs:
+    for path, _ in runs:
         add(f"![{path.stem}: RSS over requests](docs/benchmarks/{path.stem}.svg)\n")
 
 
 def _latency_rows(docs: Path, add) -> None:
-    runs = sorted(docs.glob("prefill-latency-*.json"))
+    runs = _saved(docs, add, "prefill latency", "prefill-latency-*.json")
     if not runs:
-        add("(prefill latency not measured)\n")
         return
     add("**What bounding costs, paired** (`python -m bench.soak --mode latency --model DIR --requests N`): the same "
         "decision, cold state, under each prefill mode, the order rotating per prompt in one process; medians of the "
@@ -346,8 +352,7 @@ def _latency_rows(docs: Path, add) -> None:
         "longest length its DeltaNet memory allows, then one chunk per digit of the rest); *fixed*: 256-token chunks "
         "in base 16 for every model (the split before the plan); *one-shot*: one infer per prompt (unbounded shapes).\n")
     add(table_head("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |"))
-    for path in runs:
-        r = json.loads(path.read_text())
+    for _, r in runs:
         m, n = r["median_s"], r["mean_infers"]
         split = "{} / base {}".format(*r["chunked_split"])
         add(f"| {model_name(r['model'])} | {r['prompts']} (1–{r['max_words']}) | {split} | {m['chunked']:.3f} s | {m['fixed']:.3f} s | "
