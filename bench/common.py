@@ -13,10 +13,11 @@ import statistics
 import sys
 import time
 from collections.abc import Iterable
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelkit.qwen35_config import layer_types, shared_text_kwargs
+from modelkit.qwen35_config import text_config_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (engine/ lives here)
 HOME = Path(os.environ.get("DECIDER_BENCH_HOME", Path.home() / ".cache" / "decider-bench")).expanduser()
@@ -139,22 +140,8 @@ class Geometry:
         return matmuls + head + attention + delta
 
     def config_kwargs(self) -> dict:
-        return dict(
-            vocab_size=self.vocab,
-            hidden_size=self.hidden,
-            intermediate_size=self.intermediate,
-            num_hidden_layers=self.layers,
-            layer_types=layer_types(self.layers),
-            num_attention_heads=self.heads,
-            num_key_value_heads=self.kv_heads,
-            head_dim=self.head_dim,
-            linear_conv_kernel_dim=self.conv_kernel,
-            linear_num_key_heads=self.linear_k_heads,
-            linear_num_value_heads=self.linear_v_heads,
-            linear_key_head_dim=self.linear_dim,
-            linear_value_head_dim=self.linear_dim,
-            **shared_text_kwargs(262_144, [11, 11, 10], self.tied),
-        )
+        geometry = {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
+        return text_config_kwargs(**geometry, max_positions=262_144, mrope_section=[11, 11, 10])
 
 
 GEOMETRIES = {

@@ -44,7 +44,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the fixture tokenizer's BPE t
 
 import numpy as np  # noqa: E402
 
-from modelkit.qwen35_config import layer_types, shared_text_kwargs  # noqa: E402
+from modelkit.qwen35_config import text_config_kwargs as qwen35_text_config_kwargs  # noqa: E402
 
 # The tokenizer folder's pieces, shared with the demo models and the bench (the demo trainers import them from here).
 from modelkit.tokenizer_files import (  # noqa: E402,F401
@@ -300,25 +300,15 @@ SSM_NOISE = {"A_log": 0.5, "dt_bias": 0.5, "conv1d": 0.3}
 OTHER_NOISE = 0.5 * INITIALIZER_RANGE  # added to every other parameter after init
 
 
+# The fixtures' text geometry (modelkit's names). Hv = 2*Hk: value head h reads key head h // 2 (repeat_interleave,
+# not tile). 8 of the 32 head dims rotate, so the M-RoPE sections sum to 4.
+GEOMETRY = {"hidden": 64, "layers": 4, "heads": 4, "kv_heads": 2, "head_dim": 32, "intermediate": 128,
+            "linear_k_heads": 2, "linear_v_heads": 4, "linear_dim": 16, "max_positions": 32768, "mrope_section": [2, 1, 1]}
+
+
 def text_config_kwargs(vocab_size: int, tied: bool, special: dict) -> dict:
-    return dict(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        layer_types=layer_types(4),
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        linear_conv_kernel_dim=4,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,  # Hv = 2*Hk: value head h reads key head h // 2 (repeat_interleave, not tile)
-        linear_key_head_dim=16,
-        linear_value_head_dim=16,
-        initializer_range=INITIALIZER_RANGE,
-        # partial_rotary_factor stays 0.25: 8 of the 32 head dims rotate, so mrope_section sums to 4.
-        **shared_text_kwargs(32768, [2, 1, 1], tied, special),
-    )
+    return {**qwen35_text_config_kwargs(vocab=vocab_size, tied=tied, special=special, **GEOMETRY),
+            "initializer_range": INITIALIZER_RANGE}
 
 
 MODEL_SPECS = {
