@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelkit.llama_cpp import llama_cpp_source as modelkit_llama_cpp_source
+from modelkit.qwen35_config import vision_config
 from modelkit.tokenizer_files import TOKENIZER_FILES
 
 from .common import (
@@ -98,20 +99,8 @@ LAYOUTS = {
 VL = "0.8b-vl"
 VL_FORMAT = "int8"
 # Qwen/Qwen3.5-0.8B's vision_config (config.json of the released checkpoint).
-VISION_0_8B = dict(
-    depth=12,
-    hidden_size=768,
-    hidden_act="gelu_pytorch_tanh",
-    intermediate_size=3072,
-    num_heads=12,
-    in_channels=3,
-    patch_size=16,
-    spatial_merge_size=2,
-    temporal_patch_size=2,
-    out_hidden_size=1024,
-    num_position_embeddings=2304,
-    initializer_range=0.02,
-)
+VISION_0_8B = vision_config(depth=12, hidden=768, intermediate=3072, heads=12, out_hidden=1024, positions=2304,
+                            initializer_range=0.02)
 # Qwen/Qwen3.5-*'s preprocessor_config.json: the default pixel budget is 256×256 to 4096×4096.
 PREPROCESSOR = {
     "size": {"longest_edge": 16777216, "shortest_edge": 65536},

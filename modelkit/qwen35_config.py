@@ -32,3 +32,32 @@ def text_config_kwargs(*, vocab: int, hidden: int, layers: int, heads: int, kv_h
     if special is not None:
         kwargs.update(eos_token_id=special["<|im_end|>"], pad_token_id=special["<|endoftext|>"], bos_token_id=None)
     return kwargs
+
+
+def vision_config(*, depth: int, hidden: int, intermediate: int, heads: int, out_hidden: int, positions: int,
+                  initializer_range: float) -> dict:
+    """Qwen3.5's vision_config for a tower size: 16-pixel patches, 2 frames per temporal patch, 2×2 patches merged
+    into one token of the text model's width (`out_hidden`), a position table of `positions` (a square grid)."""
+    return dict(depth=depth, hidden_size=hidden, intermediate_size=intermediate, num_heads=heads, in_channels=3,
+                patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=out_hidden,
+                num_position_embeddings=positions, hidden_act="gelu_pytorch_tanh", initializer_range=initializer_range)
+
+
+def preprocessor_config(min_pixels: int, max_pixels: int, vision: dict) -> dict:
+    """A preprocessor_config.json of the shape a real Qwen3.5 export's has (Qwen2-VL image processor, mean/std 0.5,
+    bicubic), with the pixel budget given and the patch sizes of `vision` (a vision_config)."""
+    return {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "do_convert_rgb": True,
+        "do_resize": True,
+        "size": {"shortest_edge": min_pixels, "longest_edge": max_pixels},
+        "resample": 3,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "patch_size": vision["patch_size"],
+        "temporal_patch_size": vision["temporal_patch_size"],
+        "merge_size": vision["spatial_merge_size"],
+    }

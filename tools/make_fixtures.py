@@ -44,7 +44,9 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the fixture tokenizer's BPE t
 
 import numpy as np  # noqa: E402
 
+from modelkit.qwen35_config import preprocessor_config  # noqa: E402
 from modelkit.qwen35_config import text_config_kwargs as qwen35_text_config_kwargs  # noqa: E402
+from modelkit.qwen35_config import vision_config as qwen35_vision_config  # noqa: E402
 
 # The tokenizer folder's pieces, shared with the demo models and the bench (the demo trainers import them from here).
 from modelkit.tokenizer_files import (  # noqa: E402,F401
@@ -341,40 +343,14 @@ MODEL_SPECS = {
     },
 }
 
-VISION_CONFIG = dict(
-    depth=1,
-    hidden_size=32,
-    intermediate_size=64,
-    num_heads=2,
-    in_channels=3,
-    patch_size=16,
-    spatial_merge_size=2,
-    temporal_patch_size=2,
-    out_hidden_size=64,  # = text hidden size
-    num_position_embeddings=64,  # 8x8 grid
-    hidden_act="gelu_pytorch_tanh",
-    initializer_range=INITIALIZER_RANGE,
-)
+VISION_CONFIG = qwen35_vision_config(depth=1, hidden=32, intermediate=64, heads=2, out_hidden=GEOMETRY["hidden"],
+                                     positions=64, initializer_range=INITIALIZER_RANGE)  # an 8x8 position grid
 
 # The VL fixture's preprocessor_config.json: the shape of a real Qwen3.5 export's file (Qwen2-VL image processor,
 # patch 16, temporal patch 2, merge 2, mean/std 0.5), with a pixel budget scaled to the tiny model: 64×64 to 256×256
 # pixels (4 to 64 image tokens) instead of the real 256×256 to 4096×4096, so test images stay small and a 16:9
 # screenshot still takes the downscaling path.
-PREPROCESSOR_CONFIG = {
-    "image_processor_type": "Qwen2VLImageProcessor",
-    "do_convert_rgb": True,
-    "do_resize": True,
-    "size": {"shortest_edge": 64 * 64, "longest_edge": 256 * 256},
-    "resample": 3,
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-    "patch_size": VISION_CONFIG["patch_size"],
-    "temporal_patch_size": VISION_CONFIG["temporal_patch_size"],
-    "merge_size": VISION_CONFIG["spatial_merge_size"],
-}
+PREPROCESSOR_CONFIG = preprocessor_config(64 * 64, 256 * 256, VISION_CONFIG)
 
 
 def write_preprocessor_config(name: str) -> None:
