@@ -163,6 +163,36 @@ def test_code_imports_the_layers_only_as_decider():
     assert top_level.search("from engine.runner import ModelRunner\n")  # and the pattern does catch one
 
 
+def _bare_imports(path: Path) -> set[str]:
+    """The top-level names `path` imports absolutely (at any depth: lazy imports too)."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_nothing_outside_tools_and_tests_imports_them_by_a_bare_name():
+    """Under pytest tools/ and tests/ are on sys.path (pyproject's pythonpath), so `import make_fixtures` or
+    `from support.models import …` in bench/ would pass here and fail under `python -m bench`; import-linter sees
+    such a name only as an outside package. So: no module of the package, bench/ or modelkit/ imports a tool
+    or a test module by its bare name."""
+    tools = {path.stem for path in (ROOT / "tools").glob("*.py")}
+    tests = {path.stem for folder in ("tests", "tests/support") for path in (ROOT / folder).glob("*.py")} | {"support"}
+    assert {"make_fixtures", "demo_tasks"} <= tools and {"conftest", "support", "test_architecture"} <= tests
+    offenders = []
+    for folder in (*PACKAGES, "bench", "modelkit"):
+        for path in (ROOT / folder).rglob("*.py"):
+            offenders += [f"{path.relative_to(ROOT)}: {name}" for name in sorted(_bare_imports(path) & (tools | tests))]
+    assert offenders == []
+    # and the scan does see one, lazy too: tests may import tools, test_static_runner does so inside a function
+    assert "demo_tasks" in _bare_imports(ROOT / "tests" / "test_static_runner.py") & tools
+
+
 def test_a_bare_layer_name_does_not_import_in_tests():
     """What users' installs do (no `engine` at the top level) holds in the test process too (conftest), so a
     package looked up by its bare name — `resources.files("engine")` — fails here, not on a user's machine."""
