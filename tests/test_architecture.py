@@ -5,6 +5,7 @@ wiring loads no OpenVINO."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -191,6 +192,37 @@ def test_nothing_outside_tools_and_tests_imports_them_by_a_bare_name():
     assert offenders == []
     # and the scan does see one, lazy too: tests may import tools, test_static_runner does so inside a function
     assert "demo_tasks" in _bare_imports(ROOT / "tests" / "test_static_runner.py") & tools
+
+
+def _cycles(graph) -> list[tuple[str, ...]]:
+    """One chain back per import that closes a cycle (a -> b with a path b -> … -> a)."""
+    found = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back:
+                found.append((importer, *back))
+    return found
+
+
+def test_the_benchmarks_and_modelkit_have_no_import_cycle():
+    """bench/soak ⇄ bench/soak_window was one (#29): no module of bench/ or modelkit/ reaches itself again through
+    its imports (lazy ones too); the same check finds that cycle when the import is put back."""
+    grimp = pytest.importorskip("grimp")
+    code = ("import sys, json, grimp; sys.path.insert(0, '.'); g = grimp.build_graph('bench', 'modelkit', cache_dir=None); "
+            "print(json.dumps({m: sorted(g.find_modules_directly_imported_by(m)) for m in g.modules}))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONSAFEPATH": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    graph = grimp.ImportGraph()
+    for importer, imported in json.loads(done.stdout).items():
+        graph.add_module(importer)
+        for name in imported:
+            graph.add_import(importer=importer, imported=name)
+    assert "bench.soak_window" in graph.modules and "modelkit.tokenizer_files" in graph.modules
+    assert _cycles(graph) == []
+    graph.add_import(importer="bench.soak_window", imported="bench.soak")
+    assert ("bench.soak", "bench.soak_window", "bench.soak") in _cycles(graph)
 
 
 def test_a_bare_layer_name_does_not_import_in_tests():
