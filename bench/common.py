@@ -5,13 +5,19 @@ Nothing here imports OpenVINO, torch or the engine: the orchestrator stays impor
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
+from collections.abc import Iterable
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+
+from modelkit.qwen35_config import text_config_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (engine/ lives here)
 HOME = Path(os.environ.get("DECIDER_BENCH_HOME", Path.home() / ".cache" / "decider-bench")).expanduser()
@@ -50,6 +56,24 @@ def tools_python() -> str:
 
 def venv_python() -> Path:
     return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def task_parser(prog: str, tasks: Iterable[str], lengths: str) -> argparse.ArgumentParser:
+    """The arguments a worker with several measurement tasks takes: --model, --task, --out, --repeats, --device,
+    --lengths (prompt lengths, comma-separated); the caller adds its own."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--task", required=True, choices=sorted(tasks))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="CPU")
+    parser.add_argument("--lengths", default=lengths)
+    return parser
+
+
+def table_head(header: str) -> str:
+    """A markdown table's header row and its rule (one `---` per column; `\\|` inside a cell is not a column)."""
+    return header + "\n|" + "---|" * (len(re.findall(r"(?<!\\)\|", header)) - 1)
 
 
 # ----- geometries -----
@@ -116,32 +140,8 @@ class Geometry:
         return matmuls + head + attention + delta
 
     def config_kwargs(self) -> dict:
-        return dict(
-            vocab_size=self.vocab,
-            hidden_size=self.hidden,
-            intermediate_size=self.intermediate,
-            num_hidden_layers=self.layers,
-            layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(self.layers)],
-            num_attention_heads=self.heads,
-            num_key_value_heads=self.kv_heads,
-            head_dim=self.head_dim,
-            linear_conv_kernel_dim=self.conv_kernel,
-            linear_num_key_heads=self.linear_k_heads,
-            linear_num_value_heads=self.linear_v_heads,
-            linear_key_head_dim=self.linear_dim,
-            linear_value_head_dim=self.linear_dim,
-            hidden_act="silu",
-            rms_norm_eps=1e-6,
-            max_position_embeddings=262_144,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10_000_000.0,
-                "partial_rotary_factor": 0.25,
-                "mrope_section": [11, 11, 10],
-                "mrope_interleaved": True,
-            },
-            tie_word_embeddings=self.tied,
-        )
+        geometry = {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
+        return text_config_kwargs(**geometry, max_positions=262_144, mrope_section=[11, 11, 10])
 
 
 GEOMETRIES = {
@@ -197,28 +197,34 @@ def timed(fn, *args, **kwargs):
 
 
 # ----- memory -----
+def proc_mib(path: str | Path, field: str) -> float | None:
+    """The `<field>: N kB` line of a /proc file, in MiB; None without that line or that file (not Linux, or the
+    process is gone)."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident set size (VmHWM) in MiB."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
+    peak = proc_mib("/proc/self/status", "VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def rss_mib() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+def rss_mib(pid: int | str = "self") -> float:
+    """A process's resident set size (VmRSS) in MiB, NaN where it cannot be read."""
+    rss = proc_mib(f"/proc/{pid}/status", "VmRSS")
+    return float("nan") if rss is None else rss
 
 
 def reset_peak_rss() -> bool:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .common import FORMATS, GEOMETRIES, LENGTHS, RESULTS, ROOT, ir_dir, is_built, hf_dir, gguf_path, model_dir
+from .common import FORMATS, GEOMETRIES, LENGTHS, RESULTS, ROOT, ir_dir, is_built, hf_dir, gguf_path, model_dir, table_head
 
 ANALYSIS = ROOT / "docs" / "benchmarks" / "analysis.md"
 RAW = ROOT / "docs" / "benchmarks" / "results.json"
@@ -140,6 +140,17 @@ def runs(results: dict[str, dict]) -> str:
 
 
 # ----- sections -----
+def _rss_rows(size: str):
+    """(result key, model, engine, its load seconds) of every engine's peak-RSS run of one size, in table order."""
+    for fmt in FORMATS:
+        yield f"{size}/{fmt}/rss", f"{size} {fmt}", "Decider", lambda r: r["load_s"]
+        for engine in ("sdpa", "pa"):
+            yield f"{size}/{fmt}/rss-genai-{engine}", f"{size} {fmt}", f"GenAI {engine.upper()}", lambda r, e=engine: r["load_s"].get(e, 0)
+    yield f"{size}/torch/rss", f"{size} fp32", "transformers", lambda r: r["torch_load_s"]
+    for kind in ("f16", "q8_0"):
+        yield f"{size}/llama-{kind}/rss", f"{size} {kind}", "llama.cpp", lambda r: r["load_s"]
+
+
 def render(results: dict[str, dict], command: str = "python -m bench all --out BENCHMARKS.md") -> str:
     sizes = [s_ for s_ in GEOMETRIES if any(k.startswith(s_ + "/") for k in results)]
     limits = get(results, "machine/limits") or {}
@@ -173,8 +184,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
     # models
     add("## Models\n")
-    add("| model | parameters | format | weights on disk | built with |")
-    add("|---|---|---|---|---|")
+    add(table_head("| model | parameters | format | weights on disk | built with |"))
     for size in GEOMETRIES:
         g = GEOMETRIES[size]
         if not is_built(hf_dir(size)):
@@ -207,8 +217,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
         "decision's own time over the time of the infer() calls inside it — exactly what Decider adds around "
         "the forward (tokenizer, template, snapshot, sampler, logprobs, Python), without the drift; the "
         "target is judged on it.\n")
-    add("| model | prompt | `decide()` | bare `infer()` | overhead | decide / infer (paired) | **decide / its infer() (direct)** |")
-    add("|---|---|---|---|---|---|---|")
+    add(table_head("| model | prompt | `decide()` | bare `infer()` | overhead | decide / infer (paired) | **decide / its infer() (direct)** |"))
     worst = None
     for size in sizes:
         for fmt in FORMATS:
@@ -232,8 +241,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     parts = [(k, get(results, k)) for k in results if k.endswith("/latency") and get(results, k)]
     if parts:
         add("Where the decision's time goes (median seconds per phase, from `DecisionResult.timings`):\n")
-        add("| model | prompt | tokenize | prefill (forward + snapshot) | sample + logprobs |")
-        add("|---|---|---|---|---|")
+        add(table_head("| model | prompt | tokenize | prefill (forward + snapshot) | sample + logprobs |"))
         for key, r in parts:
             for length, e in r["lengths"].items():
                 p = e["parts"]
@@ -245,8 +253,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     fast_rows = [(k, get(results, k)) for k in results if k.endswith("/fast") and get(results, k)]
     if fast_rows:
         add("Exact (f32) vs fast (`--fast`, the plugin's default precision) decisions, 256 tokens:\n")
-        add("| model | exact | fast | fast / exact | precisions | max Δ option logprob | same choice |")
-        add("|---|---|---|---|---|---|---|")
+        add(table_head("| model | exact | fast | fast / exact | precisions | max Δ option logprob | same choice |"))
         for k, r in fast_rows:
             add(f"| {k.rsplit('/', 1)[0].replace('/', ' ')} | {s(r['exact_s'])} | {s(r['fast_s'])} | {ratio(r['ratio'])} | "
                 f"{r['exact_precision']} / {r['fast_precision']} | {r['max_logprob_drift']:.4f} nats | {r['same_choice']} |")
@@ -283,8 +290,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     add("Decider's load-time graph edit (`engine/graph.py`) against the unmodified optimum export, same compile "
         "properties. Time: both compiled in one process, interleaved. Memory: each graph alone in a fresh process, "
         "one 1,024-token forward (peak RSS = VmHWM, includes the compiled model).\n")
-    add("| model | last-position | all positions | last / all | peak RSS last | peak RSS all | logits output | max |Δ| last row |")
-    add("|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | last-position | all positions | last / all | peak RSS last | peak RSS all | logits output | max \\|Δ\\| last row |"))
     for size in sizes:
         for fmt in FORMATS:
             r = get(results, f"{size}/{fmt}/head")
@@ -300,8 +306,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     add("Cold: state and snapshots cleared, the whole prompt (context + question) computed. Warm: the next "
         "decision with the same context and a different question restores the snapshot taken after the context "
         "and computes only the question.\n")
-    add("| model | cold | warm | warm / cold | tokens cold → warm (reused) |")
-    add("|---|---|---|---|---|")
+    add(table_head("| model | cold | warm | warm / cold | tokens cold → warm (reused) |"))
     for k in results:
         r = get(results, k)
         if k.endswith("/warm") and r:
@@ -316,8 +321,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
         "Decider runs a whole `decide()` and also returns full-vocabulary logprobs. *exact*: every engine compiled "
         "with Decider's exact properties (f32 inference and KV cache, no dynamic quantisation) — the same arithmetic; "
         "*fast*: Decider `--fast` vs GenAI's defaults.\n")
-    add("| model | mode | Decider | GenAI SDPA | GenAI PagedAttention | Decider / SDPA | Decider / PA | bare `infer()` / SDPA |")
-    add("|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | mode | Decider | GenAI SDPA | GenAI PagedAttention | Decider / SDPA | Decider / PA | bare `infer()` / SDPA |"))
     best_genai = None
     for size in sizes:
         for fmt in FORMATS:
@@ -344,8 +348,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     add("The checkpoint's weights are float16-exact, so the fp16 IR (computed in f32 by Decider) and torch fp32 hold "
         "identical weights. A transformers decision: the same ids, one forward with `logits_to_keep=1`, float64 "
         "log-softmax, the option letters. Both in one process, interleaved.\n")
-    add("| model | prompt | transformers | Decider (fp16 IR, exact) | Decider / transformers | same choice | max Δ probability | max Δ option logprob |")
-    add("|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | prompt | transformers | Decider (fp16 IR, exact) | Decider / transformers | same choice | max Δ probability | max Δ option logprob |"))
     for size in sizes:
         r = get(results, f"{size}/torch/decision")
         if not r:
@@ -357,8 +360,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
     # 7. llama.cpp
     add("## 7. llama.cpp (llama-cpp-python) on a GGUF of the same weights\n")
-    add("| model | GGUF | prompt | llama.cpp | Decider (IR of the same weights, exact) | Decider / llama.cpp | same choice | max Δ probability |")
-    add("|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | GGUF | prompt | llama.cpp | Decider (IR of the same weights, exact) | Decider / llama.cpp | same choice | max Δ probability |"))
     why_lines = []
     for size in sizes:
         for kind, ref in (("f16", "fp16"), ("q8_0", "int8")):
@@ -381,8 +383,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
     # 8. decode and memory
     add("## 8. Decode speed (128-token think generation) and peak memory per engine\n")
-    add("| model | Decider decode | per step | bare one-token `infer()` | Python per step |")
-    add("|---|---|---|---|---|")
+    add(table_head("| model | Decider decode | per step | bare one-token `infer()` | Python per step |"))
     for size in sizes:
         for fmt in FORMATS:
             r = get(results, f"{size}/{fmt}/decode")
@@ -398,24 +399,12 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     lines.extend(paired_section(results, sizes, limits.get("bandwidth_gbps") if limits else None))
     targets.extend(paired_targets(results, sizes))
     add("Peak RSS (VmHWM) of each engine in its own process: load, then one 256-token decision.\n")
-    add("| model | engine | peak RSS | load |")
-    add("|---|---|---|---|")
+    add(table_head("| model | engine | peak RSS | load |"))
     for size in sizes:
-        for fmt in FORMATS:
-            r = get(results, f"{size}/{fmt}/rss")
+        for key, model, engine, load in _rss_rows(size):
+            r = get(results, key)
             if r:
-                add(f"| {size} {fmt} | Decider | {mib(r['peak_rss_mib'])} | {r['load_s']:.1f} s |")
-            for engine in ("sdpa", "pa"):
-                r = get(results, f"{size}/{fmt}/rss-genai-{engine}")
-                if r:
-                    add(f"| {size} {fmt} | GenAI {engine.upper()} | {mib(r['peak_rss_mib'])} | {r['load_s'].get(engine, 0):.1f} s |")
-        r = get(results, f"{size}/torch/rss")
-        if r:
-            add(f"| {size} fp32 | transformers | {mib(r['peak_rss_mib'])} | {r['torch_load_s']:.1f} s |")
-        for kind in ("f16", "q8_0"):
-            r = get(results, f"{size}/llama-{kind}/rss")
-            if r:
-                add(f"| {size} {kind} | llama.cpp | {mib(r['peak_rss_mib'])} | {r['load_s']:.1f} s |")
+                add(f"| {model} | {engine} | {mib(r['peak_rss_mib'])} | {load(r):.1f} s |")
     add("")
 
     # 9. physical limits
@@ -430,8 +419,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
         add("Prefill FLOPs = 2 × layer weights × tokens + the head for one position + causal attention + the "
             "DeltaNet state updates. Decode bytes = the IR's weight file (every weight is read once per token, "
             "the tied embedding as the head).\n")
-        add("| model | prompt | FLOPs | bare forward | achieved | of f32 peak |")
-        add("|---|---|---|---|---|---|")
+        add(table_head("| model | prompt | FLOPs | bare forward | achieved | of f32 peak |"))
         for size in sizes:
             g = GEOMETRIES[size]
             for fmt in FORMATS:
@@ -443,8 +431,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
                     t = e["infer_s"]["median"]
                     add(f"| {size} {fmt} | {length} | {flops / 1e9:,.0f} G | {t:.3f} s | {flops / t / 1e9:.0f} GFLOP/s | **{flops / t / 1e9 / peak * 100:.0f} %** |")
         add("")
-        add("| model | weight bytes | bare decode step | bytes / step time | of bandwidth |")
-        add("|---|---|---|---|---|")
+        add(table_head("| model | weight bytes | bare decode step | bytes / step time | of bandwidth |"))
         for size in sizes:
             for fmt in FORMATS:
                 r = get(results, f"{size}/{fmt}/decode")
@@ -470,8 +457,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
     # targets
     add("## Targets\n")
-    add("| target | measured (median) | status | where |")
-    add("|---|---|---|---|")
+    add(table_head("| target | measured (median) | status | where |"))
     for t in targets:
         add(f"| {t[0]} | {t[1]} | {t[2]} | {t[3]} |")
     add("")

@@ -4,6 +4,7 @@ decode step's time goes. Every ratio is a median of per-round ratios from one pr
 
 from __future__ import annotations
 
+from .common import table_head
 from .w_profile import kind_of
 
 
@@ -57,8 +58,7 @@ def section(results: dict, sizes: list[str], bandwidth_gbps: float | None) -> li
                 f"sampling for both engines — temperature {samp['temperature']}, top-k {samp['top_k']}, top-p {samp['top_p']}, "
                 f"presence {samp['presence_penalty']}, frequency {samp['frequency_penalty']}, window 64 — each with its own "
                 f"sampler; {_threads(decode)}; measured {_date(decode)}, other load {_busy(decode)} cores):\n")
-            add("| engine | per step | tokens/s | step vs llama.cpp q8_0 | step share of the memory bound |")
-            add("|---|---|---|---|---|")
+            add(table_head("| engine | per step | tokens/s | step vs llama.cpp q8_0 | step share of the memory bound |"))
             busy = decode.get("_meta", {}).get("other_busy_cores")
             if busy is not None and busy > QUIET_CORES:
                 # the bandwidth (§9) was measured on a quiet machine: a step slowed by others' load is no share of it
@@ -82,8 +82,7 @@ def section(results: dict, sizes: list[str], bandwidth_gbps: float | None) -> li
             add(f"**Think-mode decision** (reasoning budget spent, the block closed by force, the answer position read; "
                 f"{think['prompt_tokens']}-token prompt; {_threads(think)}; measured {_date(think)}, other load {_busy(think)} cores; "
                 f"Decider fast-reasoning/exact-answer: {think['fast_reasoning']}):\n")
-            add("| reasoning tokens | Decider exact | llama.cpp q8_0 | Decider exact vs llama.cpp | fast reasoning, exact answer | vs llama.cpp |")
-            add("|---|---|---|---|---|---|")
+            add(table_head("| reasoning tokens | Decider exact | llama.cpp q8_0 | Decider exact vs llama.cpp | fast reasoning, exact answer | vs llama.cpp |"))
             for budget in sorted((k for k in think if k.isdigit()), key=int):
                 row = think[budget]
                 sec, ratio = row["seconds"], row["ratio_vs_llama"]
@@ -121,8 +120,7 @@ def section(results: dict, sizes: list[str], bandwidth_gbps: float | None) -> li
             if variants:
                 add("\nCompile variants of the same IR, one decode step each in turn (interleaved), against the exact "
                     "compilation the runner uses; `kernels` is the projections' runtime precision / kernel:\n")
-                add("| variant | step | step / exact | kernels |")
-                add("|---|---|---|---|")
+                add(table_head("| variant | step | step / exact | kernels |"))
                 for name, v in variants.items():
                     add(f"| {name} | {_m(v['step_ms'])} | {_r(v['ratio'])} | {', '.join(v['fc_kernels'])} |")
             host = profile.get("host_ms", {})

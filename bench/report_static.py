@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import table_head
+
 
 def _cell(x: dict | None, unit: str = "s", scale: float = 1.0) -> str:
     if not x:
@@ -41,8 +43,7 @@ def section(results: dict) -> list[str]:
     if not paths and not npu and not _keys(results, "/prefill-chunks"):
         add("(not measured)\n")
         return lines
-    add("| model | chunks | what | static | dynamic | static / dynamic |")
-    add("|---|---|---|---|---|---|")
+    add(table_head("| model | chunks | what | static | dynamic | static / dynamic |"))
     for key in paths:
         r = results[key]
         for chunks, c in r["chunks"].items():
@@ -53,8 +54,7 @@ def section(results: dict) -> list[str]:
         _rows(f"{key.rsplit('/', 1)[0]} NPU plugin ({where})", r["chunks"], r["vs_cpu_dynamic"], add)
     add("")
     if paths:
-        add("| model | compile: dynamic | compile: static (all variants) | max \\|Δ logprob\\| static vs dynamic |")
-        add("|---|---|---|---|")
+        add(table_head("| model | compile: dynamic | compile: static (all variants) | max \\|Δ logprob\\| static vs dynamic |"))
         for key in paths:
             r = results[key]
             compiles = ", ".join(f"{k}: {c['compile_s']:.1f} s" for k, c in r["chunks"].items())
@@ -62,8 +62,7 @@ def section(results: dict) -> list[str]:
             add(f"| {key.rsplit('/', 1)[0]} | {r['dynamic_compile_s']:.1f} s | {compiles} | {worst:.1e} |")
         add("")
     if npu:
-        add("| model | device | compile, empty CACHE_DIR | compile, cached | first decision after load | load → first decision (cached) |")
-        add("|---|---|---|---|---|---|")
+        add(table_head("| model | device | compile, empty CACHE_DIR | compile, cached | first decision after load | load → first decision (cached) |"))
         for key in npu:
             r = results[key]
             cold, warm = r["load"]["cold"], r["load"]["cached"]
@@ -74,8 +73,7 @@ def section(results: dict) -> list[str]:
     if chunks:
         add("The dynamic runner's chunked prefill (chunk lengths from a fixed set, as in each row; it bounds memory: section 11) "
             "against one infer per prompt, at lengths that need several chunks:\n")
-        add("| model | prompt | chunks | chunked | one infer | chunked / one |")
-        add("|---|---|---|---|---|---|")
+        add(table_head("| model | prompt | chunks | chunked | one infer | chunked / one |"))
         for key in chunks:
             for length, e in results[key]["prefill"].items():
                 chunks = "+".join(map(str, e.get("chunks", [])))

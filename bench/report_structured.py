@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from .common import table_head
+
 
 def section(results: dict) -> list[str]:
     r = results.get("structured")
@@ -18,8 +20,7 @@ def section(results: dict) -> list[str]:
         "the index it builds per schema (its set-up) and returns a list of ids, not yet a mask.\n")
     if r.get("note"):
         add(f"{r['note']}\n")
-    add("| library | one-off set-up | mask per token (median) | p95 | apply per token |")
-    add("|---|---|---|---|---|")
+    add(table_head("| library | one-off set-up | mask per token (median) | p95 | apply per token |"))
     for row in r["rows"]:
         if "error" in row:
             add(f"| {row['library']} | not measured: {row['error']} | | | |")

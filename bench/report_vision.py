@@ -26,7 +26,7 @@ def section(results: dict) -> list[str]:
     tokens = r["runs"]["decider"]["encode"][0]["tokens"]
     grid = r["runs"]["decider"]["encode"][0]["grid"]
     add("## Vision: a screenshot at the real Qwen3.5-0.8B geometry\n")
-    add(f"`python -m bench.build_vl && python -m bench.w_vision --repeats {r['repeats']} && python -m bench report --out "
+    add(f"`python -m bench.build --vl && python -m bench.w_vision --repeats {r['repeats']} && python -m bench report --out "
         "BENCHMARKS.md`. Random weights at the real Qwen3.5-0.8B geometry *including its vision tower* (12 blocks of 768, "
         "12 heads, 48×48 position table, merger to 1024; 0.853 B parameters, 100.6 M of them vision), int8 weights as "
         "the text bench model, exported by optimum-intel 2.2.0 as `image-text-to-text` (the layout real Qwen3.5 "

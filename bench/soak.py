@@ -42,6 +42,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .common import table_head
 from .soak_requests import (  # noqa: F401 (re-exported: tests and the report read them here)
     ROOT, DOCS, WORDS, OPTIONS, TARGET_MIB, PROBE, PREFILL_MODES, Plan, text, prompt_words, make_request, rss_of, decider_path, free_port, post, summarise,
 )
@@ -280,6 +281,15 @@ def figures(results: dict) -> dict[str, str]:
     }
 
 
+def _saved(docs: Path, add, what: str, *patterns: str) -> list[tuple[Path, dict]]:
+    """The runs saved under docs/benchmarks matching `patterns` (each sorted by name), read; without any, a
+    '(what not measured)' line."""
+    paths = [path for pattern in patterns for path in sorted(docs.glob(pattern))]
+    if not paths:
+        add(f"({what} not measured)\n")
+    return [(path, json.loads(path.read_text())) for path in paths]
+
+
 def _engine_rows(results: dict, add) -> None:
     by_model = _by_model(results)
     if not by_model:
@@ -291,8 +301,7 @@ def _engine_rows(results: dict, add) -> None:
         "*capped* (one-pass with `CPU_RUNTIME_CACHE_CAPACITY=0`), *static* (the static-shape runner). *requests* says how "
         "far a soak cut short got; *mix* is the run's decide/complete/chat counts. *probe / one-pass*: the cold probe "
         "decision's median against the one-pass variant's (variants that ran at the same time on a loaded machine: noisy).\n")
-    add("| model | variant | requests | mix | RSS after 100 | RSS at the end | growth | target | probe decision (median, min–max) | probe / one-pass |")
-    add("|---|---|---|---|---|---|---|---|---|---|")
+    add(table_head("| model | variant | requests | mix | RSS after 100 | RSS at the end | growth | target | probe decision (median, min–max) | probe / one-pass |"))
     for model, variants in by_model.items():
         base = (variants.get("one-pass") or {}).get("probe_summary")
         for variant, r in variants.items():
@@ -316,18 +325,15 @@ def model_name(path: str) -> str:
 
 
 def _api_rows(docs: Path, add) -> None:
-    runs = sorted(docs.glob("soak-api-*.json")) + sorted(docs.glob("soak-window-*.json"))
+    runs = _saved(docs, add, "API soak", "soak-api-*.json", "soak-window-*.json")
     if not runs:
-        add("(API soak not measured)\n")
         return
     add("**Through the API server and the window** (`python -m bench.soak [--mode window] --model DIR --requests 2000 --out "
         "docs/benchmarks/soak-api|window-NAME [--label 'which code']`): `decider serve` in its own process, or the main window (offscreen) "
         "with its embedded API in one process, every other decision typed into the window and decided with its button "
         "(bench/soak_window.py); VmRSS after every request.\n")
-    add("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |")
-    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for path in runs:
-        r = json.loads(path.read_text())
+    add(table_head("| model | front end | requests | prompts (words, spread) | prompt tokens (median, max) | answers | RSS after 1 | after 100 | at the end | growth | target | wall time |"))
+    for _, r in runs:
         tokens = r.get("prompt_tokens") or {}
         statuses = ", ".join(f"{n}× {code}" for code, n in sorted(r["statuses"].items()))
         done = f"{r['done']} of {r['requests']}" if r["done"] < r["requests"] else str(r["done"])
@@ -339,24 +345,21 @@ def _api_rows(docs: Path, add) -> None:
             f"{r['rss_last']:.0f} MiB | {r['growth_after_100_mib']:+.1f} MiB | {ok} | "
             f"{r.get('wall_s', 0) / 60:.0f} min |")
     add("")
-    for path in runs:
+    for path, _ in runs:
         add(f"![{path.stem}: RSS over requests](docs/benchmarks/{path.stem}.svg)\n")
 
 
 def _latency_rows(docs: Path, add) -> None:
-    runs = sorted(docs.glob("prefill-latency-*.json"))
+    runs = _saved(docs, add, "prefill latency", "prefill-latency-*.json")
     if not runs:
-        add("(prefill latency not measured)\n")
         return
     add("**What bounding costs, paired** (`python -m bench.soak --mode latency --model DIR --requests N`): the same "
         "decision, cold state, under each prefill mode, the order rotating per prompt in one process; medians of the "
         "per-prompt ratios. *chunked*: as shipped, the model's plan (engine/prefill_chunks.py: full chunks of the "
         "longest length its DeltaNet memory allows, then one chunk per digit of the rest); *fixed*: 256-token chunks "
         "in base 16 for every model (the split before the plan); *one-shot*: one infer per prompt (unbounded shapes).\n")
-    add("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |")
-    add("|---|---|---|---|---|---|---|---|---|")
-    for path in runs:
-        r = json.loads(path.read_text())
+    add(table_head("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |"))
+    for _, r in runs:
         m, n = r["median_s"], r["mean_infers"]
         split = "{} / base {}".format(*r["chunked_split"])
         add(f"| {model_name(r['model'])} | {r['prompts']} (1–{r['max_words']}) | {split} | {m['chunked']:.3f} s | {m['fixed']:.3f} s | "

@@ -13,6 +13,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .common import proc_mib
+
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks"
@@ -75,10 +77,10 @@ def make_request(rng: random.Random, max_words: int, spread: str = "uniform", ma
 
 
 def rss_of(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    rss = proc_mib(f"/proc/{pid}/status", "VmRSS")
+    if rss is None:
+        raise RuntimeError(f"no VmRSS for process {pid}")
+    return rss
 
 
 def decider_path() -> str:

@@ -31,8 +31,7 @@ INSTANCE = '{"action":"retreat","target":"the north gate","urgency":7}'
 
 
 def qwen_tokenizer_json() -> Path:
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
-    from qwen_real_tokenizer import build_tokenizer_json
+    from modelkit.qwen_real_tokenizer import build_tokenizer_json
 
     cache = Path.home() / ".cache" / "decider-bench" / "qwen35-tokenizer.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +124,7 @@ def main(argv=None) -> int:
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     if args.save:
-        from bench.common import RESULTS
+        from .common import RESULTS
 
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "structured.json").write_text(json.dumps({**result, "date": time.strftime("%Y-%m-%d")}, indent=1))

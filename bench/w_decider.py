@@ -18,7 +18,6 @@ Tasks (each a separate process, so its peak RSS is its own):
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import peak_rss_mib, read_json, rss_mib, summary, write_json
+from .common import peak_rss_mib, read_json, rss_mib, summary, task_parser, write_json
 
 
 def _runner(model: str, device: str, exact: bool = True):
@@ -390,14 +389,8 @@ TASKS = {"latency": task_latency, "fast": task_fast, "logprobs": task_logprobs, 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.w_decider")
-    parser.add_argument("--model", required=True)
+    parser = task_parser("python -m bench.w_decider", TASKS, lengths="64,256,1024")
     parser.add_argument("--prompts", required=True)
-    parser.add_argument("--task", required=True, choices=sorted(TASKS))
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="CPU")
-    parser.add_argument("--lengths", default="64,256,1024")
     parser.add_argument("--tokens", type=int, default=24, help="generated tokens per generation in the logprobs task")
     parser.add_argument("--variant", default="last", choices=("last", "all"))
     args = parser.parse_args(argv)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import THINK_TOKENS, peak_rss_mib, read_json, summary, write_json
+from .common import THINK_TOKENS, peak_rss_mib, read_json, write_json
+from .versus import letter_decision, versus
 
 
 def load(gguf: str, n_ctx: int = 4096):
@@ -40,12 +41,7 @@ def last_logits(llm) -> np.ndarray:
 def llama_decision(llm, ids: list[int], letters: list[int], vocab: int) -> dict:
     llm.reset()
     llm.eval(ids)
-    x = last_logits(llm)[:vocab].astype(np.float64)
-    logprobs = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
-    option = logprobs[letters]
-    probabilities = np.exp(option - option.max())
-    probabilities /= probabilities.sum()
-    return {"choice": int(np.argmax(option)), "probabilities": probabilities.tolist(), "logprobs": option.tolist()}
+    return letter_decision(last_logits(llm), vocab, letters)
 
 
 def llama_decode(llm, ids: list[int], tokens: int) -> dict:
@@ -114,44 +110,13 @@ def main(argv=None) -> int:
     vocab = prompts["vocab"]
     runner = None
     if args.decider_model:
-        from decider.engine.decide import DecisionRequest, decide
         from decider.engine.devices import DeviceOptions
         from decider.engine.runner import ModelRunner
-        from decider.engine.settings import SamplingSettings
 
         runner = ModelRunner(args.decider_model, DeviceOptions(device=args.device, exact=True))
     for length in [int(x) for x in args.lengths.split(",") if x]:
-        item = prompts["decisions"][str(length)]
-        engines = ["llama"] + (["decider"] if runner else [])
-        times = {name: [] for name in engines}
-        results = {}
-        for rep in range(args.repeats + (1 if args.repeats > 1 else 0)):
-            for name in (engines if rep % 2 == 0 else engines[::-1]):
-                begun = time.perf_counter()
-                if name == "llama":
-                    results["llama"] = llama_decision(llm, item["ids"], letters, vocab)
-                else:
-                    runner.reset()
-                    runner.clear_snapshots()
-                    r = decide(runner, DecisionRequest(item["question"], tuple(prompts["options"]),
-                                                       sampling=SamplingSettings(temperature=0.0, seed=0)))
-                    results["decider"] = {"choice": r.choice_index, "probabilities": [o.probability for o in r.options],
-                                          "logprobs": [o.logprob for o in r.options]}
-                if rep or args.repeats <= 1:
-                    times[name].append(time.perf_counter() - begun)
-            if times["llama"]:
-                print(f"  {length}: " + ", ".join(f"{n} {times[n][-1]:.3f} s" for n in engines), file=sys.stderr, flush=True)
-        entry = {"llama_s": summary(times["llama"]), "llama": results["llama"]}
-        if runner:
-            d, l = results["decider"], results["llama"]
-            entry.update({
-                "decider_s": summary(times["decider"]), "decider": d,
-                "ratio": summary([a / b for a, b in zip(times["decider"], times["llama"])]),
-                "same_choice": d["choice"] == l["choice"],
-                "max_probability_diff": float(np.max(np.abs(np.array(d["probabilities"]) - l["probabilities"]))),
-                "max_logprob_diff": float(np.max(np.abs(np.array(d["logprobs"]) - l["logprobs"]))),
-            })
-        out["lengths"][str(length)] = entry
+        out["lengths"][str(length)] = versus("llama", lambda ids: llama_decision(llm, ids, letters, vocab), runner,
+                                             prompts, length, args.repeats, warmup=args.repeats > 1)
     if args.decode:
         out["decode"] = llama_decode(llm, prompts["think"]["ids"], THINK_TOKENS)
     out["peak_rss_mib"] = peak_rss_mib()

@@ -19,7 +19,6 @@ Prompts are token ids cycled from the prompts file's decisions (or 1..N on a fix
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import peak_rss_mib, read_json, summary, write_json
+from .common import peak_rss_mib, read_json, summary, task_parser, write_json
 
 
 def _options(device: str, chunks: tuple[int, ...] | None = None, cache_dir: Path | None = None, path: str = "auto"):
@@ -167,14 +166,8 @@ TASKS = {"paths": task_paths, "npu": task_npu, "chunks": task_chunks}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.w_static")
-    parser.add_argument("--model", required=True)
+    parser = task_parser("python -m bench.w_static", TASKS, lengths="64,256")
     parser.add_argument("--prompts", help="the bench prompts file (token ids); without it, ids 1..N")
-    parser.add_argument("--task", required=True, choices=sorted(TASKS))
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="CPU")
-    parser.add_argument("--lengths", default="64,256")
     parser.add_argument("--steps", type=int, default=16, help="decode steps per decode measurement")
     parser.add_argument("--chunks", action="append", help="static chunk sizes, e.g. 64,8,1 (repeatable)")
     args = parser.parse_args(argv)

@@ -17,9 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from .common import peak_rss_mib, read_json, summary, write_json
+from .common import peak_rss_mib, read_json, write_json
+from .versus import letter_decision, versus
 
 
 def load_torch(hf: str):
@@ -36,12 +35,7 @@ def torch_decision(model, vocab: int, ids: list[int], letters: list[int]) -> dic
 
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([ids]), logits_to_keep=1, use_cache=False).logits[0, -1]
-    x = logits[:vocab].double().numpy()
-    logprobs = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
-    option = logprobs[letters]
-    probabilities = np.exp(option - option.max())
-    probabilities /= probabilities.sum()
-    return {"choice": int(np.argmax(option)), "probabilities": probabilities.tolist(), "logprobs": option.tolist()}
+    return letter_decision(logits.double().numpy(), vocab, letters)
 
 
 def main(argv=None) -> int:
@@ -62,10 +56,8 @@ def main(argv=None) -> int:
     out = {"torch_load_s": time.perf_counter() - started, "lengths": {}}
     runner = None
     if args.decider_model:
-        from decider.engine.decide import DecisionRequest, decide
         from decider.engine.devices import DeviceOptions
         from decider.engine.runner import ModelRunner
-        from decider.engine.settings import SamplingSettings
 
         runner = ModelRunner(args.decider_model, DeviceOptions(device=args.device, exact=True))
     import torch
@@ -73,38 +65,8 @@ def main(argv=None) -> int:
     out["torch_threads"] = torch.get_num_threads()
     out["torch_version"] = torch.__version__
     for length in [int(x) for x in args.lengths.split(",") if x]:
-        item = prompts["decisions"][str(length)]
-        ids = item["ids"]
-        times = {"torch": [], "decider": []}
-        results = {}
-        engines = ["torch"] + (["decider"] if runner else [])
-        for rep in range(args.repeats + 1):
-            for name in (engines if rep % 2 == 0 else engines[::-1]):
-                begun = time.perf_counter()
-                if name == "torch":
-                    results["torch"] = torch_decision(model, vocab, ids, letters)
-                else:
-                    runner.reset()
-                    runner.clear_snapshots()
-                    r = decide(runner, DecisionRequest(item["question"], tuple(prompts["options"]),
-                                                       sampling=SamplingSettings(temperature=0.0, seed=0)))
-                    results["decider"] = {"choice": r.choice_index, "probabilities": [o.probability for o in r.options],
-                                          "logprobs": [o.logprob for o in r.options]}
-                if rep:
-                    times[name].append(time.perf_counter() - begun)
-            if rep:
-                print(f"  {length}: " + ", ".join(f"{n} {times[n][-1]:.3f} s" for n in engines), file=sys.stderr, flush=True)
-        entry = {"torch_s": summary(times["torch"]), "torch": results["torch"]}
-        if runner:
-            d, t = results["decider"], results["torch"]
-            entry.update({
-                "decider_s": summary(times["decider"]), "decider": d,
-                "ratio": summary([a / b for a, b in zip(times["decider"], times["torch"])]),
-                "same_choice": d["choice"] == t["choice"],
-                "max_probability_diff": float(np.max(np.abs(np.array(d["probabilities"]) - t["probabilities"]))),
-                "max_logprob_diff": float(np.max(np.abs(np.array(d["logprobs"]) - t["logprobs"]))),
-            })
-        out["lengths"][str(length)] = entry
+        out["lengths"][str(length)] = versus("torch", lambda ids: torch_decision(model, vocab, ids, letters), runner,
+                                             prompts, length, args.repeats, warmup=True)
     out["peak_rss_mib"] = peak_rss_mib()
     write_json(Path(args.out), out)
     return 0

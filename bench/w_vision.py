@@ -1,6 +1,6 @@
 """Vision at the real Qwen3.5-0.8B geometry: a 1280×720 screenshot from pixels to bars, Decider vs its peers.
 
-    python -m bench.build_vl                      # the VL model (once; cached)
+    python -m bench.build --vl                    # the VL model (once; cached)
     python -m bench.w_vision --repeats 3          # -> ~/.cache/decider-bench/results/vision.json
     python -m bench.report_vision                 # the "Vision" section of BENCHMARKS.md
 
@@ -180,11 +180,12 @@ def genai_attempt(model: str, pixels: np.ndarray, repeats: int) -> dict:
 
 
 def main(argv=None) -> int:
-    from .build_vl import vl_hf_dir, vl_ir_dir
+    from .build import VL, VL_FORMAT
+    from .common import hf_dir, ir_dir
 
     parser = argparse.ArgumentParser(prog="python -m bench.w_vision")
-    parser.add_argument("--model", default=str(vl_ir_dir()))
-    parser.add_argument("--hf", default=str(vl_hf_dir()))
+    parser.add_argument("--model", default=str(ir_dir(VL, VL_FORMAT)))
+    parser.add_argument("--hf", default=str(hf_dir(VL)))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-genai", action="store_true")

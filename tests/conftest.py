@@ -1,6 +1,8 @@
+"""Pytest fixtures and hooks only: what test modules import (paths, the fixture models, helpers) lives in
+tests/support/, so no module imports `conftest`."""
+
 import atexit
 import importlib.abc
-import json
 import os
 import shutil
 import sys
@@ -40,9 +42,7 @@ class _NoBareLayers(importlib.abc.MetaPathFinder):
 _import_this_checkout()
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
-MODELS = FIXTURES / "models"
-REFERENCE = FIXTURES / "reference"
+from support.models import model_dir, npu_static_runner  # noqa: E402 (after the checkout is linked)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -54,21 +54,6 @@ def _isolated_dirs(tmp_path_factory):
     yield
 
 
-def model_dir(name: str) -> Path:
-    return MODELS / name
-
-
-def reference(name: str) -> dict:
-    return json.loads((REFERENCE / f"{name}.json").read_text())
-
-
-def case(name: str, model: str = "qwen35-text") -> dict:
-    for c in reference(model)["cases"]:
-        if c["name"] == name:
-            return c
-    raise KeyError(name)
-
-
 # Modules whose `text_runner` tests also run through the NPU plugin's static path (NPUW on the CPU).
 NPU_PATH_MODULES = {"test_seed_behaviours", "test_decide"}
 
@@ -76,22 +61,6 @@ NPU_PATH_MODULES = {"test_seed_behaviours", "test_decide"}
 def pytest_generate_tests(metafunc):
     if "text_runner" in metafunc.fixturenames and metafunc.module.__name__ in NPU_PATH_MODULES:
         metafunc.parametrize("text_runner", ["dynamic", "npu-static"], indirect=True, scope="session")
-
-
-def npu_static_runner(folder, **options):
-    """A static runner through the NPU plugin with NPUW on the CPU: the NPU path without an NPU."""
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.static_runner import StaticRunner
-
-    previous = os.environ.get("DECIDER_NPUW_DEVICES")
-    os.environ["DECIDER_NPUW_DEVICES"] = "CPU"
-    try:
-        return StaticRunner(folder, DeviceOptions(device="NPU", **options))
-    finally:
-        if previous is None:
-            del os.environ["DECIDER_NPUW_DEVICES"]
-        else:
-            os.environ["DECIDER_NPUW_DEVICES"] = previous
 
 
 @pytest.fixture(autouse=True)

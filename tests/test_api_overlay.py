@@ -16,7 +16,7 @@ pytest.importorskip("pytestqt")
 
 from decider.app.preferences import GuiSettings  # noqa: E402
 
-from conftest import model_dir  # noqa: E402
+from support.models import model_dir  # noqa: E402
 
 QUESTION = "The troll blocks the bridge. What does the party do?"
 

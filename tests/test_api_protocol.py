@@ -80,7 +80,7 @@ def test_to_request_builds_the_engine_request():
 
 def test_sliced_counting_is_a_lower_bound_that_stops_early():
     from decider.app.api.limits import SLICE_CHARS, count_tokens_at_least
-    from conftest import model_dir
+    from support.models import model_dir
     from decider.engine.tokenizer import ChatTokenizer
 
     tokenizer = ChatTokenizer(model_dir("qwen35-text") / "tokenizer.json")

@@ -11,7 +11,7 @@ import pytest
 
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from conftest import FIXTURES, REFERENCE, model_dir
+from support.models import FIXTURES, REFERENCE, model_dir
 from decider.engine.devices import DeviceOptions
 from test_api import call
 

@@ -1,9 +1,11 @@
 """The import contracts in pyproject.toml ([tool.importlinter]) hold on this tree, and they do fail when
-a widget imports the application: the check is run on a copy with one such import added. And at run
-time, importing the widgets and the GUI wiring loads no OpenVINO."""
+a widget imports the application, a tool the benchmarks (or the reverse) or a test module `conftest`: each
+check is run on a copy with one such import added. And at run time, importing the widgets and the GUI
+wiring loads no OpenVINO."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +19,8 @@ pytest.importorskip("importlinter")
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "engine", "ui")
+# Run from the repository root under their own names; root packages of the contracts too.
+BESIDE = ("bench", "tools", "modelkit", "tests")
 
 
 def lint_imports(package: Path) -> subprocess.CompletedProcess:
@@ -30,8 +34,8 @@ def lint_imports(package: Path) -> subprocess.CompletedProcess:
 
 def copy_tree(dest: Path) -> Path:
     package = dest / "decider"
-    for name in PACKAGES:
-        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__", "*.bin", "*.xml"))
+    for name in (*PACKAGES, *BESIDE):
+        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__", "fixtures", "*.bin", "*.xml"))
     for name in ("__init__.py", "pyproject.toml"):
         shutil.copy(ROOT / name, package / name)
     return package
@@ -42,7 +46,7 @@ def test_the_import_contracts_hold():
 
     done = lint_imports(Path(decider.__file__).parent)  # this checkout, under the name it is imported by
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 kept, 0 broken" in done.stdout
+    assert "8 kept, 0 broken" in done.stdout
 
 
 def test_a_widget_importing_the_application_breaks_the_layers(tmp_path):
@@ -62,6 +66,28 @@ def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "decider.engine.errors -> PySide6" in done.stdout
+
+
+def _add_line(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + "\n" + line + "  # noqa\n")
+
+
+@pytest.mark.parametrize("where, line, broken", [
+    ("tools/parity_report.py", "from bench.common import SRC", "tools.parity_report -> bench.common"),
+    ("bench/report.py", "import tools.make_fixtures", "bench.report -> tools.make_fixtures"),
+    ("bench/report.py", "from tests.support.models import case", "bench.report -> tests.support.models"),
+    ("modelkit/llama_cpp.py", "import bench.common", "modelkit.llama_cpp -> bench.common"),
+    ("engine/clock.py", "import support.models", "decider.engine.clock -> support"),
+    ("tests/test_cli.py", "from conftest import model_dir", "tests.test_cli -> conftest"),
+])
+def test_the_tools_benchmarks_and_tests_keep_apart(tmp_path, where, line, broken):
+    """tools/ and bench/ use the package (and modelkit), never each other; nothing but the tests imports a test
+    module, and no module imports conftest: one such import in a copy breaks a contract."""
+    tree = copy_tree(tmp_path)
+    _add_line(tree / where, line)
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "BROKEN" in done.stdout and broken in done.stdout, done.stdout[-3000:]
 
 
 def test_ui_never_imports_openvino():
@@ -136,6 +162,67 @@ def test_code_imports_the_layers_only_as_decider():
             offenders += [f"{path.relative_to(ROOT)}: {m.group(0).strip()}" for m in top_level.finditer(path.read_text())]
     assert offenders == []
     assert top_level.search("from engine.runner import ModelRunner\n")  # and the pattern does catch one
+
+
+def _bare_imports(path: Path) -> set[str]:
+    """The top-level names `path` imports absolutely (at any depth: lazy imports too)."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_nothing_outside_tools_and_tests_imports_them_by_a_bare_name():
+    """Under pytest tools/ and tests/ are on sys.path (pyproject's pythonpath), so `import make_fixtures` or
+    `from support.models import …` in bench/ would pass here and fail under `python -m bench`; import-linter sees
+    such a name only as an outside package. So: no module of the package, bench/ or modelkit/ imports a tool
+    or a test module by its bare name."""
+    tools = {path.stem for path in (ROOT / "tools").glob("*.py")}
+    tests = {path.stem for folder in ("tests", "tests/support") for path in (ROOT / folder).glob("*.py")} | {"support"}
+    assert {"make_fixtures", "demo_tasks"} <= tools and {"conftest", "support", "test_architecture"} <= tests
+    offenders = []
+    for folder in (*PACKAGES, "bench", "modelkit"):
+        for path in (ROOT / folder).rglob("*.py"):
+            offenders += [f"{path.relative_to(ROOT)}: {name}" for name in sorted(_bare_imports(path) & (tools | tests))]
+    assert offenders == []
+    # and the scan does see one, lazy too: tests may import tools, test_static_runner does so inside a function
+    assert "demo_tasks" in _bare_imports(ROOT / "tests" / "test_static_runner.py") & tools
+
+
+def _cycles(graph) -> list[tuple[str, ...]]:
+    """One chain back per import that closes a cycle (a -> b with a path b -> … -> a)."""
+    found = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back:
+                found.append((importer, *back))
+    return found
+
+
+def test_the_benchmarks_and_modelkit_have_no_import_cycle():
+    """bench/soak ⇄ bench/soak_window was one (#29): no module of bench/ or modelkit/ reaches itself again through
+    its imports (lazy ones too); the same check finds that cycle when the import is put back."""
+    grimp = pytest.importorskip("grimp")
+    code = ("import sys, json, grimp; sys.path.insert(0, '.'); g = grimp.build_graph('bench', 'modelkit', cache_dir=None); "
+            "print(json.dumps({m: sorted(g.find_modules_directly_imported_by(m)) for m in g.modules}))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONSAFEPATH": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    graph = grimp.ImportGraph()
+    for importer, imported in json.loads(done.stdout).items():
+        graph.add_module(importer)
+        for name in imported:
+            graph.add_import(importer=importer, imported=name)
+    assert "bench.soak_window" in graph.modules and "modelkit.tokenizer_files" in graph.modules
+    assert _cycles(graph) == []
+    graph.add_import(importer="bench.soak_window", imported="bench.soak")
+    assert ("bench.soak", "bench.soak_window", "bench.soak") in _cycles(graph)
 
 
 def test_a_bare_layer_name_does_not_import_in_tests():

@@ -4,7 +4,7 @@
 import json
 
 from bench import report_paired, w_profile
-from conftest import case, model_dir
+from support.models import case, model_dir
 
 
 def test_profile_worker_runs_and_renders(tmp_path):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from bench.__main__ import GUI_AND_SERVER, setup_steps
-from conftest import ROOT
+from support.models import ROOT
 
 TOOLS_JOBS = ("bench.w_genai", "bench.w_torch", "bench.w_llama", "bench.w_paired", "bench.w_think", "bench.build")
 

@@ -57,7 +57,7 @@ def test_every_mode_draws_the_same_mix_of_requests():
 
 def test_the_window_soak_decides_in_the_window_and_through_its_api(tmp_path, monkeypatch, qtbot):
     """A short window soak on the fixture model: both front ends answer, RSS is sampled, the section names it."""
-    from conftest import model_dir
+    from support.models import model_dir
 
     from bench.soak_window import soak_window
 
@@ -100,7 +100,7 @@ def test_a_labelled_soak_says_which_code_it_measured(tmp_path):
 def test_an_api_soak_run_from_the_command_line_keeps_its_label(tmp_path, capsys):
     """`python -m bench.soak --label …` through a real `decider serve` on the fixture model: the label reaches the JSON,
     the figure's title and the section's row, and the run's checkpoints carry it too."""
-    from conftest import model_dir
+    from support.models import model_dir
 
     out = tmp_path / "soak-api-fixture"
     assert soak.main(["--model", str(model_dir("qwen35-text")), "--requests", "3", "--max-words", "20", "--max-tokens", "2",

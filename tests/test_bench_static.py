@@ -3,7 +3,7 @@
 import json
 
 from bench import report_static, w_static
-from conftest import model_dir
+from support.models import model_dir
 
 
 def test_static_paths_worker_runs_and_renders(tmp_path):

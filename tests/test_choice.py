@@ -11,7 +11,7 @@ import pytest
 
 from decider.app.cli import main
 from decider.app.history import HistoryStore
-from conftest import model_dir
+from support.models import model_dir
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.settings import SamplingSettings
 

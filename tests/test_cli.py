@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from decider.app.cli import main
-from conftest import model_dir
+from support.models import model_dir
 
 MODEL = str(model_dir("qwen35-text"))
 GREEDY = ["--temperature", "0", "--frequency-penalty", "0", "--presence-penalty", "0"]

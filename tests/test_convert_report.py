@@ -8,7 +8,7 @@ import pytest
 
 from decider.app.cli import main
 from decider.app.convert import ConvertReport
-from conftest import model_dir
+from support.models import model_dir
 
 EXPORT = model_dir("qwen35-text")
 

@@ -59,7 +59,7 @@ def test_npu_prompt_limit_is_validated():
 
 import openvino as ov  # noqa: E402
 
-from conftest import model_dir  # noqa: E402
+from support.models import model_dir  # noqa: E402
 from decider.engine.devices import path_for, static_compile_properties, visible_devices  # noqa: E402
 from decider.engine.runner_choice import open_runner  # noqa: E402
 

@@ -6,7 +6,7 @@ from decider.engine.devices import DeviceOptions
 from decider.engine.info import EngineInfo
 from decider.engine.remote import RemoteConfig, RemoteEngine
 
-from conftest import model_dir
+from support.models import model_dir
 
 
 def test_local_info_serialises_to_the_dict_clients_read():

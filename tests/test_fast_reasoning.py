@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import model_dir
+from support.models import model_dir
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.decision_prompt import build_decision_prompt, letter_ids
 from decider.engine.devices import DeviceOptions

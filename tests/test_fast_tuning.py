@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import model_dir
+from support.models import model_dir
 from decider.engine import fast_reasoning, fast_tuning
 from decider.engine.devices import DeviceOptions
 from decider.engine.fast_reasoning import fast_properties, reasoner_for, release, twin_of

@@ -4,7 +4,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from conftest import case, model_dir
+from support.models import case, model_dir
 from decider.engine.devices import DeviceOptions, compile_properties
 from decider.engine.graph import fuse_parallel_projections, slice_to_last_position
 

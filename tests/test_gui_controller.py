@@ -17,7 +17,7 @@ from decider.engine.devices import DeviceOptions  # noqa: E402
 from decider.engine.errors import SettingsError  # noqa: E402
 from decider.ui.decision_controller import DecisionController, DecisionState, build_request  # noqa: E402
 
-from conftest import model_dir  # noqa: E402
+from support.models import model_dir  # noqa: E402
 
 FIXTURE = str(model_dir("qwen35-text"))
 

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QToolButton  # noqa: E4
 from decider.engine.decide import LABELS, DecisionResult, OptionResult  # noqa: E402
 from decider.engine.logprobs import Alternative  # noqa: E402
 
-from conftest import FIXTURES, model_dir  # noqa: E402
+from support.models import FIXTURES, model_dir  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))
 

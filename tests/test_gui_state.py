@@ -12,7 +12,7 @@ from support.gui import FIXTURE, ask, dirs, load, make_window  # noqa: E402,F401
 
 from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
 
-from conftest import FIXTURES, model_dir  # noqa: E402
+from support.models import FIXTURES, model_dir  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))
 SCREEN = str(FIXTURES / "images" / "screen_640x360.png")

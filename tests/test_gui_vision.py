@@ -16,7 +16,7 @@ from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
 
 from decider.app.images import load_image_file  # noqa: E402
 from decider.app.preferences import GuiSettings  # noqa: E402
-from conftest import FIXTURES, model_dir  # noqa: E402
+from support.models import FIXTURES, model_dir  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))
 SCREEN = FIXTURES / "images" / "screen_640x360.png"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, model_dir
+from support.models import FIXTURES, model_dir
 from test_gui_xvfb import XVFB, png_size, run_under_xvfb
 
 pytestmark = pytest.mark.skipif(XVFB is None, reason="xvfb-run is not installed")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import model_dir
+from support.models import model_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 XVFB = shutil.which("xvfb-run")

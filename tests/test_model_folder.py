@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from conftest import model_dir
+from support.models import model_dir
 from decider.engine.errors import ModelError
 from decider.engine.model_folder import inspect_folder
 from decider.engine.runner import ModelRunner

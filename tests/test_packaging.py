@@ -33,7 +33,7 @@ def test_the_wheel_holds_one_top_level_package(wheel):
     assert "decider/engine/prompts/decision.txt" in names
     assert "decider/resources/demo-model/openvino_model.xml" in names
     assert "decider/resources/demo-vl-model/config.json" in names
-    assert not any(n.startswith(("decider/tests/", "decider/tools/", "decider/bench/")) for n in names)
+    assert not any(n.startswith(("decider/tests/", "decider/tools/", "decider/bench/", "decider/modelkit/")) for n in names)
 
 
 def test_the_installed_package_decides_from_another_folder(wheel, tmp_path):

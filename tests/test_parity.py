@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import MODELS, reference
+from support.models import MODELS, reference
 from decider.engine.generate import generate_step, make_rng
 from decider.engine.sampling import make_sampler
 from decider.engine.logprobs import log_softmax

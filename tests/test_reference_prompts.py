@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import MODELS, reference
+from support.models import MODELS, reference
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.decision_prompt import build_decision_prompt, letter_ids

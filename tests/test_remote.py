@@ -157,7 +157,7 @@ def test_config_validation():
 def own_server():
     from decider.app.api.server import ApiServer
     from decider.app.service import EngineService
-    from conftest import model_dir
+    from support.models import model_dir
 
     service = EngineService(model_dir("qwen35-text"))
     server = ApiServer(service, "127.0.0.1", 0, api_key="secret")

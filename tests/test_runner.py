@@ -6,7 +6,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from conftest import case, model_dir
+from support.models import case, model_dir
 from decider.engine.devices import DeviceCaps
 from decider.engine.errors import ContextLimitError, SettingsError
 from decider.engine.runner import ModelRunner

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import MODELS, reference
+from support.models import MODELS, reference
 from decider.engine.generate import generate_step, make_rng
 from decider.engine.sampling import make_sampler
 from decider.engine.logprobs import log_softmax
@@ -79,7 +79,7 @@ def test_padded_head_normalisation_is_transformers_own_and_the_default_is_unchan
     default stays over the real ids, and the padding's share is measured."""
     torch = pytest.importorskip("torch", reason="the comparison needs torch (pip install -e \".[convert]\")")
     transformers = pytest.importorskip("transformers", reason="the comparison needs transformers (the convert extra)")
-    from conftest import ROOT
+    from support.models import ROOT
 
     from decider.engine.logprobs import PADDED_HEAD
 

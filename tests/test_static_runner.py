@@ -9,7 +9,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from conftest import MODELS, case, model_dir, npu_static_runner
+from support.models import MODELS, case, model_dir, npu_static_runner
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.devices import DeviceOptions
 from decider.engine.errors import ContextLimitError

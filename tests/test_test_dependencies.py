@@ -14,7 +14,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-from conftest import ROOT
+from support.models import ROOT
 
 LOCAL_FOLDERS = (ROOT, ROOT / "tests", ROOT / "tools", ROOT / "bench")
 

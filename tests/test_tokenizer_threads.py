@@ -11,7 +11,7 @@ import time
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import model_dir
+from support.models import model_dir
 from decider.engine.tokenizer import ChatTokenizer
 
 FOLDERS = ["qwen35-text", "qwen35-vl"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import FIXTURES, REFERENCE, model_dir
+from support.models import FIXTURES, REFERENCE, model_dir
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.errors import SettingsError

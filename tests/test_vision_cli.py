@@ -9,7 +9,7 @@ import pytest
 from decider.app.cli import main
 from decider.app.history import HistoryStore, default_store
 from decider.app.images import decode_data_url, image_digest, load_image_file
-from conftest import FIXTURES, REFERENCE, model_dir
+from support.models import FIXTURES, REFERENCE, model_dir
 from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult
 from decider.engine.errors import SettingsError
 

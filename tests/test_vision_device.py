@@ -7,7 +7,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
-from conftest import REFERENCE, model_dir
+from support.models import REFERENCE, model_dir
 from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions, compile_properties
 from decider.engine.errors import ModelError, SettingsError
 from decider.engine.logprobs import log_softmax

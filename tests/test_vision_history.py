@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from support.gui import make_window, dirs  # noqa: F401 - fixtures
-from conftest import FIXTURES, model_dir
+from support.models import FIXTURES, model_dir
 from decider.app.history import HistoryStore
 from decider.app.images import image_digest, load_image_file
 from decider.app.preferences import GuiSettings

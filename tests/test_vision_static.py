@@ -5,7 +5,7 @@ with the vision encoder there too."""
 import numpy as np
 import pytest
 
-from conftest import model_dir, npu_static_runner
+from support.models import model_dir, npu_static_runner
 from decider.engine.decide import DecisionRequest, decide
 from decider.engine.devices import DeviceOptions
 from decider.engine.generate import generate_step, make_rng

@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from modelkit.llama_cpp import llama_cpp_source  # noqa: E402
+
 DEMO = ROOT / "resources" / "demo-model"
 LLAMA_CPP_PYTHON = "0.3.36"  # the converter's llama.cpp must be the one the server was built from
 CACHE = Path(os.environ.get("DECIDER_BENCH_HOME", Path.home() / ".cache" / "decider-bench")) / "demo-gguf"
@@ -128,25 +130,6 @@ def _check_against_ir(model, folder: Path) -> None:
         raise SystemExit(f"the checkpoint read back from the IR differs from it (max logit delta {worst:.2e})")
 
 
-def llama_cpp_source() -> Path:
-    """llama.cpp's converter from the llama-cpp-python sdist (the bench's copy when it has one)."""
-    from bench.common import SRC
-
-    root = SRC / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
-    if (root / "convert_hf_to_gguf.py").exists():
-        return root
-    import tarfile
-
-    SRC.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(SRC)], check=True)
-    with tarfile.open(SRC / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz") as tar:
-        members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name and (
-            "/gguf-py/" in m.name or "/conversion/" in m.name or m.name.endswith("convert_hf_to_gguf.py"))]
-        tar.extractall(SRC, members=members, filter="data")
-    return root
-
-
 # The converter run with the demo tokenizer's pre-tokenizer named: it splits like Qwen3.5's.
 _CONVERT = """
 import runpy, sys
@@ -165,7 +148,8 @@ def gguf(out: Path | None = None) -> Path:
     if out.exists():
         return out
     hf = checkpoint(DEMO, CACHE / "checkpoint")
-    source = llama_cpp_source()
+    # the bench keeps its sdist in the same place (DECIDER_BENCH_HOME/src): one download serves both
+    source = llama_cpp_source(LLAMA_CPP_PYTHON, CACHE.parent / "src")
     tmp = out.with_suffix(".tmp.gguf")
     code = _CONVERT.format(source=str(source), script=str(source / "convert_hf_to_gguf.py"),
                            args=[str(hf), "--outfile", str(tmp), "--outtype", "f32", "--no-mtp"])

@@ -9,7 +9,6 @@ No torch: needs tokenizers and the engine (for the prompt wording). Used by tool
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,15 +20,7 @@ for p in (str(ROOT), str(TOOLS)):
 
 import demo_tasks  # noqa: E402
 from decider.engine.decision_prompt import LABELS, load_templates, render_user_text  # noqa: E402
-from make_fixtures import (  # noqa: E402  (the fixture tokenizer's specials, regex and chat template)
-    ADDED_TOKENS,
-    CHAT_TEMPLATE,
-    QWEN_SPLIT_REGEX,
-    special_tokens_map_dict,
-    tokenizer_config_dict,
-)
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+from modelkit.tokenizer_files import byte_level_bpe, write_tokenizer_files  # noqa: E402
 
 
 def corpus() -> list[str]:
@@ -53,32 +44,8 @@ def corpus() -> list[str]:
 
 
 def build():
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=100_000,  # never reached: training stops once every pre-token is one token
-        min_frequency=1,
-        show_progress=False,
-        special_tokens=[],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(corpus(), trainer=trainer)
-    n_regular = tok.get_vocab_size(with_added_tokens=False)
-    tok.add_tokens(
-        [AddedToken(t, special=s, normalized=False, single_word=False, lstrip=False, rstrip=False) for t, s in ADDED_TOKENS]
-    )
-    for i, (t, _) in enumerate(ADDED_TOKENS):
-        assert tok.token_to_id(t) == n_regular + i, t
+    # vocab_size is never reached: training stops once every pre-token is one token
+    tok = byte_level_bpe(corpus(), vocab_size=100_000, min_frequency=1)
     check(tok)
     return tok
 
@@ -97,11 +64,7 @@ def check(tok) -> None:
 
 def write(out: Path):
     tok = build()
-    out.mkdir(parents=True, exist_ok=True)
-    tok.save(str(out / "tokenizer.json"), pretty=False)
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config_dict(tok), indent=2, ensure_ascii=False) + "\n")
-    (out / "special_tokens_map.json").write_text(json.dumps(special_tokens_map_dict(), indent=2) + "\n")
-    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    write_tokenizer_files(out, tok)
     return tok
 
 

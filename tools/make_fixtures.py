@@ -32,18 +32,34 @@ import time
 import traceback
 from pathlib import Path
 
-# Determinism / quietness before the heavy imports.
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("RAYON_NUM_THREADS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "tools"
+if str(ROOT) not in sys.path:  # run as a script: the repository root holds modelkit/
+    sys.path.insert(0, str(ROOT))
+
+from modelkit.environment import quiet_offline  # noqa: E402
+
+quiet_offline()  # before the heavy imports
+os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the fixture tokenizer's BPE training, deterministic
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT / "tools"
+from modelkit.qwen35_config import preprocessor_config  # noqa: E402
+from modelkit.qwen35_config import text_config_kwargs as qwen35_text_config_kwargs  # noqa: E402
+from modelkit.qwen35_config import vision_config as qwen35_vision_config  # noqa: E402
+
+# The tokenizer folder's pieces, shared with the demo models and the bench (the demo trainers import them from here).
+from modelkit.tokenizer_files import (  # noqa: E402,F401
+    ADDED_TOKENS,
+    CHAT_TEMPLATE,
+    QWEN_SPLIT_REGEX,
+    TOKENIZER_FILES,
+    byte_level_bpe,
+    special_tokens_map_dict,
+    tokenizer_config_dict,
+    write_tokenizer_files,
+)
+
 FIXTURES = ROOT / "tests" / "fixtures"
 TOKENIZER_DIR = FIXTURES / "tokenizer"
 CHECKPOINTS = FIXTURES / "checkpoints"
@@ -70,128 +86,7 @@ def log(msg: str) -> None:
 # 1. Tokenizer
 # ---------------------------------------------------------------------------------------------------------------------
 
-QWEN_SPLIT_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-
-# (content, special).  Order matters: ids are assigned right after the regular vocabulary in this order.
-ADDED_TOKENS = [
-    ("<|endoftext|>", True),
-    ("<|im_start|>", True),
-    ("<|im_end|>", True),
-    ("<|object_ref_start|>", True),
-    ("<|object_ref_end|>", True),
-    ("<|box_start|>", True),
-    ("<|box_end|>", True),
-    ("<|quad_start|>", True),
-    ("<|quad_end|>", True),
-    ("<|vision_start|>", True),
-    ("<|vision_end|>", True),
-    ("<|vision_pad|>", True),
-    ("<|image_pad|>", True),
-    ("<|video_pad|>", True),
-    ("<tool_call>", False),
-    ("</tool_call>", False),
-    ("<|fim_prefix|>", False),
-    ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False),
-    ("<|repo_name|>", False),
-    ("<|file_sep|>", False),
-    ("<tool_response>", False),
-    ("</tool_response>", False),
-    ("<think>", False),
-    ("</think>", False),
-]
-# Real Qwen2.5/3/3.5 tokenizers mark <tool_call>, the fim/repo/file tokens and <tool_response> as special=False
-# as well (only the <|...|> control tokens up to <|video_pad|> are special=True); <think>/</think> are special=False.
-
 BPE_VOCAB_SIZE = 1800  # regular tokens (256 byte symbols + merges)
-
-# Qwen3.5's chat template, reduced to what the fixtures need but keeping its observable behaviour for
-# system / user / assistant / tool turns with string or text-part content: contents are trimmed, a system
-# message must come first, past assistant turns after the last user query keep their <think> block, and the
-# generation prompt opens `<think>\n` unless enable_thinking is false (then an empty, closed think block).
-CHAT_TEMPLATE = r"""{%- macro render_content(content) %}
-    {%- if content is string %}
-        {{- content }}
-    {%- elif content is iterable and content is not mapping %}
-        {%- for item in content %}
-            {%- if 'image' in item or 'image_url' in item or item.type == 'image' %}
-                {{- '<|vision_start|><|image_pad|><|vision_end|>' }}
-            {%- elif 'video' in item or item.type == 'video' %}
-                {{- '<|vision_start|><|video_pad|><|vision_end|>' }}
-            {%- elif 'text' in item %}
-                {{- item.text }}
-            {%- else %}
-                {{- raise_exception('Unexpected item type in content.') }}
-            {%- endif %}
-        {%- endfor %}
-    {%- elif content is none or content is undefined %}
-        {{- '' }}
-    {%- else %}
-        {{- raise_exception('Unexpected content type.') }}
-    {%- endif %}
-{%- endmacro %}
-{%- if not messages %}
-    {{- raise_exception('No messages provided.') }}
-{%- endif %}
-{%- if messages[0].role == 'system' %}
-    {%- set content = render_content(messages[0].content)|trim %}
-    {{- '<|im_start|>system\n' + content + '<|im_end|>\n' }}
-{%- endif %}
-{%- set ns = namespace(searching=true, last_query_index=messages|length - 1) %}
-{%- for message in messages[::-1] %}
-    {%- set index = (messages|length - 1) - loop.index0 %}
-    {%- if ns.searching and message.role == 'user' %}
-        {%- set ns.searching = false %}
-        {%- set ns.last_query_index = index %}
-    {%- endif %}
-{%- endfor %}
-{%- for message in messages %}
-    {%- set content = render_content(message.content)|trim %}
-    {%- if message.role == 'system' %}
-        {%- if not loop.first %}
-            {{- raise_exception('System message must be at the beginning.') }}
-        {%- endif %}
-    {%- elif message.role == 'user' %}
-        {{- '<|im_start|>user\n' + content + '<|im_end|>\n' }}
-    {%- elif message.role == 'assistant' %}
-        {%- set reasoning_content = '' %}
-        {%- if message.reasoning_content is string %}
-            {%- set reasoning_content = message.reasoning_content %}
-        {%- elif '</think>' in content %}
-            {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
-            {%- set content = content.split('</think>')[-1].lstrip('\n') %}
-        {%- endif %}
-        {%- set reasoning_content = reasoning_content|trim %}
-        {%- if loop.index0 > ns.last_query_index %}
-            {{- '<|im_start|>assistant\n<think>\n' + reasoning_content + '\n</think>\n\n' + content + '<|im_end|>\n' }}
-        {%- else %}
-            {{- '<|im_start|>assistant\n' + content + '<|im_end|>\n' }}
-        {%- endif %}
-    {%- elif message.role == 'tool' %}
-        {%- if loop.previtem and loop.previtem.role != 'tool' %}
-            {{- '<|im_start|>user' }}
-        {%- endif %}
-        {{- '\n<tool_response>\n' + content + '\n</tool_response>' }}
-        {%- if loop.last or loop.nextitem.role != 'tool' %}
-            {{- '<|im_end|>\n' }}
-        {%- endif %}
-    {%- else %}
-        {{- raise_exception('Unexpected message role.') }}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<|im_start|>assistant\n' }}
-    {%- if enable_thinking is defined and enable_thinking is false %}
-        {{- '<think>\n\n</think>\n\n' }}
-    {%- else %}
-        {{- '<think>\n' }}
-    {%- endif %}
-{%- endif %}
-"""
 
 _LETTERS = list("ABCDEFGHIJ")
 _ACTIONS = ["Attack", "Defend", "Retreat", "Trade", "Hide", "Wait", "Scout", "Negotiate", "Build", "Flee",
@@ -322,36 +217,8 @@ def build_corpus(seed: int = SEED, n_lines: int = 24000) -> list[str]:
 
 def build_tokenizer():
     """Train the fixture tokenizer; returns a tokenizers.Tokenizer."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
-
-    corpus = build_corpus()
-    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB_SIZE,
-        min_frequency=2,
-        show_progress=False,
-        special_tokens=[],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(corpus, trainer=trainer)
-    n_regular = tok.get_vocab_size(with_added_tokens=False)
-    tok.add_tokens(
-        [AddedToken(t, special=s, normalized=False, single_word=False, lstrip=False, rstrip=False)
-         for t, s in ADDED_TOKENS]
-    )
+    tok = byte_level_bpe(build_corpus(), vocab_size=BPE_VOCAB_SIZE, min_frequency=2)
     # Check the invariants the fixtures rely on.
-    for i, (t, _) in enumerate(ADDED_TOKENS):
-        assert tok.token_to_id(t) == n_regular + i, (t, tok.token_to_id(t), n_regular + i)
     for L in _LETTERS:
         for s in (L, " " + L):
             ids = tok.encode(s, add_special_tokens=False).ids
@@ -362,57 +229,9 @@ def build_tokenizer():
     return tok
 
 
-def tokenizer_config_dict(tok) -> dict:
-    added = {}
-    for t, special in ADDED_TOKENS:
-        added[str(tok.token_to_id(t))] = {
-            "content": t,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": special,
-        }
-    return {
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "added_tokens_decoder": added,
-        "additional_special_tokens": [t for t, s in ADDED_TOKENS if s and t not in ("<|endoftext|>", "<|im_end|>")],
-        "bos_token": None,
-        "clean_up_tokenization_spaces": False,
-        "eos_token": "<|im_end|>",
-        "errors": "replace",
-        "model_max_length": 262144,
-        "pad_token": "<|endoftext|>",
-        "split_special_tokens": False,
-        "tokenizer_class": "TokenizersBackend",
-        "unk_token": None,
-    }
-
-
-def special_tokens_map_dict() -> dict:
-    def tokd(t):
-        return {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
-
-    return {
-        "additional_special_tokens": [
-            t for t, s in ADDED_TOKENS if s and t not in ("<|endoftext|>", "<|im_end|>")
-        ],
-        "eos_token": tokd("<|im_end|>"),
-        "pad_token": tokd("<|endoftext|>"),
-    }
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
-
-
 def write_tokenizer(out: Path) -> None:
     tok = build_tokenizer()
-    out.mkdir(parents=True, exist_ok=True)
-    tok.save(str(out / "tokenizer.json"), pretty=False)
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config_dict(tok), indent=2, ensure_ascii=False) + "\n")
-    (out / "special_tokens_map.json").write_text(json.dumps(special_tokens_map_dict(), indent=2) + "\n")
-    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    write_tokenizer_files(out, tok)
     n_regular = tok.get_vocab_size(with_added_tokens=False)
     log(f"tokenizer: {n_regular} regular + {len(ADDED_TOKENS)} added = {tok.get_vocab_size()} ids -> {out}")
 
@@ -473,8 +292,6 @@ def _block_broken_torchvision() -> None:
         sys.modules["torchvision"] = None  # importlib.util.find_spec() -> None, `import torchvision` -> ImportError
 
 
-LINEAR, FULL = "linear_attention", "full_attention"
-
 INITIALIZER_RANGE = 0.15  # std of the (truncated) normal init of every Linear / Conv / vision weight
 EMBED_STD = 0.3  # token embedding and lm_head rows: makes next-token distributions clearly non-uniform
 PADDED_ROW_STD = 0.3  # lm_head rows of the padded ids (>= tokenizer size): random like the rest, so keeping them
@@ -485,39 +302,15 @@ SSM_NOISE = {"A_log": 0.5, "dt_bias": 0.5, "conv1d": 0.3}
 OTHER_NOISE = 0.5 * INITIALIZER_RANGE  # added to every other parameter after init
 
 
+# The fixtures' text geometry (modelkit's names). Hv = 2*Hk: value head h reads key head h // 2 (repeat_interleave,
+# not tile). 8 of the 32 head dims rotate, so the M-RoPE sections sum to 4.
+GEOMETRY = {"hidden": 64, "layers": 4, "heads": 4, "kv_heads": 2, "head_dim": 32, "intermediate": 128,
+            "linear_k_heads": 2, "linear_v_heads": 4, "linear_dim": 16, "max_positions": 32768, "mrope_section": [2, 1, 1]}
+
+
 def text_config_kwargs(vocab_size: int, tied: bool, special: dict) -> dict:
-    return dict(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        layer_types=[LINEAR, LINEAR, LINEAR, FULL],
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        linear_conv_kernel_dim=4,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,  # Hv = 2*Hk: value head h reads key head h // 2 (repeat_interleave, not tile)
-        linear_key_head_dim=16,
-        linear_value_head_dim=16,
-        hidden_act="silu",
-        rms_norm_eps=1e-6,
-        max_position_embeddings=32768,
-        initializer_range=INITIALIZER_RANGE,
-        # partial_rotary_factor stays the config default (0.25): 8 of the 32 head dims rotate.  mrope_section
-        # must sum to rotary_dim/2 = 4 (real checkpoints: [11, 11, 10] for 64 of 256).
-        rope_parameters={
-            "rope_type": "default",
-            "rope_theta": 10_000_000.0,
-            "partial_rotary_factor": 0.25,
-            "mrope_section": [2, 1, 1],
-            "mrope_interleaved": True,
-        },
-        tie_word_embeddings=tied,
-        eos_token_id=special["<|im_end|>"],
-        pad_token_id=special["<|endoftext|>"],
-        bos_token_id=None,
-    )
+    return {**qwen35_text_config_kwargs(vocab=vocab_size, tied=tied, special=special, **GEOMETRY),
+            "initializer_range": INITIALIZER_RANGE}
 
 
 MODEL_SPECS = {
@@ -550,40 +343,14 @@ MODEL_SPECS = {
     },
 }
 
-VISION_CONFIG = dict(
-    depth=1,
-    hidden_size=32,
-    intermediate_size=64,
-    num_heads=2,
-    in_channels=3,
-    patch_size=16,
-    spatial_merge_size=2,
-    temporal_patch_size=2,
-    out_hidden_size=64,  # = text hidden size
-    num_position_embeddings=64,  # 8x8 grid
-    hidden_act="gelu_pytorch_tanh",
-    initializer_range=INITIALIZER_RANGE,
-)
+VISION_CONFIG = qwen35_vision_config(depth=1, hidden=32, intermediate=64, heads=2, out_hidden=GEOMETRY["hidden"],
+                                     positions=64, initializer_range=INITIALIZER_RANGE)  # an 8x8 position grid
 
 # The VL fixture's preprocessor_config.json: the shape of a real Qwen3.5 export's file (Qwen2-VL image processor,
 # patch 16, temporal patch 2, merge 2, mean/std 0.5), with a pixel budget scaled to the tiny model: 64×64 to 256×256
 # pixels (4 to 64 image tokens) instead of the real 256×256 to 4096×4096, so test images stay small and a 16:9
 # screenshot still takes the downscaling path.
-PREPROCESSOR_CONFIG = {
-    "image_processor_type": "Qwen2VLImageProcessor",
-    "do_convert_rgb": True,
-    "do_resize": True,
-    "size": {"shortest_edge": 64 * 64, "longest_edge": 256 * 256},
-    "resample": 3,
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-    "patch_size": VISION_CONFIG["patch_size"],
-    "temporal_patch_size": VISION_CONFIG["temporal_patch_size"],
-    "merge_size": VISION_CONFIG["spatial_merge_size"],
-}
+PREPROCESSOR_CONFIG = preprocessor_config(64 * 64, 256 * 256, VISION_CONFIG)
 
 
 def write_preprocessor_config(name: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 from decider.engine import static_runner  # noqa: E402
 from decider.engine.decide import DecisionRequest, decide  # noqa: E402
@@ -68,9 +68,10 @@ def main() -> int:
         print("set DECIDER_NPUW_DEVICES=CPU (or run on a machine with an NPU)", file=sys.stderr)
         return 2
     import demo_tasks
-    from conftest import case
 
-    prompt_ids = case("dist_ten_options")["prompt_ids"]
+    # the fixtures' data, read as data: a tool imports nothing from tests/
+    cases = json.loads((ROOT / "tests" / "fixtures" / "reference" / "qwen35-text.json").read_text())["cases"]
+    prompt_ids = next(c for c in cases if c["name"] == "dist_ten_options")["prompt_ids"]
     report = {}
     for folder in FOLDERS:
         cpu = ModelRunner(folder, DeviceOptions(device="CPU"))

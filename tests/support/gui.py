@@ -4,7 +4,6 @@ and the fixture model."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 # Before any QApplication exists (pytest-qt creates it on first use): GUI tests never need a display.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -14,10 +13,9 @@ import pytest  # noqa: E402
 from decider.app.preferences import GuiSettings  # noqa: E402
 from decider.engine.settings import SamplingSettings  # noqa: E402
 
-from conftest import model_dir  # noqa: E402
+from support.models import model_dir  # noqa: E402
 
 FIXTURE = str(model_dir("qwen35-text"))
-ROOT = Path(__file__).resolve().parent.parent.parent
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 
 
