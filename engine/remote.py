@@ -224,10 +224,10 @@ class RemoteEngine:
         if request.think:
             # The server reasons at the sampling settings; the answer is read after the think block is closed
             # (by the model, or by Decider when the budget ran out), as the local engine does.
-            choice, usage = completion(self.client, self.config.api, dict(
-                base, prompt=prompt, max_tokens=request.reasoning_budget, stop=[STOP]))
+            asked = dict(base, prompt=prompt, max_tokens=request.reasoning_budget, stop=[STOP])
+            choice, usage = completion(self.client, self.config.api, asked)
             kind = self._profile.kind if self._profile is not None else "unknown"
-            thought = read_reasoning(self.client, self.config.api, self.model, kind, prompt, choice, usage)
+            thought = read_reasoning(self.client, self.config.api, self.model, kind, asked, choice, usage)
             reasoning, reasoning_tokens = thought.text.strip("\n"), thought.tokens
             prompt += after_reasoning(thought.text, thought.closed)
             if should_stop is not None and should_stop():

@@ -12,6 +12,10 @@ own ids unchanged. That also says how the block ended, which the finish reason a
     count (llama-cpp-python) ended it inside the block;
   - one more token than the text holds: the last one was the stop — the model's `</think>`, or an end of
     turn a server counts (vLLM says which by `stop_reason`: the string, or null for an end-of-turn token).
+    llama-cpp-python says neither, and an uncounted end of turn after a reasoning the model wrote in one
+    id more than its text re-tokenizes to ("\n", "\n" for "\n\n") counts alike: where the reasoning is
+    reproducible (greedy, or seeded) it is generated again one token short, which ends on the same text
+    only if the last token was the `</think>` the stop string cut.
 
 Without a tokenize endpoint, or when the counts disagree (text that lost bytes, a server tokenizing
 another way), the finish reason is taken at its word and the bars after it stay estimates.
@@ -22,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .remote_http import JsonClient
-from .remote_read import tokenize
+from .remote_read import completion, tokenize
 
 STOP = "</think>"  # the stop string the reasoning request ends on
 
@@ -35,7 +39,10 @@ class ServerReasoning:
     unverified: str | None  # None: the server scores the ids it generated; else why that is not known
 
 
-def read_reasoning(client: JsonClient, api: str, model: str, kind: str, prompt: str, choice: dict, usage: dict) -> ServerReasoning:
+def read_reasoning(client: JsonClient, api: str, model: str, kind: str, body: dict, choice: dict, usage: dict) -> ServerReasoning:
+    """body: the reasoning request (its `prompt` the decision prompt, ending in the open think block); choice,
+    usage: the server's answer to it."""
+    prompt = body["prompt"]
     text = choice.get("text") if isinstance(choice.get("text"), str) else ""
     tokens = usage.get("completion_tokens")
     tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
@@ -53,7 +60,16 @@ def read_reasoning(client: JsonClient, api: str, model: str, kind: str, prompt: 
     if in_text == tokens and finish in ("length", "stop"):
         return ServerReasoning(text, False, tokens, None)  # budget spent, or an uncounted end of turn
     if in_text == tokens - 1 and finish == "stop":
-        return ServerReasoning(text, said_closed, tokens, None)  # the stop was the last token generated
+        if "stop_reason" in choice or tokens == 1:  # the server says what stopped it; or nothing came before the stop
+            return ServerReasoning(text, said_closed, tokens, None)
+        if not (body.get("temperature") == 0 or "seed" in body):
+            return ServerReasoning(text, said_closed, tokens, "the server does not say whether its </think> or an end of "
+                                   "turn ended the reasoning, and a sampled reasoning without a seed cannot be checked again")
+        again, _ = completion(client, api, dict(body, max_tokens=tokens - 1))
+        if again.get("text") == text:  # the last token added no text: the </think> the stop string cut
+            return ServerReasoning(text, True, tokens, None)
+        return ServerReasoning(text, False, tokens, "an end of turn ended a reasoning the server wrote in one id more "
+                               "than its text re-tokenizes to")
     return ServerReasoning(text, said_closed, tokens, f"the reasoning's text tokenizes to {in_text} ids on the server, "
                            f"which reported generating {tokens}")
 

@@ -6,6 +6,7 @@ import pytest
 
 from decider.engine.decide import DecisionRequest
 from decider.engine.remote import RemoteConfig, RemoteEngine
+from decider.engine.settings import SamplingSettings
 from test_remote import GREEDY, completion_answer, serve, serve_owned  # noqa: F401  (fixtures)
 
 LISTED = {"A": -0.2, "B": -2.0, "C": -3.0}
@@ -13,14 +14,16 @@ REASONING = "Hide is safe."
 THINK = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), sampling=GREEDY, think=True)
 
 
-def _server(serve_owned, owner, counted, finish="stop", stop_reason=..., reasoning=REASONING):
-    """A server that reasons `reasoning` and reports `counted(len(reasoning))` completion tokens."""
+def _server(serve_owned, owner, counted, finish="stop", stop_reason=..., reasoning=REASONING, again=None):
+    """A server that reasons `reasoning` and reports `counted(len(reasoning))` completion tokens; asked again
+    for fewer tokens than that, it reasons `again` (default: the same text)."""
     def behaviour(h, body):
         if h.path.endswith("tokenize"):
             text = body.get("input") or body.get("prompt") or body.get("content")
             return h._send(200, {"tokens": [ord(c) for c in text]})
         if body["max_tokens"] > 1:  # the reasoning
-            answer = completion_answer(reasoning, {})
+            shorter = again is not None and body["max_tokens"] < counted(len(reasoning))
+            answer = completion_answer(again if shorter else reasoning, {})
             answer["choices"][0]["finish_reason"] = finish
             if stop_reason is not ...:
                 answer["choices"][0]["stop_reason"] = stop_reason
@@ -77,3 +80,26 @@ def test_vllm_s_counted_end_of_turn_is_no_close(serve_owned):
     result = RemoteEngine(RemoteConfig(server.url)).decide(THINK)
     assert _answer_prompt(server).endswith(f"<think>\n{REASONING}\n</think>\n\n")
     assert [o.bar for o in result.options] == ["exact"] * 3
+
+
+def test_llama_cpp_s_stop_one_id_short_of_its_text_is_generated_again_to_tell_a_close_from_an_end_of_turn(serve_owned):
+    """llama-cpp-python does not count its end of turn: after a reasoning written in one id more than its text
+    re-tokenizes to, that looks like a counted </think>. Generated again one token short (greedy: the same
+    tokens), a </think> ending gives back the same text; here the text is shorter, so an end of turn ended a
+    reasoning that is not its text's ids: the template's close, and estimates (it was a closed block, exact)."""
+    server = _server(serve_owned, "llamacpp", lambda n: n + 1, again=REASONING[:-1])
+    result = RemoteEngine(RemoteConfig(server.url)).decide(THINK)
+    assert [b["max_tokens"] for _, b in server.requests if b.get("max_tokens", 1) > 1] == [THINK.reasoning_budget, len(REASONING)]
+    assert _answer_prompt(server).endswith(f"<think>\n{REASONING}\n</think>\n\n")
+    assert [o.bar for o in result.options] == ["estimate"] * 3 and result.uncertain
+    assert any("one id more than its text" in note for note in result.engine.notes)
+
+
+def test_a_sampled_unseeded_reasoning_whose_stop_is_ambiguous_gives_estimates(serve_owned):
+    server = _server(serve_owned, "llamacpp", lambda n: n + 1)
+    hot = DecisionRequest("Which?", ("Attack", "Defend", "Hide"), think=True,
+                          sampling=SamplingSettings(temperature=0.7, frequency_penalty=0.0, presence_penalty=0.0))
+    result = RemoteEngine(RemoteConfig(server.url)).decide(hot)
+    assert len([b for _, b in server.requests if b.get("max_tokens", 1) > 1]) == 1  # nothing generated again
+    assert [o.bar for o in result.options] == ["estimate"] * 3
+    assert any("cannot be checked again" in note for note in result.engine.notes)
