@@ -7,8 +7,8 @@ the reasoning's trailing newlines (the template strips them). When the model clo
 
 Both sides then score the sequence the tokenizer produces for that text, never a concatenation of ids
 no tokenizer would produce: forcing the ids of "\\n" after a reasoning that already ended in "\\n" gave
-`… "\\n", "\\n", </think>` locally while a server, handed the same text, scored `… "\\n\\n", </think>` (and
-".\\n" is one token, not "." then "\\n"). The text between `<think>` and `</think>` is encoded as one
+`… "\\n", "\\n", </think>` locally while a server, handed the same text, scored `… "\\n\\n", </think>` (in Qwen3.5's
+vocabulary " \\n" is one token too). The text between `<think>` and `</think>` is encoded as one
 piece, as a tokenizer splits a rendered template at special tokens.
 """
 
