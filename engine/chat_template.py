@@ -144,5 +144,7 @@ def think_block(tokenizer: ChatTokenizer, think: bool) -> list[int]:
 
 
 def close_think(tokenizer: ChatTokenizer) -> list[int]:
-    """What is forced when a reasoning budget runs out: close the block, start the answer."""
+    """The close's own ids ("\n", </think>, "\n\n"). Decisions close a reasoning through
+    engine/reasoning_close.py instead, which encodes the reasoning and the close together as the tokenizer
+    would (a reasoning ending in "\n" must not be followed by a second "\n" token)."""
     return tokenizer.encode_text("\n") + [tokenizer.think_close] + tokenizer.encode_text("\n\n")

@@ -2,8 +2,8 @@
 
 Letter mode (default): one forward. The empty think block is part of the prefill and the answer
 letter is drawn from the prefill logits under a constraint to the option letters. Every option's
-full-vocabulary logprob is read from the same logits (after penalties, before temperature), so the
-bars are the same whether the draw was greedy or sampled.
+full-vocabulary logprob is read from the same logits (before temperature; the penalties' window is empty
+at the answer, with or without reasoning), so the bars are the same whether the draw was greedy or sampled.
 
 The chosen option is the one the shown bars favour (the debiased bars when permute ran), so the big
 letter and the longest bar never disagree. `sample_choice` keeps the draw as the choice instead (variety
@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .chat_template import close_think
 from .clock import Clock
 from .option_draw import draw_option, softmax
 from .decision_prompt import DecisionPrompt, build_decision_prompt, letter_ids
@@ -27,6 +26,7 @@ from .fast_reasoning import hand_over, reasoner_for
 from .generate import generate_step, make_rng
 from .logprobs import Alternative, Distribution
 from .processors import Penalties, make_processors
+from .reasoning_close import close_reasoning
 from .sampling import make_sampler
 
 from .types import LABELS, MAX_IMAGES, MAX_OPTIONS, DecisionRequest, DecisionResult, OptionResult
@@ -51,8 +51,10 @@ def _read_letters(
 ) -> _LetterRead:
     tokenizer = runner.tokenizer
     sampling = request.sampling
-    # One penalty window and one generator across both phases: the reasoning's kept tokens count for the
-    # answer, and a seed fixes the reasoning and the letter together.
+    # The penalties shape the reasoning only. The answer is read from the model's distribution after it,
+    # with an empty window as without reasoning (#776): a reasoning that names option B must not push the
+    # bars away from B, and a server reading the answer as a new request (llama.cpp, vLLM) reports it so.
+    # One generator across both phases: a seed fixes the reasoning and the letter together.
     penalties = Penalties.for_sampling(sampling)
     sampler = make_sampler(sampling, rng)
     reasoning = None
@@ -74,23 +76,19 @@ def _read_letters(
         ended = generated[-1] if generated else None
         body = generated[:-1] if ended in tokenizer.stop_ids | close else generated
         reasoning = tokenizer.decode(body).strip("\n")
-        # Closed by the model: the answer follows its blank line (the model's own </think> was kept text,
-        # so the loop accepted it). Otherwise (budget spent, or the turn ended inside the block) close it
-        # ourselves; forced tokens are never accepted.
-        if ended == tokenizer.think_close:
-            kept, forced = generated, tokenizer.encode_text("\n\n")
-        else:
-            kept, forced = body, close_think(tokenizer)
+        # Closed by the model (its </think> was kept text, accepted by the loop) or by us (budget spent, or
+        # the turn ended inside the block: forced tokens are never accepted), as the chat template writes
+        # it and the tokenizer encodes it: the sequence a server handed the same text scores.
         # After a hand-over this prefills exactly the reasoning produced (+ the answer prefix) on the exact
         # runner's prompt state; otherwise it continues the runner's own reasoning state.
-        ids, checkpoints = prompt.ids + kept + forced, ()
-        completion_tokens = len(kept) + len(forced) + 1
+        ids, checkpoints = close_reasoning(tokenizer, prompt.ids, body, ended == tokenizer.think_close), ()
+        completion_tokens = len(ids) - len(prompt.ids) + 1
     else:
         ids, checkpoints = prompt.ids, prompt.checkpoints
         completion_tokens = 1
         precision = None
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
-    processors = make_processors(sampling, allowed=letters, penalties=penalties)
+    processors = make_processors(sampling, allowed=letters)
     answer = generate_step(runner, ids, sampler, max_tokens=1, checkpoints=checkpoints, processors=processors)
     step = next(answer)
     answer.close()

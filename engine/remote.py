@@ -36,6 +36,7 @@ from .info import EngineInfo
 from .remote_http import JsonClient, RemoteError
 from .remote_probe import ServerProfile, model_entries, probe
 from .remote_prompt import after_reasoning, decision_text
+from .remote_reasoning import STOP, read_reasoning
 from .remote_read import (
     TOP_LOGPROBS, LetterReading, Unverified, completion, constrained_bars, forced_letters, from_list, letter_ids,
     listed_entries, top_of_completion,
@@ -209,16 +210,16 @@ class RemoteEngine:
         prompt = decision_text(request.question, list(request.options), system=request.system, context=request.context,
                                think=request.think)
         base = self._sampling_fields(request)
-        reasoning, reasoning_tokens = None, 0
+        reasoning, reasoning_tokens, thought = None, 0, None
         if request.think:
             # The server reasons at the sampling settings; the answer is read after the think block is closed
             # (by the model, or by Decider when the budget ran out), as the local engine does.
-            choice, usage = completion(self.client, self.config.api, dict(
-                base, prompt=prompt, max_tokens=request.reasoning_budget, stop=["</think>"]))
-            text = choice.get("text") if isinstance(choice.get("text"), str) else ""
-            closed = _closed_think(choice)
-            reasoning, reasoning_tokens = text.strip("\n"), int(usage.get("completion_tokens") or 0)
-            prompt += after_reasoning(text, closed)
+            asked = dict(base, prompt=prompt, max_tokens=request.reasoning_budget, stop=[STOP])
+            choice, usage = completion(self.client, self.config.api, asked)
+            kind = self._profile.kind if self._profile is not None else "unknown"
+            thought = read_reasoning(self.client, self.config.api, self.model, kind, asked, choice, usage)
+            reasoning, reasoning_tokens = thought.text.strip("\n"), thought.tokens
+            prompt += after_reasoning(thought.text, thought.closed)
             if should_stop is not None and should_stop():
                 from .errors import Cancelled
 
@@ -238,10 +239,13 @@ class RemoteEngine:
                 except Unverified as exc:
                     reading.notes.append(f"forced letters not used: {exc}")
         reading.completion_tokens += reasoning_tokens
-        if request.think:
+        if thought is not None and thought.unverified is None:
+            reading.notes.append("the reasoning went back to the server as text, closed as the chat template closes "
+                                 "it; its tokenize endpoint showed the text is the ids it generated")
+        elif thought is not None:
             reading.retokenized = True
             reading.notes.append("the reasoning went back to the server as text, which it re-tokenized: the ids it "
-                                 "scored need not be the ones it generated (nor the local engine's), so every bar is "
+                                 f"scored need not be the ones it generated ({thought.unverified}), so every bar is "
                                  "an estimate")
         return reading, reasoning
 
@@ -330,16 +334,6 @@ class RemoteEngine:
             alternatives=[Alternative(t, -1, float(v)) for t, v in reading.alternatives[: request.alternatives]],
             engine=self.info(reading.method, reading.notes), uncertain=bool(uncertain),
         )
-
-
-def _closed_think(choice: dict) -> bool:
-    """Did the reasoning end on the `</think>` stop string? A "stop" is also an end of turn inside the think
-    block: vLLM says which by `stop_reason` (the string, or null for an end-of-turn token); a server that
-    has no such field (llama.cpp) stops on the string only, as its end of turn inside reasoning is rare
-    enough that it is taken at its word."""
-    if choice.get("finish_reason") != "stop":
-        return False
-    return "stop_reason" not in choice or choice["stop_reason"] == "</think>"
 
 
 def _bar_ranges(values: np.ndarray, upper: list[bool]) -> tuple[np.ndarray, np.ndarray]:

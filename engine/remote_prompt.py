@@ -9,6 +9,7 @@ a think block open.
 from __future__ import annotations
 
 from .decision_prompt import load_templates, user_segments
+from .reasoning_close import closing_text
 
 IM_START, IM_END, THINK_OPEN, THINK_CLOSE = "<|im_start|>", "<|im_end|>", "<think>", "</think>"
 
@@ -22,6 +23,6 @@ def decision_text(question: str, options: list[str], *, system: str | None = Non
 
 
 def after_reasoning(reasoning: str, closed_by_model: bool) -> str:
-    """What follows the open think block once the server has reasoned: the model's own close, or ours when the
-    budget ran out (as the local engine forces it)."""
-    return reasoning + (f"{THINK_CLOSE}\n\n" if closed_by_model else f"\n{THINK_CLOSE}\n\n")
+    """What follows the open think block once the server has reasoned: the model's own close, or the chat
+    template's when the budget ran out, as the local engine closes it (engine/reasoning_close.py)."""
+    return closing_text(reasoning, closed_by_model)

@@ -112,7 +112,9 @@ def top_of_completion(client: JsonClient, api: str, body: dict, labels: list[str
 
 # ----- letter token ids (for logit_bias), through each server's tokenize endpoint -----
 
-def _tokenize(client: JsonClient, api: str, model: str, text: str, kind: str) -> list[int] | None:
+def tokenize(client: JsonClient, api: str, model: str, text: str, kind: str) -> list[int] | None:
+    """The server's own ids for `text` (special tokens written in it read as in a raw prompt), or None when it
+    has no tokenize endpoint."""
     attempts = {
         "llama.cpp": [("/extras/tokenize", {"model": model, "input": text}), ("/tokenize", {"content": text})],
         "vllm": [("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})],
@@ -135,7 +137,7 @@ def letter_ids(client: JsonClient, api: str, model: str, labels: list[str], kind
     """Each label's token id, or None when the server has no tokenize endpoint or a label is not one token."""
     encoded = []
     for label in labels:
-        tokens = _tokenize(client, api, model, label, kind)
+        tokens = tokenize(client, api, model, label, kind)
         if tokens is None:
             return None
         encoded.append(tokens)

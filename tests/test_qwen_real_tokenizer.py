@@ -65,6 +65,28 @@ def test_engine_chat_template_builds_the_golden_ids(qwen_tokenizer_json):
     assert len(set(letter_ids(chat, 10))) == 10
 
 
+def test_a_reasoning_is_closed_in_the_real_tokenizer_s_ids_for_the_template_s_text(qwen_tokenizer_json):
+    """#26 item 2 on Qwen3.5's own vocabulary: the close's "\n" merges with a reasoning ending in a newline
+    ("\n\n" is one token) or a space (" \n" is one too), so forced close ids after the generated ones are not
+    what the tokenizer (or a server handed the text) writes; engine/reasoning_close.py's are."""
+    from decider.engine.chat_template import close_think
+    from decider.engine.reasoning_close import close_reasoning
+    from decider.engine.tokenizer import ChatTokenizer
+
+    chat = ChatTokenizer(qwen_tokenizer_json, logits_width=248320)
+    for reasoning, merges in (("B is safer.", False), ("B is safer.\n", True), ("B is safer.\n\n", True),
+                              ("B is safer. ", True)):
+        body = chat.encode_text(reasoning)  # what a model writes: the reasoning's own ids
+        closed = close_reasoning(chat, IDS_THINK_ON, body, closed_by_model=False)
+        text = PROMPT_THINK_ON + reasoning.rstrip("\n") + "\n</think>\n\n"
+        assert closed == qwen_reference_encode(text) == chat.encode_raw(text), reasoning
+        assert (closed != IDS_THINK_ON + body + close_think(chat)) is merges, reasoning
+    # the model's own </think> is kept where it wrote it, and only the blank line follows
+    body = chat.encode_text("B is safer.")
+    assert close_reasoning(chat, IDS_THINK_ON, body, closed_by_model=True) == qwen_reference_encode(
+        PROMPT_THINK_ON + "B is safer.</think>\n\n")
+
+
 def test_chat_prompt_golden_ids(tok):
     assert tok.encode(PROMPT_THINK_OFF).ids == IDS_THINK_OFF
     assert tok.encode(PROMPT_THINK_ON).ids == IDS_THINK_ON

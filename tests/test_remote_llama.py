@@ -26,7 +26,7 @@ pytestmark = [
 def llama_url():
     from demo_gguf import gguf
 
-    process, url = remote_parity.start_llama_server(PYTHON, gguf())
+    process, url = remote_parity.start_llama_server(PYTHON, gguf())  # an f32 KV cache, as local computes
     yield url
     remote_parity.stop(process)
 
@@ -62,6 +62,24 @@ def test_every_bar_it_cannot_make_exact_is_labelled_and_bounds_hold(llama_url, c
                 assert abs(remote.probability - here["probability"]) <= 1e-3
             else:  # an estimate: the true bar lies in its stated range
                 assert remote.low - 1e-4 <= here["probability"] <= remote.high + 1e-4
+
+
+@pytest.mark.parametrize("penalties", [True, False], ids=["penalties-on", "penalties-off"])
+def test_think_through_the_raw_server_gives_local_choices_and_exact_bars(llama_url, penalties):
+    """#26 item 2, Done when: `decider ask --engine URL --think` on 20 items gives the local choices, bars labelled
+    exact within 1e-4 of local, and no bound or stated range that the local value breaks, on any method. Before,
+    the reasoning went back with another close than the local engine's ids (and an end of turn inside the
+    block read as a close), the local answer carried the reasoning's penalty window, and every bar was an
+    estimate: 14-16 of 20 choices agreed."""
+    cases = remote_parity.items(20)
+    local = remote_parity.local_results(cases, think=True, penalties=penalties)
+    flags = remote_parity.ask_flags(True, penalties)
+    report = remote_parity.compare(llama_url, cases, local, flags=flags)
+    assert report["choices_agree"] == len(cases)
+    assert report["bars"]["exact"] >= 2 * len(cases)  # most bars are exact: the reasoning came back as its own ids
+    assert report["max_abs_dp_exact"] <= 1e-4 and report["bounds_violated"] == 0
+    for method in ("list", "chat"):
+        assert remote_parity.compare(llama_url, cases, local, method, flags)["bounds_violated"] == 0, method
 
 
 def test_reasoning_runs_at_decider_s_penalties_not_llama_cpp_s_defaults(llama_url):

@@ -4,6 +4,7 @@ llama-cpp-python's OpenAI server (a GGUF of the same weights) and on Decider's o
 
     python tools/remote_parity.py [--items 50] [--llama-python PY] [--only llama|decider] [--json FILE]
                                   [--method list|chat]   # a forced, less exact method, to see its labels
+                                  [--think] [--no-penalties] [--f16-cache]
 
 For every item: does the remote choice equal the local one, and how far are the bars (max |Δp|) where
 the result labels them exact; a bar labelled estimate or bound is counted, not compared. The llama.cpp
@@ -59,12 +60,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_llama_server(python: str, gguf: Path, timeout: float = 180.0, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
-    """extra: more server flags (e.g. --chat_format chatml-function-calling, its tool-calling format)."""
+# llama.cpp keeps its KV cache in f16 unless told (GGML type 0 is f32): with it, bars after a 100-token
+# reasoning were up to 4e-4 from local f32; with an f32 cache ~3e-6 (same weights, same arithmetic).
+F32_CACHE = ("--type_k", "0", "--type_v", "0")
+
+
+def start_llama_server(python: str, gguf: Path, timeout: float = 180.0, extra: tuple[str, ...] = (),
+                       cache: tuple[str, ...] = F32_CACHE) -> tuple[subprocess.Popen, str]:
+    """extra: more server flags (e.g. --chat_format chatml-function-calling, its tool-calling format);
+    cache: the KV cache's flags (() for llama.cpp's default f16 cache)."""
     port = free_port()
     process = subprocess.Popen(
         [python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False", *extra],
+         "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--verbose", "False", *cache, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     url = f"http://127.0.0.1:{port}/v1"
@@ -184,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--method", choices=("list", "chat"), help="force a less exact method (default: none, auto)")
     parser.add_argument("--think", action="store_true", help=f"decisions with reasoning (budget {BUDGET}, exact)")
     parser.add_argument("--no-penalties", action="store_true", help="repetition 1, presence and frequency 0")
+    parser.add_argument("--f16-cache", action="store_true", help="llama.cpp's default f16 KV cache (default here: f32)")
     args = parser.parse_args(argv)
     cases = items(args.items)
     local = local_results(cases, args.think, not args.no_penalties)
@@ -203,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from demo_gguf import gguf
 
-            process, url = start_llama_server(python, gguf())
+            process, url = start_llama_server(python, gguf(), cache=() if args.f16_cache else F32_CACHE)
             try:
                 report["llama.cpp"] = compare(url, cases, local, args.method, flags)
             finally:
