@@ -25,9 +25,7 @@ from .errors import Cancelled
 from .fast_reasoning import hand_over, reasoner_for
 from .generate import generate_step, make_rng
 from .logprobs import Alternative, Distribution
-from .processors import Penalties, make_processors
 from .reasoning_close import close_reasoning
-from .sampling import make_sampler
 
 from .types import LABELS, MAX_IMAGES, MAX_OPTIONS, DecisionRequest, DecisionResult, OptionResult
 
@@ -55,8 +53,6 @@ def _read_letters(
     # with an empty window as without reasoning (#776): a reasoning that names option B must not push the
     # bars away from B, and a server reading the answer as a new request (llama.cpp, vLLM) reports it so.
     # One generator across both phases: a seed fixes the reasoning and the letter together.
-    penalties = Penalties.for_sampling(sampling)
-    sampler = make_sampler(sampling, rng)
     reasoning = None
     generated: list[int] = []
     if request.think:
@@ -67,8 +63,8 @@ def _read_letters(
             hand_over(runner, reasoner.runner, prompt.ids, prompt.checkpoints[:-1])
             clock.lap("prefill_s")
         for step in generate_step(
-            reasoner.runner, prompt.ids, sampler, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
-            end_ids=close, checkpoints=prompt.checkpoints[:-1], processors=[penalties], should_stop=should_stop,
+            reasoner.runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
+            end_ids=close, checkpoints=prompt.checkpoints[:-1], should_stop=should_stop,
         ):
             generated.append(step.token_id)
         clock.lap("reasoning_s")
@@ -88,8 +84,7 @@ def _read_letters(
         completion_tokens = 1
         precision = None
     # The answer letter: one draw under the letter constraint, from the same loop as any generation.
-    processors = make_processors(sampling, allowed=letters)
-    answer = generate_step(runner, ids, sampler, max_tokens=1, checkpoints=checkpoints, processors=processors)
+    answer = generate_step(runner, ids, sampling, rng, allowed=letters, max_tokens=1, checkpoints=checkpoints)
     step = next(answer)
     answer.close()
     clock.split("prefill_s", runner.stats.last_prefill_s, "sample_s")

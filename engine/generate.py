@@ -14,16 +14,17 @@ enters the penalty window.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import Cancelled, ContextLimitError, SettingsError
 from .logit_bias import check_logit_bias
 from .logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
-from .processors import LogitsProcessor, accept, check_order, make_processors, run_processors
+from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
 from .sampling import Sampler, make_sampler
 from .settings import SamplingSettings
 from .structured import ResponseFormat, grammar_mask
@@ -49,6 +50,35 @@ def make_rng(seed: int | None) -> np.random.Generator:
 
 
 def generate_step(
+    runner: ModelRunner,
+    prompt_ids: Sequence[int],
+    sampling: SamplingSettings | Sampler,
+    rng: np.random.Generator | None = None,
+    *,
+    max_tokens: int,
+    processors: Sequence[LogitsProcessor] | None = None,
+    allowed: Sequence[int] | np.ndarray | None = None,
+    window: deque[int] | None = None,
+    **loop: Any,
+) -> Generator[Step, None, None]:
+    """The loop (`step_loop`) for one request, built the way mlx-lm's stream_generate builds its sampler and
+    processors from keyword arguments: `sampling` is either settings — the sampler is make_sampler(settings,
+    rng), the processors make_processors(settings, allowed=…) with penalties over `window` (a caller's deque,
+    to read or continue the penalty window) — or a sampler already made, run with `processors` as given
+    (none: the model's logits as they are). The remaining keywords are step_loop's."""
+    if isinstance(sampling, SamplingSettings):
+        if processors is not None:
+            raise TypeError("with settings, generate_step makes the processors: pass allowed=/window=, or a sampler")
+        sampler: Sampler = make_sampler(sampling, rng if rng is not None else make_rng(sampling.seed))
+        processors = make_processors(sampling, allowed=allowed, penalties=Penalties.for_sampling(sampling, window))
+    elif rng is not None or allowed is not None or window is not None:
+        raise TypeError("a sampler carries its own generator; give its processors as processors=")
+    else:
+        sampler = sampling
+    return step_loop(runner, prompt_ids, sampler, max_tokens=max_tokens, processors=processors or (), **loop)
+
+
+def step_loop(
     runner: ModelRunner,
     prompt_ids: Sequence[int],
     sampler: Sampler,

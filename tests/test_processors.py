@@ -158,3 +158,15 @@ def test_a_grammar_mask_plugs_into_the_chain_as_a_draw_only_processor(text_runne
     kept = [s.token_id for s in steps if s.token_id not in tok.stop_ids]
     assert json.loads(tok.decode(kept)) in ({"go": True}, {"go": False})
     assert list(chain[0].window) == kept  # the penalties saw the same kept tokens as the grammar
+
+
+def test_generate_step_takes_settings_or_a_sampler_never_both_ways_at_once(text_runner):
+    """Settings make their own sampler and processors (allowed=/window= shape them); a sampler comes with
+    processors as given. Mixing the two is a caller's mistake, refused before any forward."""
+    from decider.engine.generate import generate_step, make_rng
+    from decider.engine.sampling import make_sampler
+
+    with pytest.raises(TypeError):
+        next(generate_step(text_runner, [1], PENALISED_GREEDY, make_rng(0), max_tokens=1, processors=[]))
+    with pytest.raises(TypeError):
+        next(generate_step(text_runner, [1], make_sampler(PENALISED_GREEDY, make_rng(0)), max_tokens=1, allowed=[1]))

@@ -11,8 +11,6 @@ from decider.engine.decision_prompt import build_decision_prompt, letter_ids
 from decider.engine.generate import GenerationRequest, Step, _Assembler, Completion, generate, generate_step, make_rng
 from decider.engine.logprobs import Distribution, log_softmax
 from decider.engine.openai_format import chat_completion
-from decider.engine.processors import Penalties, make_processors
-from decider.engine.sampling import make_sampler
 from decider.engine.settings import SamplingSettings
 
 PENALISED_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)
@@ -40,15 +38,13 @@ def test_776_the_prefill_draw_sees_an_empty_penalty_window(text_runner):
 def test_776_kept_tokens_enter_the_window_and_stop_tokens_do_not(text_runner):
     prompt = chat_ids(text_runner, "Hello there").ids
     window: deque[int] = deque(maxlen=64)
-    steps = list(generate_step(text_runner, prompt, make_sampler(PENALISED_GREEDY, make_rng(0)), max_tokens=5,
-                               processors=[Penalties.for_sampling(PENALISED_GREEDY, window)]))
+    steps = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=5, window=window))
     assert list(window) == [s.token_id for s in steps]
     # Make the second draw a stop token: it must not be recorded.
     first = steps[0].token_id
     window2: deque[int] = deque(maxlen=64)
     stopped = list(
-        generate_step(text_runner, prompt, make_sampler(PENALISED_GREEDY, make_rng(0)), max_tokens=5,
-                      processors=[Penalties.for_sampling(PENALISED_GREEDY, window2)],
+        generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=5, window=window2,
                       stop_ids=frozenset({steps[1].token_id}))
     )
     assert [s.token_id for s in stopped] == [first, steps[1].token_id]
@@ -57,8 +53,7 @@ def test_776_kept_tokens_enter_the_window_and_stop_tokens_do_not(text_runner):
 
 def test_776_penalties_see_the_kept_tokens_on_the_next_step(text_runner):
     prompt = chat_ids(text_runner, "Hello there").ids
-    steps = list(generate_step(text_runner, prompt, make_sampler(PENALISED_GREEDY, make_rng(0)), max_tokens=2,
-                               processors=make_processors(PENALISED_GREEDY)))
+    steps = list(generate_step(text_runner, prompt, PENALISED_GREEDY, make_rng(0), max_tokens=2))
     first = steps[0].token_id
     text_runner.reset()
     raw = text_runner.prefill(prompt + [first])
@@ -109,7 +104,7 @@ def test_777_no_content_means_null_logprobs(text_runner):
 
 def test_777_logprob_is_not_renormalised_over_the_listed_alternatives(text_runner):
     prompt = chat_ids(text_runner, "Hello there").ids
-    step = next(generate_step(text_runner, prompt, make_sampler(PLAIN_GREEDY, make_rng(0)), max_tokens=1, top_logprobs=5))
+    step = next(generate_step(text_runner, prompt, PLAIN_GREEDY, make_rng(0), max_tokens=1, top_logprobs=5))
     assert sum(np.exp(t.logprob) for t in step.entry.top) < 1.0
     full = log_softmax(text_runner.prefill(prompt))
     assert step.entry.logprob == full[step.token_id]
@@ -118,8 +113,7 @@ def test_777_logprob_is_not_renormalised_over_the_listed_alternatives(text_runne
 def test_777_constrained_logprobs_are_normalised_over_the_allowed_tokens(text_runner):
     prompt = chat_ids(text_runner, "Pick one").ids
     allowed = np.array(letter_ids(text_runner.tokenizer, 3))
-    step = next(generate_step(text_runner, prompt, make_sampler(PLAIN_GREEDY, make_rng(0)), max_tokens=1, top_logprobs=10,
-                              processors=make_processors(PLAIN_GREEDY, allowed=allowed)))
+    step = next(generate_step(text_runner, prompt, PLAIN_GREEDY, make_rng(0), max_tokens=1, top_logprobs=10, allowed=allowed))
     assert step.token_id in allowed
     assert {t.token_id for t in step.entry.top} <= set(allowed.tolist())
     assert np.isclose(sum(np.exp(t.logprob) for t in step.entry.top), 1.0)
