@@ -90,11 +90,11 @@ class EngineWorker(QObject):
         self._lock = threading.Lock()
         self._submitted = 0  # job ids handed out (UI thread)
         self._cancel_upto = 0  # every job with an id <= this is cancelled
-        self.request_load.connect(self._load_model, Qt.QueuedConnection)
-        self.request_remote.connect(self._use_remote, Qt.QueuedConnection)
-        self.request_decide.connect(self._decide_job, Qt.QueuedConnection)
-        self.request_api.connect(self._set_api, Qt.QueuedConnection)
-        self.request_shutdown.connect(self._shutdown, Qt.QueuedConnection)
+        self.request_load.connect(self._load_model, Qt.ConnectionType.QueuedConnection)
+        self.request_remote.connect(self._use_remote, Qt.ConnectionType.QueuedConnection)
+        self.request_decide.connect(self._decide_job, Qt.ConnectionType.QueuedConnection)
+        self.request_api.connect(self._set_api, Qt.ConnectionType.QueuedConnection)
+        self.request_shutdown.connect(self._shutdown, Qt.ConnectionType.QueuedConnection)
 
     # ----- called from the UI thread (ui.ports.EngineClient): each queues its work to the engine thread -----
     def load(self, path: str, options, is_demo: bool = False) -> None:

@@ -83,9 +83,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         controls = QHBoxLayout()
         controls.setSpacing(8)
         self.model_box = QComboBox()
-        self.model_box.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.model_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_box.setMinimumContentsLength(10)
-        self.model_box.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.model_box.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.model_box.setToolTip("the model the decisions were made with (as recorded in the history)")
         self.think_box = QComboBox()
         for text, value in THINK_MODES:
@@ -96,7 +96,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.bins.setValue(10)
         self.bins.setPrefix("bins ")
         self.bins.setKeyboardTracking(False)
-        self.bins.setAlignment(Qt.AlignRight)
+        self.bins.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.bins.setFixedWidth(92)
         self.bins.setToolTip("number of equal-width confidence bins for ECE and the chart (2 – 50)")
         self.refresh_button = QPushButton("Refresh")
@@ -150,7 +150,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         row.addStretch(1)
         layout.addLayout(row)
         self.fit_label = note_label("Fit a temperature on 15 or more labelled decisions.", "Caption")
-        self.fit_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.fit_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.fit_label)
         self.applied_label = note_label("", "RangeHint")
         layout.addWidget(self.applied_label)
@@ -163,8 +163,8 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.bias_table = read_only_table(["Letter", "Chosen", "Right", "Chosen %", "Right %", "Chosen − right"])
         header = self.bias_table.horizontalHeader()
         for column in range(6):
-            header.setSectionResizeMode(column, QHeaderView.Stretch if column == 0 else QHeaderView.ResizeToContents)
-        self.bias_table.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0 else QHeaderView.ResizeMode.ResizeToContents)
+        self.bias_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout.addWidget(self.bias_table)
         layout.addStretch(0)
 
@@ -331,11 +331,11 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         for row, entry in enumerate(entries):
             difference = entry["chosen_rate"] - entry["right_rate"]
             table.setItem(row, 0, cell(entry["label"]))
-            table.setItem(row, 1, cell(str(entry["chosen"]), Qt.AlignRight))
-            table.setItem(row, 2, cell(str(entry["right"]), Qt.AlignRight))
-            table.setItem(row, 3, cell(f"{entry['chosen_rate']:.0%}", Qt.AlignRight))
-            table.setItem(row, 4, cell(f"{entry['right_rate']:.0%}", Qt.AlignRight))
-            item = cell(f"{difference:+.0%}", Qt.AlignRight)
+            table.setItem(row, 1, cell(str(entry["chosen"]), Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 2, cell(str(entry["right"]), Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 3, cell(f"{entry['chosen_rate']:.0%}", Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 4, cell(f"{entry['right_rate']:.0%}", Qt.AlignmentFlag.AlignRight))
+            item = cell(f"{difference:+.0%}", Qt.AlignmentFlag.AlignRight)
             if abs(difference) >= 0.1:
                 item.setForeground(QBrush(color("warn")))
             table.setItem(row, 5, item)

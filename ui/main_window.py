@@ -82,7 +82,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             QShortcut(QKeySequence(sequence), self, self.decide)
         QShortcut(QKeySequence("Escape"), self, self.cancel)
         self.app_shortcut = QShortcut(QKeySequence(settings.hotkey), self)
-        self.app_shortcut.setContext(Qt.ApplicationShortcut)
+        self.app_shortcut.setContext(Qt.ShortcutContext.ApplicationShortcut)
         self.app_shortcut.activated.connect(self.hotkey_triggered.emit)
         self.hotkey_triggered.connect(self.decide_from_clipboard)
         self.global_hotkey = GlobalHotkey(self)
@@ -143,7 +143,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.decide_button.clicked.connect(self.decide)
         self.cancel_button.clicked.connect(self.cancel)
 
-        self.splitter = QSplitter(Qt.Horizontal)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setChildrenCollapsible(False)
         self.splitter.setHandleWidth(1)
         self.splitter.addWidget(panel)

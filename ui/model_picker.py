@@ -94,7 +94,7 @@ class ModelPickerDialog(QDialog):
             if path in fetched and path not in recent:
                 name += "  · downloaded"
             item = QListWidgetItem(f"{name}\n{path}")
-            item.setData(Qt.UserRole, path)
+            item.setData(Qt.ItemDataRole.UserRole, path)
             if path == current:
                 item.setText(f"{name}  (loaded)\n{path}")
             self.list.addItem(item)
@@ -107,7 +107,7 @@ class ModelPickerDialog(QDialog):
 
         self.details = QLabel("")
         self.details.setWordWrap(True)
-        self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.hide()
         layout.addWidget(self.details)
 
@@ -157,7 +157,7 @@ class ModelPickerDialog(QDialog):
             self.details.hide()
             self.load_button.setEnabled(False)
             return
-        self.check(item.data(Qt.UserRole))
+        self.check(item.data(Qt.ItemDataRole.UserRole))
 
     def check(self, path: str) -> bool:
         ok, text = describe_folder(path)
@@ -186,7 +186,7 @@ class ModelPickerDialog(QDialog):
     # ----- model management -----
     def selected_path(self) -> str | None:
         item = self.list.currentItem()
-        return item.data(Qt.UserRole) if item is not None else self._checked
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else self._checked
 
     def _run_dialog(self, dialog) -> bool:
         self.task_dialog = dialog
@@ -220,6 +220,6 @@ class ModelPickerDialog(QDialog):
     def _accept_selected(self) -> None:
         item = self.list.currentItem()
         path = self._checked
-        if item is not None and item.data(Qt.UserRole) == path and path:
+        if item is not None and item.data(Qt.ItemDataRole.UserRole) == path and path:
             self.chosen = path
             self.accept()

@@ -22,7 +22,7 @@ class ReliabilityChart(QWidget):
         self.caption = ""
         self.empty_text = "No labelled decisions for this model and mode yet."
         self.setMinimumHeight(280)
-        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def sizeHint(self) -> QSize:
         return QSize(520, 340)
@@ -73,7 +73,7 @@ class ReliabilityChart(QWidget):
     # ----- painting -----
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
-        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         frame = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
         path = QPainterPath()
         path.addRoundedRect(frame, 10, 10)
@@ -87,7 +87,7 @@ class ReliabilityChart(QWidget):
 
         if self.report is None:
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(self.rect()).adjusted(20, 0, -20, 0), Qt.AlignCenter | Qt.TextWordWrap, self.empty_text)
+            painter.drawText(QRectF(self.rect()).adjusted(20, 0, -20, 0), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.empty_text)
             painter.end()
             return
 
@@ -173,9 +173,9 @@ class ReliabilityChart(QWidget):
                 painter.setPen(QPen(fill, 2))
                 painter.drawLine(QPointF(x, y + 8), QPointF(x + 12, y + 8))
             else:
-                painter.setPen(QPen(fill, 1.4, Qt.DashLine))
+                painter.setPen(QPen(fill, 1.4, Qt.PenStyle.DashLine))
                 painter.drawLine(QPointF(x, y + 8), QPointF(x + 14, y + 8))
             x += 18
             painter.setPen(color("muted"))
-            painter.drawText(QRectF(x, y, fm.horizontalAdvance(text) + 4, 16), Qt.AlignLeft | Qt.AlignVCenter, text)
+            painter.drawText(QRectF(x, y, fm.horizontalAdvance(text) + 4, 16), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
             x += fm.horizontalAdvance(text) + 16

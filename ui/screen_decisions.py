@@ -34,12 +34,12 @@ class ScreenDecisions(QObject):
         self._started: float | None = None
         self.last_latency: float | None = None
         self.shortcut = QShortcut(QKeySequence(sequence), window)
-        self.shortcut.setContext(Qt.ApplicationShortcut)
+        self.shortcut.setContext(Qt.ShortcutContext.ApplicationShortcut)
         self.shortcut.activated.connect(self.capture_triggered.emit)
         self.hotkey = GlobalHotkey(self)
         self.hotkey.triggered.connect(self.capture_triggered.emit)
         self.global_ok = self.hotkey.register(sequence) if register_global else False
-        self.sequence = QKeySequence(sequence).toString(QKeySequence.NativeText)
+        self.sequence = QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)
         self.capture_triggered.connect(self.capture_and_decide)
         slot.capture_requested.connect(self.capture_triggered.emit)
         slot.region_requested.connect(self.pick_region)

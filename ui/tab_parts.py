@@ -40,22 +40,22 @@ def read_only_table(headers: list[str]) -> QTableWidget:
     table = QTableWidget(0, len(headers))
     table.setHorizontalHeaderLabels(headers)
     table.verticalHeader().setVisible(False)
-    table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-    table.setSelectionMode(QAbstractItemView.NoSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
     table.setShowGrid(False)
-    table.setFocusPolicy(Qt.NoFocus)
+    table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
     table.setWordWrap(False)
     table.verticalHeader().setDefaultSectionSize(28)
     header = table.horizontalHeader()
     header.setHighlightSections(False)
-    header.setDefaultAlignment(Qt.AlignLeft | Qt.AlignVCenter)
+    header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     return table
 
 
-def cell(text: str, align=Qt.AlignLeft, tip: str | None = None) -> QTableWidgetItem:
+def cell(text: str, align=Qt.AlignmentFlag.AlignLeft, tip: str | None = None) -> QTableWidgetItem:
     item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemIsEnabled)
-    item.setTextAlignment(align | Qt.AlignVCenter)
+    item.setFlags(Qt.ItemFlag.ItemIsEnabled)
+    item.setTextAlignment(align | Qt.AlignmentFlag.AlignVCenter)
     if tip:
         item.setToolTip(tip)
     return item

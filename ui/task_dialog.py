@@ -139,6 +139,6 @@ class TaskDialog(QDialog):
         super().reject()
 
     def done(self, code: int) -> None:
-        if code == QDialog.Accepted:
+        if code == QDialog.DialogCode.Accepted:
             self._detach()
         super().done(code)

@@ -88,7 +88,7 @@ class CompanionActions:
     def _apply_hotkey(self) -> None:
         sequence = self.settings.hotkey
         self.app_shortcut.setKey(QKeySequence(sequence))
-        native = QKeySequence(sequence).toString(QKeySequence.NativeText)
+        native = QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)
         if self._register_global:
             ok = self.global_hotkey.register(sequence)
             message = self.global_hotkey.message
