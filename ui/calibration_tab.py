@@ -79,7 +79,23 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         layout = QVBoxLayout(body)
         layout.setContentsMargins(18, 14, 18, 18)
         layout.setSpacing(8)
+        self._build_controls(layout)
+        self._build_figures(layout)
+        self._build_temperature(layout)
+        self._build_bias(layout)
+        layout.addStretch(0)
 
+        self.model_box.currentIndexChanged.connect(lambda _: self._selection_changed())
+        self.think_box.currentIndexChanged.connect(lambda _: self._selection_changed())
+        self.bins.valueChanged.connect(lambda _: self._update_report())
+        self.refresh_button.clicked.connect(self.refresh)
+        self.fit_button.clicked.connect(self.fit_temperature)
+        self.apply_box.toggled.connect(self._apply_toggled)
+        self.chart_at_t.toggled.connect(lambda _: self._update_report())
+        self._update_report()
+
+    def _build_controls(self, layout: QVBoxLayout) -> None:
+        """Which model and think mode, how many bins, refresh."""
         controls = QHBoxLayout()
         controls.setSpacing(8)
         self.model_box = QComboBox()
@@ -107,6 +123,8 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         controls.addWidget(self.refresh_button)
         layout.addLayout(controls)
 
+    def _build_figures(self, layout: QVBoxLayout) -> None:
+        """A message line, the five figures and the reliability chart."""
         self.message = note_label("", "InfoBox")
         self.message.hide()
         layout.addWidget(self.message)
@@ -129,6 +147,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.chart = ReliabilityChart()
         layout.addWidget(self.chart, 1)
 
+
+    def _build_temperature(self, layout: QVBoxLayout) -> None:
+        """Fitting a temperature and applying it."""
         layout.addSpacing(6)
         layout.addWidget(caption_label("TEMPERATURE SCALING"))
         row = QHBoxLayout()
@@ -155,6 +176,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.applied_label = note_label("", "RangeHint")
         layout.addWidget(self.applied_label)
 
+
+    def _build_bias(self, layout: QVBoxLayout) -> None:
+        """How often each letter was chosen against how often it was right."""
         layout.addSpacing(6)
         layout.addWidget(caption_label("OPTION-ORDER BIAS"))
         layout.addWidget(note_label("How often the model chose each letter vs how often that letter was right. A letter "
@@ -166,16 +190,6 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0 else QHeaderView.ResizeMode.ResizeToContents)
         self.bias_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout.addWidget(self.bias_table)
-        layout.addStretch(0)
-
-        self.model_box.currentIndexChanged.connect(lambda _: self._selection_changed())
-        self.think_box.currentIndexChanged.connect(lambda _: self._selection_changed())
-        self.bins.valueChanged.connect(lambda _: self._update_report())
-        self.refresh_button.clicked.connect(self.refresh)
-        self.fit_button.clicked.connect(self.fit_temperature)
-        self.apply_box.toggled.connect(self._apply_toggled)
-        self.chart_at_t.toggled.connect(lambda _: self._update_report())
-        self._update_report()
 
     # ----- data -----
     @property

@@ -76,24 +76,7 @@ class ConvertDialog(TaskDialog):
         self.weights.currentIndexChanged.connect(lambda i: self.weights_hint.setText(WEIGHT_CHOICES[i][1]))
         self._layout.addWidget(self.weights_hint)
 
-        self.missing = QWidget()
-        box = QVBoxLayout(self.missing)
-        box.setContentsMargins(0, 4, 0, 0)
-        box.setSpacing(4)
-        box.addWidget(label("Converting needs optimum-intel (with torch and transformers 5.2), which is not installed "
-                             "in this Python. Install it, then open this dialog again:", "WarnBox"))
-        command_row = QHBoxLayout()
-        self.pip_command = QLineEdit(self.install_hint)
-        self.pip_command.setReadOnly(True)
-        self.pip_command.setCursorPosition(0)
-        copy = QPushButton("Copy")
-        copy.setToolTip("copy the command")
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.install_hint.split("  (")[0]))
-        command_row.addWidget(self.pip_command, 1)
-        command_row.addWidget(copy)
-        box.addLayout(command_row)
-        self.missing.setVisible(not self.optimum)
-        self._layout.addWidget(self.missing)
+        self._build_missing_note()
 
         self.progress = QProgressBar()
         self.progress.setRange(0, 0)
@@ -117,6 +100,27 @@ class ConvertDialog(TaskDialog):
             self.convert_button.setToolTip("install optimum-intel first (the command above)")
         self.convert_button.clicked.connect(self.start)
         self.hf_dir.textChanged.connect(self._hf_changed)
+
+    def _build_missing_note(self) -> None:
+        """Shown when optimum-intel is not installed: the command that installs it, with a copy button."""
+        self.missing = QWidget()
+        box = QVBoxLayout(self.missing)
+        box.setContentsMargins(0, 4, 0, 0)
+        box.setSpacing(4)
+        box.addWidget(label("Converting needs optimum-intel (with torch and transformers 5.2), which is not installed "
+                             "in this Python. Install it, then open this dialog again:", "WarnBox"))
+        command_row = QHBoxLayout()
+        self.pip_command = QLineEdit(self.install_hint)
+        self.pip_command.setReadOnly(True)
+        self.pip_command.setCursorPosition(0)
+        copy = QPushButton("Copy")
+        copy.setToolTip("copy the command")
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.install_hint.split("  (")[0]))
+        command_row.addWidget(self.pip_command, 1)
+        command_row.addWidget(copy)
+        box.addLayout(command_row)
+        self.missing.setVisible(not self.optimum)
+        self._layout.addWidget(self.missing)
 
     def _hf_changed(self, text: str) -> None:
         if text.strip() and (not self.out_dir.text().strip() or self.out_dir.text().endswith("-ov")):

@@ -4,11 +4,17 @@ calibration, and each bin's count under it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .theme import color
+
+if TYPE_CHECKING:
+    from decider.engine.calibration import ReliabilityBin
 
 
 class ReliabilityChart(QWidget):
@@ -91,7 +97,15 @@ class ReliabilityChart(QWidget):
             painter.end()
             return
 
-        # grid and axes
+        bins = self.report.bins
+        self._paint_axes(painter, plot, small, bins)
+        self._paint_bars(painter, plot, bins)
+        self._paint_counts(painter, plot, small, bins)
+        self._paint_titles(painter, plot, small)
+        painter.end()
+
+    def _paint_axes(self, painter: QPainter, plot: QRectF, small: QFont, bins: Sequence[ReliabilityBin]) -> None:
+        """The grid, the accuracy axis and the bin edges (as many labelled as fit)."""
         painter.setFont(small)
         for step in range(5):
             value = step / 4
@@ -100,7 +114,6 @@ class ReliabilityChart(QWidget):
             painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
             painter.setPen(color("faint"))
             painter.drawText(QRectF(0, y - 8, plot.left() - 8, 16), Qt.AlignRight | Qt.AlignVCenter, f"{value:.0%}")
-        bins = self.report.bins
         fm = QFontMetrics(small)
         label_every = 1
         slot = plot.width() / max(1, len(bins))
@@ -116,12 +129,12 @@ class ReliabilityChart(QWidget):
             painter.setPen(color("faint"))
             painter.drawText(QRectF(x - 24, plot.bottom() + 4, 48, 16), Qt.AlignCenter, f"{edge:.0%}")
 
-        # the diagonal: perfect calibration
+    def _paint_bars(self, painter: QPainter, plot: QRectF, bins: Sequence[ReliabilityBin]) -> None:
+        """The diagonal (perfect calibration); per bin, its accuracy bar, the gap to its mean confidence and a tick there."""
         pen = QPen(color("muted"), 1.4, Qt.DashLine)
         painter.setPen(pen)
         painter.drawLine(self.to_point(0, 0), self.to_point(1, 1))
 
-        # accuracy bars, the gap to the bin's mean confidence, its tick
         gap_color = color("error", 70)
         for index, rect in self.bar_rects():
             b = bins[index]
@@ -135,7 +148,9 @@ class ReliabilityChart(QWidget):
             painter.setPen(QPen(color("warn"), 2))
             painter.drawLine(QPointF(rect.left(), conf_y), QPointF(rect.right(), conf_y))
 
-        # counts under the axis
+    def _paint_counts(self, painter: QPainter, plot: QRectF, small: QFont, bins: Sequence[ReliabilityBin]) -> None:
+        """How many decisions each bin holds, under the axis (where the number fits)."""
+        fm = QFontMetrics(small)
         painter.setFont(small)
         painter.setPen(color("faint"))
         painter.drawText(QRectF(0, plot.bottom() + 22, plot.left() - 8, 16), Qt.AlignRight | Qt.AlignVCenter, "n")
@@ -147,7 +162,8 @@ class ReliabilityChart(QWidget):
             painter.setPen(color("text") if count else color("faint"))
             painter.drawText(rect, Qt.AlignCenter, text)
 
-        # axis titles and legend
+    def _paint_titles(self, painter: QPainter, plot: QRectF, small: QFont) -> None:
+        """The axis titles and the legend."""
         painter.setPen(color("muted"))
         painter.drawText(QRectF(plot.left(), self.height() - 22, plot.width(), 18), Qt.AlignCenter,
                          "confidence of the chosen option (equal-width bins)")
@@ -157,7 +173,6 @@ class ReliabilityChart(QWidget):
         painter.drawText(QRectF(-plot.height() / 2, -9, plot.height(), 18), Qt.AlignCenter, "accuracy")
         painter.restore()
         self._legend(painter, small)
-        painter.end()
 
     def _legend(self, painter: QPainter, font: QFont) -> None:
         painter.setFont(font)

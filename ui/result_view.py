@@ -82,8 +82,13 @@ class ResultView(QStackedWidget):
         self.temperature: float | None = None
         self.calibrated: list[float] | None = None
         self._think_budget = 0
+        self._build_no_model_page()
+        self._build_loading_page()
+        self._build_main_page()
+        self.show_ready()
 
-        # --- no model
+    def _build_no_model_page(self) -> None:
+        """The page before any model: what a model folder is, and the button to choose one."""
         self.no_model_page = QWidget()
         layout = QVBoxLayout(self.no_model_page)
         layout.setContentsMargins(40, 40, 40, 40)
@@ -116,7 +121,8 @@ class ResultView(QStackedWidget):
         layout.addStretch(2)
         self.addWidget(self.no_model_page)
 
-        # --- loading
+    def _build_loading_page(self) -> None:
+        """The page while a model loads."""
         self.loading_page = QWidget()
         layout = QVBoxLayout(self.loading_page)
         layout.setContentsMargins(60, 40, 60, 40)
@@ -142,7 +148,8 @@ class ResultView(QStackedWidget):
         layout.addStretch(2)
         self.addWidget(self.loading_page)
 
-        # --- ready / running / result / error share one scrollable page
+    def _build_main_page(self) -> None:
+        """Ready, running, the result and errors share one scrollable page."""
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -179,6 +186,31 @@ class ResultView(QStackedWidget):
         self.error_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.error_box)
 
+        layout.addWidget(self._build_choice_card())
+
+        self.bars_title = _label("CONFIDENCE PER OPTION", "SectionTitle")
+        layout.addSpacing(6)
+        layout.addWidget(self.bars_title)
+        self.bars = BarsView()
+        layout.addWidget(self.bars)
+
+        self.bound_note = _label("", "Note")
+        layout.addWidget(self.bound_note)
+
+        self.coverage = _label("", "Faint")
+        layout.addWidget(self.coverage)
+
+        self.engine_note = _label("", "Faint")
+        self.engine_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.engine_note)
+
+        self._add_reasoning(layout)
+        layout.addStretch(1)
+        self.main_page = scroll
+        self.addWidget(scroll)
+
+    def _build_choice_card(self) -> QFrame:
+        """The chosen option: its letter, text, confidence (and calibrated confidence), and a line about it."""
         self.choice_row = QFrame()
         self.choice_row.setObjectName("ChoiceCard")
         card = QVBoxLayout(self.choice_row)
@@ -212,24 +244,10 @@ class ResultView(QStackedWidget):
         card.addLayout(row)
         self.choice_meta = _label("", "Caption")
         card.addWidget(self.choice_meta)
-        layout.addWidget(self.choice_row)
+        return self.choice_row
 
-        self.bars_title = _label("CONFIDENCE PER OPTION", "SectionTitle")
-        layout.addSpacing(6)
-        layout.addWidget(self.bars_title)
-        self.bars = BarsView()
-        layout.addWidget(self.bars)
-
-        self.bound_note = _label("", "Note")
-        layout.addWidget(self.bound_note)
-
-        self.coverage = _label("", "Faint")
-        layout.addWidget(self.coverage)
-
-        self.engine_note = _label("", "Faint")
-        self.engine_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.engine_note)
-
+    def _add_reasoning(self, layout: QVBoxLayout) -> None:
+        """The reasoning, folded under a toggle."""
         self.reasoning_toggle = QToolButton()
         self.reasoning_toggle.setObjectName("Flat")
         self.reasoning_toggle.setCheckable(True)
@@ -243,10 +261,6 @@ class ResultView(QStackedWidget):
         layout.addSpacing(4)
         layout.addWidget(self.reasoning_toggle, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.reasoning)
-        layout.addStretch(1)
-        self.main_page = scroll
-        self.addWidget(scroll)
-        self.show_ready()
 
     # ----- states -----
     def _only(self, *visible: QWidget) -> None:

@@ -67,7 +67,20 @@ class SettingsPanel(SettingsForm):
         self.settings = settings
         self.rules = rules
         self._model_defaults = None
+        # the form's sections, top to bottom
+        self._build_head()
+        self._build_sampling()
+        self._build_decision()
+        self._build_engine()
+        self._build_local()
+        self._build_remote()
+        self._build_overlay()
+        self._build_api()
+        self._layout.addStretch(1)
+        self.set_settings(settings)
 
+    def _build_head(self) -> None:
+        """The title and the model-defaults button."""
         head = QHBoxLayout()
         title = QLabel("Settings")
         title.setStyleSheet("font-size: 12pt; font-weight: 700;")
@@ -80,6 +93,8 @@ class SettingsPanel(SettingsForm):
         head.addWidget(self.defaults_button)
         self._layout.addLayout(head)
 
+    def _build_sampling(self) -> None:
+        """One row per sampling setting, in the declared order."""
         grid = self._section("SAMPLING")
         for name in SAMPLING_NAMES:  # every sampling setting users set, in the declared order
             if SETTINGS[name].optional:
@@ -87,6 +102,8 @@ class SettingsPanel(SettingsForm):
             else:
                 self._number(grid, name)
 
+    def _build_decision(self) -> None:
+        """Think, budget, permute, fast reasoning, drawing the choice, max tokens, the system prompt."""
         grid = self._section("DECISION")
         self.think = self._check(grid, "think", SETTINGS["think"].label, "the model reasons first (slower); the reasoning is shown under the result")
         self._number(grid, "reasoning_budget")
@@ -112,6 +129,8 @@ class SettingsPanel(SettingsForm):
         grid.addWidget(self.system_prompt, row + 1, 0, 1, 2)
         self.fields["system_prompt"] = self.system_prompt
 
+    def _build_engine(self) -> None:
+        """Local folder or remote server."""
         grid = self._section("ENGINE")
         self.engine = QComboBox()
         for value, text in ENGINE_CHOICES:
@@ -125,6 +144,8 @@ class SettingsPanel(SettingsForm):
         self.engine.currentIndexChanged.connect(lambda _i: self._edit("engine", self.engine.currentData()))
         self._row(grid, "engine", "Engine", self.engine, "where decisions run", width=150)
 
+    def _build_local(self) -> None:
+        """The local engine's rows: devices, image hashes, exactness."""
         self.local_box = QWidget()
         grid = self._box_grid(self.local_box)
         self.device = QComboBox()
@@ -143,6 +164,8 @@ class SettingsPanel(SettingsForm):
                                                 "off: the size only. Never the picture.")
         self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off compiles reduced precision (bf16/f16 where the device has it, a u8 KV cache, int8 activations): faster, bars drift and are labelled reduced. Reloads the model.")
 
+    def _build_remote(self) -> None:
+        """The remote server's rows, its buttons and connection status."""
         self.remote_box = QWidget()
         grid = self._box_grid(self.remote_box)
         self.remote_url = QLineEdit()
@@ -205,6 +228,8 @@ class SettingsPanel(SettingsForm):
         self._layout.addWidget(self.local_box)
         self._layout.addWidget(self.remote_box)
 
+    def _build_overlay(self) -> None:
+        """The overlay and the clipboard hotkey."""
         grid = self._section("COMPANION OVERLAY")
         self.overlay_enabled = self._check(grid, "overlay_enabled", "Show overlay", "a small always-on-top window with the last decision")
         self.opacity = QSlider(Qt.Orientation.Horizontal)
@@ -224,6 +249,8 @@ class SettingsPanel(SettingsForm):
         self.hotkey_status.setToolTip(CLIPBOARD_FORMAT)
         grid.addWidget(self.hotkey_status, grid.rowCount(), 0, 1, 2)
 
+    def _build_api(self) -> None:
+        """The local API server."""
         grid = self._section("LOCAL API")
         self.api_enabled = self._check(grid, "api_enabled", "Serve local API", "an OpenAI-compatible server in the app; its decisions appear in the overlay")
         self.api_host = QLineEdit()
@@ -256,9 +283,6 @@ class SettingsPanel(SettingsForm):
         self.api_status.setObjectName("RangeHint")
         self.api_status.setWordWrap(True)
         grid.addWidget(self.api_status, grid.rowCount(), 0, 1, 2)
-
-        self._layout.addStretch(1)
-        self.set_settings(settings)
 
     def _number(self, grid: QGridLayout, name: str) -> None:
         decimals, step = _NUMBERS[name]
