@@ -9,6 +9,7 @@ It reads the decision history through the `History` it is given and does the ari
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush
@@ -30,10 +31,13 @@ from PySide6.QtWidgets import (
 
 from decider.engine.errors import SettingsError
 
-from .ports import Calibration, History
+from .ports import Calibration, History, HistoryRecord, TemperatureFit
 from .reliability_chart import ReliabilityChart
 from .tab_parts import RefreshWhenShown, caption_label, cell, note_label, read_only_table
 from .theme import color, set_role
+
+if TYPE_CHECKING:
+    from decider.engine.calibration import CalibrationReport
 
 THINK_MODES = (("no think", False), ("think", True))
 
@@ -68,9 +72,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.calibration = calibration
         self._store = None
         self._dirty = True
-        self.rows = []
-        self.report = None
-        self.fit_result = None  # the temperature fit of the current model/mode, this session
+        self.rows: list[HistoryRecord] = []
+        self.report: CalibrationReport | None = None
+        self.fit_result: TemperatureFit | None = None  # the temperature fit of the current model/mode, this session
         self._preferred: tuple[str | None, bool] = (None, False)
         self.setWidgetResizable(True)
         body = QWidget()
@@ -271,7 +275,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         fitted = self.fit_result.temperature if self.fit_result is not None else None
         temperature = fitted or applied
         self.chart_at_t.setEnabled(temperature is not None)
-        at_t = self.chart_at_t.isChecked() and temperature is not None
+        at_t = self.chart_at_t.isChecked()
         self.apply_box.blockSignals(True)
         self.apply_box.setChecked(applied is not None)
         self.apply_box.setEnabled(model is not None and (applied is not None or fitted is not None))
@@ -320,7 +324,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         if self.store is not None:
             self.message.hide()
         bins = self.bins.value()
-        self.report = self.calibration.report(self.rows, bins, temperature if at_t else 1.0)
+        self.report = self.calibration.report(self.rows, bins, temperature if at_t and temperature is not None else 1.0)
         r = self.report
         self.figures["count"].setText(str(r.count))
         self.figure_hints["count"].setText(f"of {total}" if total is not None else "")

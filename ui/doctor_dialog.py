@@ -26,7 +26,7 @@ class DoctorDialog(TaskDialog):
         )
         self.path = path
         self.options = options
-        self.checks = []
+        self.checks: list = []  # app.doctor.Check rows (status, text, fix), shown as they are
         self.folder_label = label(f"Model folder: {path}" if path else "No model folder: OpenVINO and the devices only.", "Caption")
         self.folder_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout.addWidget(self.folder_label)

@@ -14,7 +14,7 @@ from decider.engine.types import LABELS
 from decider.engine.errors import SettingsError
 
 from .bars import percent_text
-from .ports import History
+from .ports import History, HistoryRecord
 from .tab_parts import RefreshWhenShown, caption_label, cell, note_label, read_only_table
 from .theme import set_role
 
@@ -45,7 +45,7 @@ class HistoryView(RefreshWhenShown, QWidget):
         self._store_factory = store_factory
         self._store = None
         self._dirty = True
-        self.rows = []
+        self.rows: list[HistoryRecord] = []
         self.combos: dict[int, QComboBox] = {}
         self.setObjectName("Panel")
         layout = QVBoxLayout(self)

@@ -30,7 +30,7 @@ def split_sequence(text: str) -> tuple[Qt.Key, Qt.KeyboardModifier]:
     sequence = QKeySequence(text)
     if sequence.isEmpty() or sequence.count() != 1:
         raise HotkeyUnavailable(f"{text!r} is not a single key combination")
-    combination = sequence[0]
+    combination = sequence[0]  # type: ignore[index]  # PySide6's stubs omit QKeySequence.__getitem__
     key = combination.key()
     if key in (Qt.Key.Key_unknown, Qt.Key.Key_Control, Qt.Key.Key_Shift, Qt.Key.Key_Alt, Qt.Key.Key_Meta):
         raise HotkeyUnavailable(f"{text!r} has no main key")
@@ -252,7 +252,9 @@ class _WindowsBackend:
     def __init__(self, on_trigger) -> None:
         self.user32 = ctypes.windll.user32  # type: ignore[attr-defined]
         self._filter = _WindowsFilter(self.ID, on_trigger)
-        QCoreApplication.instance().installNativeEventFilter(self._filter)
+        app = QCoreApplication.instance()
+        assert app is not None, "a global hotkey needs the running application"
+        app.installNativeEventFilter(self._filter)
         self._registered = False
 
     def grab(self, key: Qt.Key, modifiers: Qt.KeyboardModifier) -> None:
@@ -292,7 +294,7 @@ class GlobalHotkey(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._backend = None
+        self._backend: _X11Backend | _WindowsBackend | None = None
         self._last = 0.0
         self.sequence = ""
         self.available = False

@@ -26,7 +26,7 @@ def read_image(path: str) -> tuple[QImage | None, str]:
     name = path.rsplit("/", 1)[-1]
     reader = QImageReader(path)
     reader.setDecideFormatFromContent(True)
-    if bytes(reader.format()).lower() not in FORMATS:
+    if bytes(reader.format().data()).lower() not in FORMATS:
         return None, f"{name} is not an image Decider can read (PNG, JPEG, WebP, BMP or GIF)"
     size = reader.size()
     pixels = size.width() * size.height()
@@ -144,17 +144,17 @@ class ImageSlot(QFrame):
         self.caption.setText(text)
 
     def _show(self, origin: str = "") -> None:
-        has = self._image is not None
-        self.clear_button.setEnabled(has)
-        if not has:
+        image = self._image
+        self.clear_button.setEnabled(image is not None)
+        if image is None:
             self.thumbnail.setPixmap(QPixmap())
             self.thumbnail.setText("no image")
             self.caption.setText("Decide from a picture:\npaste, drop or capture one.")
             return
-        thumb = QPixmap.fromImage(self._image).scaled(THUMB_WIDTH, THUMB_HEIGHT, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
+        thumb = QPixmap.fromImage(image).scaled(THUMB_WIDTH, THUMB_HEIGHT, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
         self.thumbnail.setPixmap(thumb)
         where = f" · {origin}" if origin else ""
-        self.caption.setText(f"{self._image.width()}×{self._image.height()}{where}\nsent with the next decision")
+        self.caption.setText(f"{image.width()}×{image.height()}{where}\nsent with the next decision")
 
     # ---------------------------------------------------------------- sources
     def paste(self) -> bool:

@@ -20,7 +20,7 @@ import time
 
 from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from decider.engine.types import DecisionRequest
 from decider.engine.errors import SettingsError
@@ -51,6 +51,11 @@ class MainWindow(QMainWindow):
     model_ready = Signal(object)  # ModelInfo
     model_error = Signal(str)
     decision_failed = Signal(str)
+    # parts made in _build, declared for the type checker (it reads __init__'s lambdas before _build)
+    status: StatusLabels
+    status_latency: QLabel
+    settings_panel: SettingsPanel
+    result_view: ResultView
 
     def __init__(self, ports: AppPorts, settings: Settings, *, warnings: list[str] | None = None,
                  register_global_hotkey: bool = True) -> None:
@@ -137,7 +142,7 @@ class MainWindow(QMainWindow):
         self.decide_button, self.cancel_button = panel.decide_button, panel.cancel_button
         self.shortcut_hint = panel.shortcut_hint
         self.image_slot = ImageSlot()
-        panel.layout().insertWidget(2, self.image_slot)
+        panel.column.insertWidget(2, self.image_slot)
         self.options.submit.connect(self.decide)
         self.options.changed.connect(self.update_buttons)
         self.question.textChanged.connect(self.update_buttons)
@@ -301,7 +306,8 @@ class MainWindow(QMainWindow):
             self.result_view.show_result(self.last_result, temperature)
         shown = self.overlay.shown
         if shown is not None and shown[1] is self.last_result and self.result_view.result is self.last_result:
-            self.overlay.show_result(*shown, calibrated=self.result_view.calibrated)
+            question, result, source = shown
+            self.overlay.show_result(question, result, source, calibrated=self.result_view.calibrated)
         state = f"T = {temperature:.3f} applied" if temperature is not None else "calibration off"
         self.show_message(f"{model} ({'think' if think else 'no think'}): {state}", 5000)
 

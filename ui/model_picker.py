@@ -195,7 +195,7 @@ class ModelPickerDialog(QDialog):
         if not path:
             return
         self.list.clearSelection()
-        self.list.setCurrentItem(None)
+        self.list.setCurrentRow(-1)
         if self.check(path):
             self.chosen = path
             self.accept()

@@ -7,6 +7,8 @@ Click-through makes it ignore the mouse entirely (then it cannot be dragged: tur
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
@@ -31,7 +33,7 @@ class CompanionOverlay(QWidget):
         self._opacity = opacity
         self._drag_offset: QPoint | None = None
         self.click_through = False
-        self.shown: tuple | None = None  # (question, result, source) of the decision on display
+        self.shown: tuple[str, Any, str] | None = None  # (question, result, source) of the decision on display
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 10, 14, 12)

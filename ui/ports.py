@@ -14,11 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from PySide6.QtCore import SignalInstance
 
 from decider.engine.info import EngineInfo
+
+if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of these modules through this one
+    from decider.engine.calibration import CalibrationReport
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.remote import RemoteConfig
+    from decider.engine.settings import SamplingSettings
+    from decider.engine.types import DecisionRequest
 
 
 @runtime_checkable
@@ -50,11 +57,11 @@ class Settings(Protocol):
     window_maximized: bool
 
     def with_changes(self, **changes: object) -> Settings: ...
-    def with_sampling(self, sampling: Any) -> Settings: ...
+    def with_sampling(self, sampling: SamplingSettings) -> Settings: ...
     def with_recent_model(self, path: str | Path) -> Settings: ...
-    def sampling(self) -> Any: ...  # engine.settings.SamplingSettings
-    def device_options(self) -> Any: ...  # engine.devices.DeviceOptions
-    def remote_config(self) -> Any: ...  # engine.remote.RemoteConfig; SettingsError when incomplete
+    def sampling(self) -> SamplingSettings: ...
+    def device_options(self) -> DeviceOptions: ...
+    def remote_config(self) -> RemoteConfig: ...  # SettingsError when incomplete
 
 
 @dataclass(frozen=True)
@@ -81,11 +88,11 @@ class EngineClient(Protocol):
     api_state: SignalInstance  # (running, message)
     api_decided: SignalInstance  # (question, DecisionResult) of a decision that arrived through the local API
 
-    def load(self, path: str, options: Any, is_demo: bool) -> None: ...
-    def use_remote(self, config: Any) -> None: ...
+    def load(self, path: str, options: DeviceOptions, is_demo: bool) -> None: ...
+    def use_remote(self, config: RemoteConfig) -> None: ...
     def serve_api(self, enabled: bool, host: str, port: int, api_key: str | None = None,
                   allow_origins: tuple[str, ...] = ()) -> None: ...
-    def submit_decision(self, request: Any) -> int: ...
+    def submit_decision(self, request: DecisionRequest) -> int: ...
     def cancel(self) -> None: ...
 
 
@@ -96,7 +103,7 @@ class ModelInfo(Protocol):
     path: str
     name: str
     device: str
-    defaults: Any  # engine.settings.SamplingSettings
+    defaults: SamplingSettings
     is_demo: bool
     load_seconds: float
     engine: EngineInfo | None  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
@@ -136,10 +143,12 @@ class ModelTools:
     check_repo_id: Callable[[str], str]  # normalised id, or SettingsError
     optimum_available: Callable[[], bool]
     install_hint: str
-    pull_task: Callable[..., TaskHandle]  # (repo_id, revision, dest_root) -> outcome with path, usable, kind, summary
-    convert_task: Callable[..., TaskHandle]  # (hf_dir, out_dir, weights) -> same outcome
-    doctor_task: Callable[..., TaskHandle]  # (path, device options) -> list of checks
-    connection_task: Callable[[Any], TaskHandle]  # (RemoteConfig) -> report with models, logprobs
+    # each task's `succeeded` carries: an outcome with path, usable, kind, summary (pull, convert); a list of checks
+    # (doctor); a report with models and logprobs (connection)
+    pull_task: Callable[[str, str | None, str | Path], TaskHandle]  # (repo_id, revision, dest_root)
+    convert_task: Callable[[str, str, str], TaskHandle]  # (hf_dir, out_dir, weights)
+    doctor_task: Callable[[str | None, DeviceOptions | None], TaskHandle]  # (path, device options)
+    connection_task: Callable[[RemoteConfig], TaskHandle]
 
 
 @runtime_checkable
@@ -164,7 +173,7 @@ class History(Protocol):
     """The decision history the Calibration and History tabs read (app.history.HistoryStore)."""
 
     @property
-    def path(self) -> Any: ...  # where it is stored, for the user to see
+    def path(self) -> Path: ...  # where it is stored, for the user to see
     def models(self) -> list[str]: ...
     def rows(self, *, model: str | None = None, think: bool | None = None, labelled: bool | None = None,
              limit: int | None = None, newest_first: bool = False) -> Sequence[HistoryRecord]: ...
@@ -173,12 +182,23 @@ class History(Protocol):
     def export_jsonl(self) -> str: ...
 
 
+@runtime_checkable
+class TemperatureFit(Protocol):
+    """A temperature fitted on labelled decisions (app.calibration_history.TemperatureFit), checked on held-out ones."""
+
+    temperature: float
+    fitted_on: int
+    held_out: int
+    before: CalibrationReport  # on the held-out rows, raw
+    after: CalibrationReport  # on the held-out rows, at the fitted temperature
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Calibration from labelled decisions, and the temperature the user applied per model and mode."""
 
-    report: Callable[..., Any]  # (rows, bins, temperature) -> engine.calibration.CalibrationReport
-    fit: Callable[..., Any]  # (rows, bins) -> fit with temperature, fitted_on, held_out, before, after
+    report: Callable[[Sequence[HistoryRecord], int, float], CalibrationReport]  # (rows, bins, temperature)
+    fit: Callable[[Sequence[HistoryRecord], int], TemperatureFit]  # (rows, bins)
     bias: Callable[[Sequence[HistoryRecord]], list[dict]]
     saved_temperature: Callable[[str, bool], float | None]
     save_temperature: Callable[[str, bool, float | None], None]
@@ -194,6 +214,6 @@ class AppPorts:
     calibration: Calibration
     models: ModelTools
     history: Callable[[], History] | None = None  # opens the history; None: the history is off
-    save_settings: Callable[[Any], object] | None = None  # None: nothing is written (a screenshot run)
+    save_settings: Callable[[Settings], object] | None = None  # None: nothing is written (a screenshot run)
     demo_dir: str | None = None
     demo_models: tuple[tuple[str, str], ...] = ()  # the bundled models: (folder, label), listed in the picker

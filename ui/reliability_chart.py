@@ -113,7 +113,7 @@ class ReliabilityChart(QWidget):
             painter.setPen(QPen(color("border"), 1))
             painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(0, y - 8, plot.left() - 8, 16), Qt.AlignRight | Qt.AlignVCenter, f"{value:.0%}")
+            painter.drawText(QRectF(0, y - 8, plot.left() - 8, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{value:.0%}")
         fm = QFontMetrics(small)
         label_every = 1
         slot = plot.width() / max(1, len(bins))
@@ -127,11 +127,11 @@ class ReliabilityChart(QWidget):
             painter.setPen(QPen(color("border_strong"), 1))
             painter.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 4))
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(x - 24, plot.bottom() + 4, 48, 16), Qt.AlignCenter, f"{edge:.0%}")
+            painter.drawText(QRectF(x - 24, plot.bottom() + 4, 48, 16), Qt.AlignmentFlag.AlignCenter, f"{edge:.0%}")
 
     def _paint_bars(self, painter: QPainter, plot: QRectF, bins: Sequence[ReliabilityBin]) -> None:
         """The diagonal (perfect calibration); per bin, its accuracy bar, the gap to its mean confidence and a tick there."""
-        pen = QPen(color("muted"), 1.4, Qt.DashLine)
+        pen = QPen(color("muted"), 1.4, Qt.PenStyle.DashLine)
         painter.setPen(pen)
         painter.drawLine(self.to_point(0, 0), self.to_point(1, 1))
 
@@ -153,24 +153,24 @@ class ReliabilityChart(QWidget):
         fm = QFontMetrics(small)
         painter.setFont(small)
         painter.setPen(color("faint"))
-        painter.drawText(QRectF(0, plot.bottom() + 22, plot.left() - 8, 16), Qt.AlignRight | Qt.AlignVCenter, "n")
+        painter.drawText(QRectF(0, plot.bottom() + 22, plot.left() - 8, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "n")
         for index, rect in self.count_rects():
             count = bins[index].count
             text = str(count)
             if fm.horizontalAdvance(text) > rect.width() + 2:
                 continue
             painter.setPen(color("text") if count else color("faint"))
-            painter.drawText(rect, Qt.AlignCenter, text)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_titles(self, painter: QPainter, plot: QRectF, small: QFont) -> None:
         """The axis titles and the legend."""
         painter.setPen(color("muted"))
-        painter.drawText(QRectF(plot.left(), self.height() - 22, plot.width(), 18), Qt.AlignCenter,
+        painter.drawText(QRectF(plot.left(), self.height() - 22, plot.width(), 18), Qt.AlignmentFlag.AlignCenter,
                          "confidence of the chosen option (equal-width bins)")
         painter.save()
         painter.translate(16, plot.center().y())
         painter.rotate(-90)
-        painter.drawText(QRectF(-plot.height() / 2, -9, plot.height(), 18), Qt.AlignCenter, "accuracy")
+        painter.drawText(QRectF(-plot.height() / 2, -9, plot.height(), 18), Qt.AlignmentFlag.AlignCenter, "accuracy")
         painter.restore()
         self._legend(painter, small)
 

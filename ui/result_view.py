@@ -42,7 +42,7 @@ def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:
         where = engine.url or "a server"
         model = engine.model
         constraint = engine.constraint or "none"
-        method = engine.method
+        method = engine.method or ""
         listed = {"decide": "exact logprobs (a Decider server)",
                   "forced letters": "the server's logprob of every option letter"}.get(method, f"server top-{engine.top_logprobs} logprobs")
         bars = engine.bars_text

@@ -9,6 +9,7 @@ time from the key press to the bars being drawn — the latency a player feels.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QRect, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from .hotkey import GlobalHotkey
 from .image_input import ImageSlot
+from .overlay import CompanionOverlay
 from .screen_capture import RegionPicker, grab
 
 CAPTURE_HOTKEY = "Ctrl+Shift+S"
@@ -26,7 +28,7 @@ class ScreenDecisions(QObject):
     capture_triggered = Signal()  # the hotkey, the in-app shortcut, the slot's button, or a test
     latency_measured = Signal(float)  # seconds from the capture to the bars on screen
 
-    def __init__(self, window: QWidget, slot: ImageSlot, overlay: QWidget, decide, register_global: bool = True,
+    def __init__(self, window: QWidget, slot: ImageSlot, overlay: CompanionOverlay, decide: Callable[[str], bool], register_global: bool = True,
                  sequence: str = CAPTURE_HOTKEY) -> None:
         super().__init__(window)
         self.window, self.slot, self.overlay, self._decide = window, slot, overlay, decide

@@ -3,8 +3,10 @@ that redraws from the history when shown after a change."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QTableWidget, QTableWidgetItem, QWidget
 
 
 def caption_label(text: str) -> QLabel:
@@ -20,10 +22,21 @@ def note_label(text: str = "", name: str = "Caption") -> QLabel:
     return label
 
 
-class RefreshWhenShown:
+# The mixin goes before a QWidget class (class HistoryView(RefreshWhenShown, QWidget)): the checker reads it as a
+# widget; at run time it stays a plain class (two Qt bases in one hierarchy is what PySide6 does not want).
+if TYPE_CHECKING:
+    _WidgetBase = QWidget
+else:
+    _WidgetBase = object
+
+
+class RefreshWhenShown(_WidgetBase):
     """A view over the history that redraws when shown, or at once if it is visible, after a change."""
 
     _dirty = True
+
+    def refresh(self) -> None:
+        raise NotImplementedError  # each view redraws itself
 
     def mark_dirty(self) -> None:
         self._dirty = True

@@ -48,7 +48,7 @@ class WindowModels:
             accepted = dialog.exec() and dialog.chosen
         finally:
             self.model_picker = None
-        if accepted:
+        if accepted and dialog.chosen is not None:
             self.load_model(dialog.chosen, is_demo=dialog.chosen == w.demo_dir or dialog.chosen in bundled)
 
     def start(self, path: str | None, is_demo: bool = False) -> None:
@@ -124,10 +124,10 @@ class WindowModels:
         task.start()
         return True
 
-    def show_model_loaded(self, info) -> None:
+    def show_model_loaded(self, info: ModelInfo) -> None:
         w = self.window
         first = self._shown_model is None
-        changed = not first and self._shown_model.path != info.path
+        changed = self._shown_model is not None and self._shown_model.path != info.path
         self._shown_model = info
         if changed:
             # the last decision was another model's (other options, maybe a picture): not shown as this one's

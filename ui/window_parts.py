@@ -74,6 +74,7 @@ class AskPanel(QWidget):
         self.setObjectName("Panel")
         self.setMinimumWidth(340)
         layout = QVBoxLayout(self)
+        self.column = layout  # the window inserts the picture slot into it
         layout.setContentsMargins(16, 16, 12, 14)
         layout.setSpacing(8)
         layout.addWidget(caption("SITUATION"))
