@@ -25,6 +25,7 @@ from decider.engine.errors import Cancelled, DeciderError, SettingsError
 from decider.engine.info import EngineInfo
 
 if TYPE_CHECKING:  # the API stack loads only when the API is switched on
+    from .api.server import ApiServer
     from .api.state import ApiDecision
     from .service import DecisionService
 
@@ -85,7 +86,7 @@ class EngineWorker(QObject):
         self.service: DecisionService | None = None  # EngineService or RemoteService once a model is loaded
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
-        self._api_server = None
+        self._api_server: ApiServer | None = None
         self._api_config: ApiConfig | None = None  # the API the user switched on: served on every local model
         self._lock = threading.Lock()
         self._submitted = 0  # job ids handed out (UI thread)

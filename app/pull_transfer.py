@@ -59,13 +59,15 @@ class _Digest:
 
     def __init__(self, remote: RemoteFile):
         self.remote = remote
+        self._hash: hashlib._Hash | None
+        self.expected: str | None
         if remote.sha256:
             self._hash, self.kind, self.expected = hashlib.sha256(), "sha256", remote.sha256.lower()
         elif remote.blob_id:
             self._hash, self.kind, self.expected = hashlib.sha1(), "git blob sha1", remote.blob_id.lower()
             self._hash.update(b"blob %d\0" % remote.size)
         else:
-            self._hash, self.kind, self.expected = None, "size", None
+            self._hash, self.kind, self.expected = None, "size", None  # the size alone is checked
 
     def update(self, data: bytes) -> None:
         if self._hash is not None:

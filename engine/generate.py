@@ -28,7 +28,7 @@ from .settings import SamplingSettings
 from .structured import ResponseFormat, grammar_mask
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
-    from .runner import ModelRunner
+    from .runner_base import RunnerBase as ModelRunner  # any runner: dynamic or static shapes
 
 
 @dataclass(frozen=True)

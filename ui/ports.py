@@ -30,31 +30,54 @@ if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of 
 
 @runtime_checkable
 class Settings(Protocol):
-    """The desktop settings object (app.preferences.GuiSettings): immutable, validated on change."""
+    """The desktop settings object (app.preferences.GuiSettings): immutable, validated on change (so read-only here)."""
 
-    think: bool
-    permute: bool
-    sample_choice: bool  # draw the choice instead of taking the largest bar
-    fast_reasoning: bool  # think mode: reasoning from a fast compile, the answer exact
-    reasoning_budget: int
-    system_prompt: str
-    device: str
-    engine: str
-    last_model: str | None
-    recent_models: tuple[str, ...]
-    hotkey: str
-    show_settings: bool
-    overlay_enabled: bool
-    overlay_opacity: float
-    overlay_position: tuple[int, int] | None
-    overlay_click_through: bool
-    api_enabled: bool
-    api_host: str
-    api_port: int
-    api_key: str  # empty: none
-    api_allowed_origins: tuple[str, ...]  # browser Origins the local API answers
-    window_geometry: tuple[int, int, int, int] | None
-    window_maximized: bool
+    @property
+    def think(self) -> bool: ...
+    @property
+    def permute(self) -> bool: ...
+    @property
+    def sample_choice(self) -> bool: ...  # draw the choice instead of taking the largest bar
+    @property
+    def fast_reasoning(self) -> bool: ...  # think mode: reasoning from a fast compile, the answer exact
+    @property
+    def reasoning_budget(self) -> int: ...
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def last_model(self) -> str | None: ...
+    @property
+    def recent_models(self) -> tuple[str, ...]: ...
+    @property
+    def hotkey(self) -> str: ...
+    @property
+    def show_settings(self) -> bool: ...
+    @property
+    def overlay_enabled(self) -> bool: ...
+    @property
+    def overlay_opacity(self) -> float: ...
+    @property
+    def overlay_position(self) -> tuple[int, int] | None: ...
+    @property
+    def overlay_click_through(self) -> bool: ...
+    @property
+    def api_enabled(self) -> bool: ...
+    @property
+    def api_host(self) -> str: ...
+    @property
+    def api_port(self) -> int: ...
+    @property
+    def api_key(self) -> str: ...  # empty: none
+    @property
+    def api_allowed_origins(self) -> tuple[str, ...]: ...  # browser Origins the local API answers
+    @property
+    def window_geometry(self) -> tuple[int, int, int, int] | None: ...
+    @property
+    def window_maximized(self) -> bool: ...
 
     def with_changes(self, **changes: object) -> Settings: ...
     def with_sampling(self, sampling: SamplingSettings) -> Settings: ...
@@ -100,16 +123,26 @@ class EngineClient(Protocol):
 class ModelInfo(Protocol):
     """What the window shows about the loaded model (app.engine_thread.ModelInfo)."""
 
-    path: str
-    name: str
-    device: str
-    defaults: SamplingSettings
-    is_demo: bool
-    load_seconds: float
-    engine: EngineInfo | None  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
-    model_key: str
-    notices: tuple[str, ...]  # what loading had to work around, shown in the status bar (e.g. a device fallback)
-    sees_images: bool | None  # the model can take pictures (None: not known, e.g. a remote server)
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def defaults(self) -> SamplingSettings: ...
+    @property
+    def is_demo(self) -> bool: ...
+    @property
+    def load_seconds(self) -> float: ...
+    @property
+    def engine(self) -> EngineInfo | None: ...  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
+    @property
+    def model_key(self) -> str: ...
+    @property
+    def notices(self) -> tuple[str, ...]: ...  # what loading had to work around, shown in the status bar (e.g. a device fallback)
+    @property
+    def sees_images(self) -> bool | None: ...  # the model can take pictures (None: not known, e.g. a remote server)
 
     @property
     def remote(self) -> bool: ...
@@ -128,7 +161,7 @@ class TaskHandle(Protocol):
 
     @property
     def running(self) -> bool: ...
-    def start(self) -> None: ...
+    def start(self) -> object: ...
     def cancel(self) -> None: ...
 
 
@@ -155,17 +188,28 @@ class ModelTools:
 class HistoryRecord(Protocol):
     """One recorded decision (app.history.HistoryRow)."""
 
-    id: int
-    created_at: str
-    model: str
-    device: str
-    question: str
-    options: list[str]
-    result: dict
-    choice_index: int
-    right_index: int | None
-    think: bool
-    source: str
+    @property
+    def id(self) -> int: ...
+    @property
+    def created_at(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def options(self) -> list[str]: ...
+    @property
+    def result(self) -> dict: ...
+    @property
+    def choice_index(self) -> int: ...
+    @property
+    def right_index(self) -> int | None: ...
+    @property
+    def think(self) -> bool: ...
+    @property
+    def source(self) -> str: ...
 
 
 @runtime_checkable
@@ -186,11 +230,16 @@ class History(Protocol):
 class TemperatureFit(Protocol):
     """A temperature fitted on labelled decisions (app.calibration_history.TemperatureFit), checked on held-out ones."""
 
-    temperature: float
-    fitted_on: int
-    held_out: int
-    before: CalibrationReport  # on the held-out rows, raw
-    after: CalibrationReport  # on the held-out rows, at the fitted temperature
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def fitted_on(self) -> int: ...
+    @property
+    def held_out(self) -> int: ...
+    @property
+    def before(self) -> CalibrationReport: ...  # on the held-out rows, raw
+    @property
+    def after(self) -> CalibrationReport: ...  # on the held-out rows, at the fitted temperature
 
 
 @dataclass(frozen=True)
