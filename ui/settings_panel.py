@@ -185,9 +185,11 @@ class SettingsPanel(SettingsForm):
         self.remote_model = QComboBox()
         self.remote_model.setEditable(True)
         self.remote_model.setProperty("editableText", True)
-        self.remote_model.lineEdit().setPlaceholderText("the server's first model")
+        model_edit = self.remote_model.lineEdit()
+        assert model_edit is not None  # an editable combo box has one
+        model_edit.setPlaceholderText("the server's first model")
         self.remote_model.setToolTip("the model name the server knows; Test connection lists them")
-        self.remote_model.lineEdit().editingFinished.connect(self._remote_model_edited)
+        model_edit.editingFinished.connect(self._remote_model_edited)
         self.remote_model.activated.connect(lambda _i: self._remote_model_edited())
         self._wide_row(grid, "remote_model", "Model", self.remote_model, "empty = the first one served")
         self.remote_timeout = QDoubleSpinBox()
@@ -288,17 +290,19 @@ class SettingsPanel(SettingsForm):
         decimals, step = _NUMBERS[name]
         setting = SETTINGS[name]
         low, high, integer = setting.range
+        widget: QSpinBox | QDoubleSpinBox
         if integer:
             widget = QSpinBox()
             widget.setRange(int(low), int(min(high, 2**31 - 1)))
+            widget.setSingleStep(int(step))
             widget.valueChanged.connect(lambda value, n=name: self._edit(n, int(value)))
         else:
             widget = QDoubleSpinBox()
             widget.setDecimals(decimals)
             # (0, 1] for top_p: the smallest positive step stands in for the open end.
             widget.setRange(10 ** -decimals if name == "top_p" else low, high)
+            widget.setSingleStep(step)
             widget.valueChanged.connect(lambda value, n=name: self._edit(n, round(float(value), decimals)))
-        widget.setSingleStep(step)
         widget.setKeyboardTracking(False)
         widget.setAlignment(Qt.AlignmentFlag.AlignRight)
         widget.setToolTip(f"{setting.help}\nrange {setting.range_text()}")
