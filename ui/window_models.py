@@ -41,8 +41,8 @@ class WindowModels:
         except SettingsError:
             options = None
         bundled = dict(w.ports.demo_models)
-        dialog = ModelPickerDialog(w.ports.models, list(w.settings.recent_models), current, w.demo_dir,
-                                   self.window,                                   doctor_options=options, bundled=bundled)
+        dialog = ModelPickerDialog(w.ports.models, list(w.settings.recent_models), current, w.demo_dir, w,
+                                   doctor_options=options, bundled=bundled)
         self.model_picker = dialog  # while it is open (tests, screenshots)
         try:
             accepted = dialog.exec() and dialog.chosen
