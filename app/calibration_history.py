@@ -29,10 +29,18 @@ def labelled(store: HistoryStore, model: str | None, think: bool | None) -> list
     return store.rows(model=model, think=think, labelled=True)
 
 
+def _right_answers(rows: list[HistoryRow]) -> list[int]:
+    """The right option of each row; every row here is a labelled one."""
+    right = [r.right_index for r in rows]
+    if any(index is None for index in right):
+        raise SettingsError("calibration reads labelled decisions only")
+    return [index for index in right if index is not None]
+
+
 def report(rows: list[HistoryRow], bins: int = 10, temperature: float = 1.0) -> CalibrationReport:
     if not rows:
         raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")
-    return evaluate([r.shown_logprobs for r in rows], [r.right_index for r in rows], bins=bins, temperature=temperature)
+    return evaluate([r.shown_logprobs for r in rows], _right_answers(rows), bins=bins, temperature=temperature)
 
 
 def split(rows: list[HistoryRow]) -> tuple[list[HistoryRow], list[HistoryRow]]:
@@ -46,12 +54,12 @@ def fit(rows: list[HistoryRow], bins: int = 10) -> TemperatureFit:
     fit_rows, held = split(rows)
     if len(fit_rows) < MIN_ROWS_TO_FIT or not held:
         raise SettingsError(f"need at least {MIN_ROWS_TO_FIT + 5} labelled decisions to fit a temperature (have {len(rows)})")
-    temperature = fit_temperature([r.shown_logprobs for r in fit_rows], [r.right_index for r in fit_rows])
+    temperature = fit_temperature([r.shown_logprobs for r in fit_rows], _right_answers(fit_rows))
     return TemperatureFit(temperature, len(fit_rows), len(held), report(held, bins), report(held, bins, temperature))
 
 
 def bias(rows: list[HistoryRow]) -> list[dict]:
-    return letter_bias([r.choice_index for r in rows], [r.right_index for r in rows])
+    return letter_bias([r.choice_index for r in rows], _right_answers(rows))
 
 
 # ----- the temperature the user applied, per model and think mode -----

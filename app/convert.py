@@ -186,7 +186,7 @@ def validate(out_dir: Path) -> str:
     from decider.engine.runner import ModelRunner
     from decider.engine.settings import SamplingSettings
 
-    runner = ModelRunner(out_dir, DeviceOptions(device="CPU"))
+    runner = ModelRunner(str(out_dir), DeviceOptions(device="CPU"))
     request = DecisionRequest(
         question="Which number is larger?", options=("7", "3"),
         sampling=SamplingSettings().with_changes(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0),
@@ -257,7 +257,7 @@ def _worker(argv: list[str]) -> int:
     except Exception:  # noqa: BLE001 - a torchvision wheel built for another torch fails with RuntimeError
         for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
             del sys.modules[name]
-        sys.modules["torchvision"] = None  # transformers then treats it as absent
+        sys.modules["torchvision"] = None  # type: ignore[assignment]  # None marks it absent: transformers skips it
     from optimum.commands.optimum_cli import main as optimum_main
 
     sys.argv = ["optimum-cli", *argv]

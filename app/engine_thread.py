@@ -25,6 +25,7 @@ from decider.engine.errors import Cancelled, DeciderError, SettingsError
 from decider.engine.info import EngineInfo
 
 if TYPE_CHECKING:  # the API stack loads only when the API is switched on
+    from .api.server import ApiServer
     from .api.state import ApiDecision
     from .service import DecisionService
 
@@ -85,16 +86,16 @@ class EngineWorker(QObject):
         self.service: DecisionService | None = None  # EngineService or RemoteService once a model is loaded
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
         self._history = None
-        self._api_server = None
+        self._api_server: ApiServer | None = None
         self._api_config: ApiConfig | None = None  # the API the user switched on: served on every local model
         self._lock = threading.Lock()
         self._submitted = 0  # job ids handed out (UI thread)
         self._cancel_upto = 0  # every job with an id <= this is cancelled
-        self.request_load.connect(self._load_model, Qt.QueuedConnection)
-        self.request_remote.connect(self._use_remote, Qt.QueuedConnection)
-        self.request_decide.connect(self._decide_job, Qt.QueuedConnection)
-        self.request_api.connect(self._set_api, Qt.QueuedConnection)
-        self.request_shutdown.connect(self._shutdown, Qt.QueuedConnection)
+        self.request_load.connect(self._load_model, Qt.ConnectionType.QueuedConnection)
+        self.request_remote.connect(self._use_remote, Qt.ConnectionType.QueuedConnection)
+        self.request_decide.connect(self._decide_job, Qt.ConnectionType.QueuedConnection)
+        self.request_api.connect(self._set_api, Qt.ConnectionType.QueuedConnection)
+        self.request_shutdown.connect(self._shutdown, Qt.ConnectionType.QueuedConnection)
 
     # ----- called from the UI thread (ui.ports.EngineClient): each queues its work to the engine thread -----
     def load(self, path: str, options, is_demo: bool = False) -> None:

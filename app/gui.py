@@ -15,7 +15,9 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
@@ -23,6 +25,9 @@ from PySide6.QtWidgets import QApplication
 from .config import demo_model_dir
 from .preferences import GuiSettings, load_settings, save_settings
 from .engine_thread import EngineThread
+
+if TYPE_CHECKING:
+    from .history import HistoryStore
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +47,8 @@ def initial_model(args_model: str | None, settings: GuiSettings) -> tuple[str | 
 
 
 def create_app(argv: list[str] | None = None) -> QApplication:
-    app = QApplication.instance()
-    if app is None:
-        app = QApplication(argv if argv is not None else [sys.argv[0]])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(argv if argv is not None else [sys.argv[0]])
     app.setApplicationName("Decider")
     app.setOrganizationName("Decider")
     from decider.ui.theme import apply_theme
@@ -57,7 +61,7 @@ def create_app(argv: list[str] | None = None) -> QApplication:
 
 def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, save=save_settings,
                  register_global_hotkey: bool = True, history: bool = True, record: bool | None = None,
-                 history_factory=None):
+                 history_factory: Callable[[], HistoryStore] | None = None):
     """The engine thread and a main window on it (the caller closes both).
 
     history: the Calibration and History tabs read the decision history; record (default: history):
@@ -68,7 +72,7 @@ def build_window(settings: GuiSettings, warnings: list[str] | None = None, *, sa
     from .gui_ports import app_ports
     from .history import default_store
 
-    factory = history_factory or default_store
+    factory: Callable[[], HistoryStore] = history_factory or default_store
     if record is None:
         record = history
     windows: list = []

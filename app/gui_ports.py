@@ -6,23 +6,40 @@ up when called (not bound at build time), so a test that replaces one in its mod
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from decider.ui.ports import AppPorts, Calibration, EngineClient, History, ModelTools, SettingsRules
+from decider.engine.calibration import CalibrationReport
+from decider.ui.ports import AppPorts, Calibration, EngineClient, History, HistoryRecord, ModelTools, SettingsRules
 
 from . import calibration_history, convert, model_jobs, models, preferences, pull
+from .history import HistoryRow
 
 
 def settings_rules() -> SettingsRules:
     return SettingsRules(preferences.setting_range, preferences.range_text, preferences.REMOTE_CONSTRAINTS)
 
 
+def _history_rows(rows: Sequence[HistoryRecord]) -> list[HistoryRow]:
+    """The rows a tab hands back are the ones the history store gave it."""
+    if not all(isinstance(row, HistoryRow) for row in rows):
+        raise TypeError("calibration reads rows of the decision history (app.history.HistoryRow)")
+    return [row for row in rows if isinstance(row, HistoryRow)]
+
+
+def _report(rows: Sequence[HistoryRecord], bins: int, temperature: float) -> CalibrationReport:
+    return calibration_history.report(_history_rows(rows), bins, temperature)
+
+
+def _fit(rows: Sequence[HistoryRecord], bins: int) -> calibration_history.TemperatureFit:
+    return calibration_history.fit(_history_rows(rows), bins)
+
+
 def calibration() -> Calibration:
     return Calibration(
-        report=lambda rows, bins=10, temperature=1.0: calibration_history.report(rows, bins, temperature),
-        fit=lambda rows, bins=10: calibration_history.fit(rows, bins),
-        bias=lambda rows: calibration_history.bias(rows),
+        report=_report,
+        fit=_fit,
+        bias=lambda rows: calibration_history.bias(_history_rows(rows)),
         saved_temperature=lambda model, think: calibration_history.saved_temperature(model, think),
         save_temperature=lambda model, think, t: calibration_history.save_temperature(model, think, t),
         calibrated_probabilities=lambda logprobs, t: calibration_history.calibrated_probabilities(logprobs, t),

@@ -179,12 +179,13 @@ class HistoryStore:
                 (_now(), model, device, request.question, json.dumps(list(request.options)), json.dumps(settings),
                  json.dumps(result.to_dict()), result.choice_index, result.coverage, int(request.think), source),
             )
-            return int(cursor.lastrowid)
+            assert cursor.lastrowid is not None  # an INSERT sets it
+            return cursor.lastrowid
 
     def _image_record(self, pixels) -> dict:
         from .images import image_digest
 
-        record = {"width": int(pixels.shape[1]), "height": int(pixels.shape[0])}
+        record: dict[str, int | str] = {"width": int(pixels.shape[1]), "height": int(pixels.shape[0])}
         if self.image_hashes() if callable(self.image_hashes) else self.image_hashes:
             record["sha256"] = image_digest(pixels)
         return record
@@ -213,7 +214,8 @@ class HistoryStore:
 
     def rows(self, *, model: str | None = None, think: bool | None = None, labelled: bool | None = None,
              limit: int | None = None, newest_first: bool = False) -> list[HistoryRow]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         if model is not None:
             where.append("model = ?")
             args.append(model)

@@ -168,7 +168,7 @@ def load_image_file(path: str | Path, budget: ImageBudget | None = None) -> np.n
     return decode_image(data, str(Path(path).expanduser()), budget)
 
 
-def decode_data_url(url: str, name: str = "image_url", budget: ImageBudget | None = None) -> np.ndarray:
+def decode_data_url(url: object, name: str = "image_url", budget: ImageBudget | None = None) -> np.ndarray:
     """A `data:image/...;base64,...` URL (what OpenAI clients send for local images) → pixels."""
     if not isinstance(url, str):
         raise SettingsError(f"{name}: expected a data URL string")

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from decider.engine.errors import Cancelled, SettingsError
 
@@ -93,7 +94,9 @@ def convert_task(hf_dir: str | Path, out_dir: str | Path, weights: str = "int4-n
         report_file = Path(tempfile.mkdtemp(prefix="decider-convert-")) / "report.json"
         argv = command or [sys.executable, "-m", "decider.app.cli", "convert", str(hf_dir), str(out_dir), "--weights", weights,
                            "--report", str(report_file)]
-        extra = {"start_new_session": True} if os.name == "posix" else {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+        extra: dict[str, Any] = {"start_new_session": True}  # Popen's keyword for this platform
+        if sys.platform == "win32":
+            extra = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
         proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace", bufsize=1, **extra)
         task.on_cancel(lambda: _kill_tree(proc))

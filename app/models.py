@@ -138,7 +138,7 @@ def weight_precision(xml: str | Path) -> Precision | None:
         symmetric = eight == ["i8"]
         return Precision(f"int8-{'sym' if symmetric else 'asym'}", 8, symmetric, -1, None, "constants", by_type)
     floats = {t: n for t, n in by_type.items() if t.startswith(("f", "bf"))}
-    main = max(floats, key=floats.get)
+    main = max(floats, key=lambda t: floats[t])
     name = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64"}.get(main, main)
     bits = 32 if main == "f32" else 16 if main in ("f16", "bf16") else None
     return Precision(name, bits, None, None, None, "constants", by_type)

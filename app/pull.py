@@ -129,6 +129,8 @@ def remote_files(repo_id: str, revision: str | None, endpoint: str, token: str |
         ))
     if not files:
         raise PullError(f"repository {repo_id} has no files")
+    if info.sha is None:
+        raise PullError(f"the hub at {endpoint} did not name the commit of {repo_id}")
     return info.sha, files
 
 
@@ -147,7 +149,7 @@ def _offline_copy(repo_id: str, revision: str | None, dest: Path) -> PullResult:
         manifest is not None and manifest.get("complete") and manifest.get("repo_id") == repo_id
         and revision in (None, manifest.get("revision"), manifest.get("commit"))
     )
-    if fits:
+    if fits and manifest is not None:
         files = manifest.get("files") or {}
         missing = [n for n, f in files.items() if not (dest / n).is_file() or (dest / n).stat().st_size != f.get("size")]
         if not missing:
@@ -212,7 +214,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
     from huggingface_hub.utils import build_hf_headers, get_session
 
     old = read_manifest(dest) or {}
-    old_files = old.get("files") if old.get("repo_id") == repo_id and isinstance(old.get("files"), dict) else {}
+    old_files: dict = old["files"] if old.get("repo_id") == repo_id and isinstance(old.get("files"), dict) else {}
     partial_root = dest / PARTIAL_DIR
     # Files an earlier revision had and this one has not; remembered until a pull completes and removes them.
     names = {f.name for f in files}

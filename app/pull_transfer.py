@@ -59,13 +59,15 @@ class _Digest:
 
     def __init__(self, remote: RemoteFile):
         self.remote = remote
+        self._hash: hashlib._Hash | None
+        self.expected: str | None
         if remote.sha256:
             self._hash, self.kind, self.expected = hashlib.sha256(), "sha256", remote.sha256.lower()
         elif remote.blob_id:
             self._hash, self.kind, self.expected = hashlib.sha1(), "git blob sha1", remote.blob_id.lower()
             self._hash.update(b"blob %d\0" % remote.size)
         else:
-            self._hash, self.kind, self.expected = None, "size", None
+            self._hash, self.kind, self.expected = None, "size", None  # the size alone is checked
 
     def update(self, data: bytes) -> None:
         if self._hash is not None:
@@ -140,7 +142,6 @@ def fetch(
         request_headers = dict(headers)
         if have:
             request_headers["Range"] = f"bytes={have}-"
-        written = 0
         try:
             if have < remote.size:
                 with session.stream("GET", url, headers=request_headers, timeout=30.0) as response:
@@ -152,12 +153,7 @@ def fetch(
                         if attempts > retries:
                             raise PullError(f"{remote.name}: the server refuses to resume it; run the pull again")
                         continue
-                    if status == 404:
-                        raise PullError(f"{remote.name}: not found in repository {repo_id} (HTTP 404)")
-                    if status in (401, 403):
-                        raise PullError(f"{remote.name}: access denied by the hub (HTTP {status}); log in with `hf auth login`")
-                    if status >= 400:
-                        raise PullError(f"{remote.name}: the hub answered HTTP {status}")
+                    _refuse_error_status(remote, repo_id, status)
                     if status == 206 and _range_start(response) != have:  # not the part asked for: start over
                         transfer.advance(-have)
                         part.unlink(missing_ok=True)
@@ -165,30 +161,7 @@ def fetch(
                     if status != 206 and have:  # the server ignored the Range request: the whole file comes again
                         transfer.advance(-have)
                         have = 0
-                    part.parent.mkdir(parents=True, exist_ok=True)
-                    try:
-                        with part.open("ab" if have else "wb") as handle:
-                            for chunk in response.iter_bytes():  # as it arrives: an interruption loses nothing
-                                transfer.check_cancel(repo_id)
-                                if not chunk:
-                                    continue
-                                if have + written + len(chunk) > remote.size:
-                                    raise _Overflow()
-                                _append(handle, chunk)
-                                written += len(chunk)
-                                transfer.downloaded += len(chunk)
-                                transfer.advance(len(chunk))
-                    except _Overflow:
-                        transfer.advance(-(have + written))
-                        part.unlink(missing_ok=True)
-                        raise PullError(
-                            f"{remote.name}: the server sent more than the {remote.size} bytes the hub lists; "
-                            "the corrupt file was removed, run the pull again"
-                        ) from None
-                    except OSError as exc:
-                        if exc.errno == errno.ENOSPC:
-                            raise PullError(f"disk full while writing {part}; free some space and run the pull again") from None
-                        raise PullError(f"cannot write {part}: {exc.strerror or exc}") from None
+                    _write_body(response, part, have, remote, transfer, repo_id)
             size = part.stat().st_size if part.exists() else 0
             if size < remote.size:  # the connection ended early without an error
                 raise _ShortRead(size)
@@ -205,6 +178,51 @@ def fetch(
             time.sleep(retry_wait * attempts)
             continue
         break
+    _verify_and_place(remote, part, target)
+
+
+def _refuse_error_status(remote: RemoteFile, repo_id: str, status: int) -> None:
+    """A PullError for an HTTP error answer (416, resumable, is the caller's)."""
+    if status == 404:
+        raise PullError(f"{remote.name}: not found in repository {repo_id} (HTTP 404)")
+    if status in (401, 403):
+        raise PullError(f"{remote.name}: access denied by the hub (HTTP {status}); log in with `hf auth login`")
+    if status >= 400:
+        raise PullError(f"{remote.name}: the hub answered HTTP {status}")
+
+
+def _write_body(response, part: Path, have: int, remote: RemoteFile, transfer: Transfer, repo_id: str) -> None:
+    """Append the response's bytes to `part` (which holds `have` bytes) as they arrive, so an interruption loses
+    nothing; more bytes than the hub lists remove the file."""
+    written = 0
+    part.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with part.open("ab" if have else "wb") as handle:
+            for chunk in response.iter_bytes():
+                transfer.check_cancel(repo_id)
+                if not chunk:
+                    continue
+                if have + written + len(chunk) > remote.size:
+                    raise _Overflow()
+                _append(handle, chunk)
+                written += len(chunk)
+                transfer.downloaded += len(chunk)
+                transfer.advance(len(chunk))
+    except _Overflow:
+        transfer.advance(-(have + written))
+        part.unlink(missing_ok=True)
+        raise PullError(
+            f"{remote.name}: the server sent more than the {remote.size} bytes the hub lists; "
+            "the corrupt file was removed, run the pull again"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise PullError(f"disk full while writing {part}; free some space and run the pull again") from None
+        raise PullError(f"cannot write {part}: {exc.strerror or exc}") from None
+
+
+def _verify_and_place(remote: RemoteFile, part: Path, target: Path) -> None:
+    """Check the finished download against the hub's digest (a mismatch removes it), then move it into place."""
     digest = _Digest(remote)
     digest.update_from_file(part)
     actual = digest.check()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -128,7 +128,7 @@ class EngineService:
 
     def stream(
         self, request: GenerationRequest, should_stop: Callable[[], bool] | None = None
-    ) -> Iterator[tuple[Delta, Completion]]:
+    ) -> Generator[tuple[Delta, Completion], None, None]:
         with self.lock:
             yield from stream_generation(self.runner, request, should_stop=should_stop)
 

@@ -125,6 +125,8 @@ def encode_parts(tokenizer: ChatTokenizer, lead: str, parts: tuple[Part, ...]) -
         if isinstance(part, str):
             text += part
             continue
+        if isinstance(part, np.ndarray):  # pixels: `see` turns a picture into its image tokens before this
+            raise TypeError("encode_parts takes image tokens, not pixels")
         if text:
             ids += tokenizer.encode_text(text)
         ids += image_block(tokenizer, part)

@@ -32,7 +32,7 @@ from .types import LABELS, MAX_IMAGES, MAX_OPTIONS, DecisionRequest, DecisionRes
 __all__ = ["LABELS", "MAX_IMAGES", "MAX_OPTIONS", "DecisionRequest", "DecisionResult", "OptionResult", "decide"]
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
-    from .runner import ModelRunner
+    from .runner_base import RunnerBase as ModelRunner  # any runner: dynamic or static shapes
 
 @dataclass
 class _LetterRead:

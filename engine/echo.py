@@ -40,7 +40,8 @@ def echo_prompt(tokenizer, ids: Sequence[int], scores: PromptScores | None, text
     tokens: list[PromptToken] = []
     offset = 0
     for position, token_id in enumerate(ids):
-        logprob, top = None, ()
+        logprob: float | None = None
+        top: tuple[Alternative, ...] = ()
         if scores is not None and position > 0:
             entry = scores.entries[position - 1]
             logprob = entry.logprob

@@ -109,7 +109,7 @@ def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
     if twin is None:
         options = DeviceOptions(device=runner.device, exact=False, cache_dir=runner.options.cache_dir,
                                 runtime_cache_capacity=runner.options.runtime_cache_capacity)
-        twin = runner.twin(options, properties)
+        twin = getattr(runner, "twin")(options, properties)  # can_twin(runner) found it (the dynamic runner)
         _TWINS[runner] = twin
     return Reasoner(twin)
 

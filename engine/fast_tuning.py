@@ -252,7 +252,9 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
     exact_ms = statistics.median(exact_times) * 1000
     best = min(measured, key=lambda m: m.step_ms) if measured else None
     chosen = best.name if best is not None and best.step_ms < exact_ms else None
-    best_threads, by_threads = None, {}
+    best_threads: int | None = None
+    by_threads: dict[int, float] = {}
+    by_thread_text: dict[str, float] = {}
     if best is not None and chosen is not None:
         # 1 and 2 threads (as the bench rows compare with llama.cpp) and all of them, beside the plugin's default
         counts = threads if threads is not None else tuple(sorted({1, min(2, os.cpu_count() or 1), os.cpu_count() or 1}))
@@ -261,12 +263,12 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
             twin = runner.twin(DeviceOptions(device=runner.device, exact=False), {**best.properties, "INFERENCE_NUM_THREADS": count})
             by_threads[count] = statistics.median(timings(f"{best.name} @ {count} threads", _steps(twin, prompt, tokens, clock)[0])) * 1000
             del twin
-        fastest = min(by_threads, key=by_threads.get)
+        fastest = min(by_threads, key=lambda count: by_threads[count])
         if by_threads[fastest] < best.step_ms:
             best_threads, best.step_ms = fastest, by_threads[fastest]
-        by_threads = {"default": default_ms, **{str(count): ms for count, ms in by_threads.items()}}
+        by_thread_text = {"default": default_ms, **{str(count): ms for count, ms in by_threads.items()}}
     tuning = Tuning(tuning_key(runner), isa_summary(), exact_ms, prefill_per_token * 1000, best_threads, chosen, measured,
-                    by_threads)
+                    by_thread_text)
     if store:
         _store(runner, tuning)
         if _cache_file(runner) is None:

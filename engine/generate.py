@@ -30,7 +30,8 @@ from .settings import SamplingSettings
 from .structured import ResponseFormat, grammar_mask
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
-    from .runner import ModelRunner
+    from .runner_base import RunnerBase as ModelRunner  # any runner: dynamic or static shapes
+    from .vision_tokens import Item
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def make_rng(seed: int | None) -> np.random.Generator:
 
 def generate_step(
     runner: ModelRunner,
-    prompt_ids: Sequence[int],
+    prompt_ids: Sequence[Item],
     sampling: SamplingSettings | Sampler,
     rng: np.random.Generator | None = None,
     *,
@@ -80,7 +81,7 @@ def generate_step(
 
 def step_loop(
     runner: ModelRunner,
-    prompt_ids: Sequence[int],
+    prompt_ids: Sequence[Item],
     sampler: Sampler,
     *,
     max_tokens: int,
@@ -175,7 +176,7 @@ class Completion:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    prompt_ids: tuple[int, ...]
+    prompt_ids: tuple[Item, ...]  # token ids, and image tokens where a chat has pictures
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     max_tokens: int = 256
     think: bool = False  # the prompt opened a think block: text up to </think> is reasoning

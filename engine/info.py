@@ -95,13 +95,16 @@ class EngineInfo:
 
     def to_dict(self) -> dict:
         """The JSON object a decision carries as "engine" (the shape clients already parse)."""
+        out: dict[str, object]
         if self.remote:
             out = {
                 "kind": self.kind, "url": self.url, "model": self.model, "logprobs": self.logprobs_text,
                 "constraint": self.constraint, "bars": self.bars_text,
             }
             # what a decision found out (the server's kind, the method, the checks' notes), once there is one
-            out.update({k: v for k, v in (("server", self.server), ("method", self.method), ("notes", list(self.notes))) if v})
+            out.update({k: v for k, v in (("server", self.server), ("method", self.method)) if v})
+            if self.notes:
+                out["notes"] = list(self.notes)
             return out
         out = {
             "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,

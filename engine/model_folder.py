@@ -107,9 +107,10 @@ def inspect_folder(path: str | Path) -> ModelFolder:
         language_ir, embeddings_ir = folder / TEXT_IR, None
     elif model_type in VL_MODEL_TYPES:
         layout = "vl"
-        text_config = config.get("text_config")
-        if not isinstance(text_config, dict):
+        nested = config.get("text_config")
+        if not isinstance(nested, dict):
             raise ModelError(f"{folder / 'config.json'}: model_type {model_type} needs a text_config object")
+        text_config = nested
         language_ir, embeddings_ir = folder / VL_LANGUAGE_IR, folder / VL_EMBEDDINGS_IR
     else:
         supported = ", ".join(TEXT_MODEL_TYPES + VL_MODEL_TYPES)

@@ -22,12 +22,17 @@ def _usage(completion: Completion) -> dict:
     }
 
 
+def _byte_list(data: bytes | None) -> list[int] | None:
+    """OpenAI's `bytes`: the token's UTF-8 bytes as integers, or null where they are not known."""
+    return list(data) if data is not None else None
+
+
 def chat_logprob_entry(entry: ContentToken) -> dict:
     return {
         "token": entry.token,
         "logprob": entry.logprob,
-        "bytes": list(entry.bytes),
-        "top_logprobs": [{"token": a.token, "logprob": a.logprob, "bytes": list(a.bytes)} for a in entry.top],
+        "bytes": _byte_list(entry.bytes),
+        "top_logprobs": [{"token": a.token, "logprob": a.logprob, "bytes": _byte_list(a.bytes)} for a in entry.top],
     }
 
 

@@ -117,7 +117,7 @@ class PromptCache:
             try:
                 with os.fdopen(handle, "wb") as out:
                     np.savez(out, ids=np.asarray(ids, dtype=np.int64), names=np.array(list(states), dtype=str),
-                             logits=np.asarray(logits), **arrays)
+                             logits=np.asarray(logits), **arrays)  # type: ignore[arg-type]  # the stub reads **arrays as allow_pickle
                 os.replace(tmp, self._path(key))
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

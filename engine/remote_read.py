@@ -9,6 +9,7 @@ answer proves it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .logprobs import MAX_TOP_LOGPROBS
@@ -37,6 +38,7 @@ class LetterReading:
 def listed_entries(top: object) -> dict[str, float]:
     """A top-logprobs entry (completions: {text: logprob}; chat: [{token, logprob}]) as text → logprob."""
     listed: dict[str, float] = {}
+    items: Iterable[tuple[object, object]]
     if isinstance(top, dict):
         items = top.items()
     elif isinstance(top, list):
@@ -115,10 +117,11 @@ def top_of_completion(client: JsonClient, api: str, body: dict, labels: list[str
 def tokenize(client: JsonClient, api: str, model: str, text: str, kind: str) -> list[int] | None:
     """The server's own ids for `text` (special tokens written in it read as in a raw prompt), or None when it
     has no tokenize endpoint."""
-    attempts = {
+    by_kind: dict[str, list[tuple[str, dict[str, object]]]] = {
         "llama.cpp": [("/extras/tokenize", {"model": model, "input": text}), ("/tokenize", {"content": text})],
         "vllm": [("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})],
-    }.get(kind, [("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False}),
+    }
+    attempts = by_kind.get(kind, [("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False}),
                  ("/extras/tokenize", {"model": model, "input": text}), ("/tokenize", {"content": text})])
     for path, body in attempts:
         try:

@@ -37,7 +37,8 @@ class _TextLayout:
         self.request = compiled.create_infer_request()
         self.names = {p.get_any_name() for p in compiled.inputs}
 
-    def inputs(self, ids: np.ndarray, past: int, history=()) -> dict[str, np.ndarray]:
+    def inputs(self, ids: np.ndarray | Sequence[Item], past: int, history=()) -> dict[str, np.ndarray]:
+        ids = np.asarray(ids)  # token ids only (a text export sees no images): already an array
         length = ids.shape[0]
         feed = {
             "input_ids": ids[None, :],
@@ -63,7 +64,7 @@ class _VisionLanguageLayout:
         self.names = {p.get_any_name() for p in compiled.inputs}
         self._embedder = ChunkEmbedder(embeddings, vision, image_pad)
 
-    def inputs(self, chunk: Sequence[Item], past: int, history: Sequence[Item] = ()) -> dict[str, np.ndarray]:
+    def inputs(self, chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = ()) -> dict[str, np.ndarray]:
         """history: the items before the chunk, needed only when they may hold images (else past is enough)."""
         feed = {
             "inputs_embeds": self._embedder.embeds(chunk),
@@ -86,6 +87,10 @@ def _as_list(items) -> list[Item]:
 
 
 class ModelRunner(RunnerBase):
+    _model: ov.Model | None  # the IR while a twin may compile it again (None: imported from the compiled cache)
+    _embeddings: ov.CompiledModel | None  # the text embeddings of a vision-language export
+    _layout: _TextLayout | _VisionLanguageLayout
+
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
         *, _twin_of: ModelRunner | None = None, _extra: dict[str, object] | None = None,

@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import openvino as ov
@@ -28,6 +29,9 @@ from .precision import Precision
 from .prompt_cache import PromptCache, runner_identity
 from .tokenizer import ChatTokenizer
 from .vision_tokens import ImageToken, Item, has_images
+
+if TYPE_CHECKING:
+    from .vision_encoder import VisionEncoder
 
 MAX_SNAPSHOTS = 4
 
@@ -67,7 +71,7 @@ class RunnerBase:
     tokenizer: ChatTokenizer
     vocab_size: int
     logits_width: int
-    vision = None  # a VisionEncoder where this runner can feed images (engine/vision_encoder.py)
+    vision: VisionEncoder | None = None  # where this runner can feed images (engine/vision_encoder.py)
     prompt_cache: PromptCache | None = None  # prefix states on disk, shared across processes (use_prompt_cache)
     _cache_identity = ""
 
@@ -89,8 +93,8 @@ class RunnerBase:
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
-    def _run(self, ids: np.ndarray, past: int) -> np.ndarray:
-        """Compute ids after `past` tokens of state; return the last position's logits (float64, real vocab)."""
+    def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
+        """Compute ids (token ids, or items with images) after `past` tokens of state; return the last position's logits (float64, real vocab)."""
         raise NotImplementedError
 
     def _start(self, token: int, past: int) -> None:
@@ -156,7 +160,7 @@ class RunnerBase:
         return f"{self.folder.name} cannot see images on the {self.execution_path} execution path (use CPU or GPU)"
 
     def _items(self, ids: Sequence[Item]) -> list[Item]:
-        items = [item if type(item) is ImageToken else int(item) for item in ids]
+        items = [item if isinstance(item, ImageToken) else int(item) for item in ids]
         if self.vision is None and has_images(items):
             raise SettingsError(self._no_vision())
         return items
@@ -207,11 +211,15 @@ class RunnerBase:
 
     def _resume_from_disk(self, ids: list[Item], checkpoints: Sequence[int], start: int) -> int:
         """Past `start`, restore the longest checkpoint prefix the prompt cache holds; return the new start."""
+        cache = self.prompt_cache
+        if cache is None:
+            return start
         for cut in sorted((c for c in checkpoints if start < c < len(ids)), reverse=True):
             prefix = ids[:cut]
             if not self._cacheable(prefix):
                 continue
-            entry = self.prompt_cache.load(PromptCache.key(self._cache_identity, prefix), prefix)
+            tokens = _text_ids(prefix)
+            entry = cache.load(PromptCache.key(self._cache_identity, tokens), tokens)
             if entry is None:
                 continue
             self._restore_state(entry.states)
@@ -226,10 +234,11 @@ class RunnerBase:
         return start
 
     def _persist(self, prefix: list[Item]) -> None:
-        key = PromptCache.key(self._cache_identity, prefix)
-        if not self.prompt_cache.has(key):
+        cache, tokens = self.prompt_cache, _text_ids(prefix)
+        key = PromptCache.key(self._cache_identity, tokens)
+        if cache is not None and not cache.has(key):
             snapshot = self._snapshots[tuple(prefix)]
-            self.prompt_cache.store(key, prefix, snapshot.states, snapshot.logits)
+            cache.store(key, tokens, snapshot.states, snapshot.logits)
 
     def clear_snapshots(self) -> None:
         self._snapshots.clear()
@@ -355,3 +364,8 @@ def split_chunks(length: int, sizes: Sequence[int]) -> list[int]:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def _text_ids(prefix: Sequence[Item]) -> list[int]:
+    """A prefix the prompt cache keeps (no images, see _cacheable) as the token ids it is."""
+    return [item for item in prefix if not isinstance(item, ImageToken)]

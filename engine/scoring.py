@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import openvino as ov
@@ -25,13 +26,16 @@ from .precision import cpu_capabilities
 from .errors import DeviceError
 from .logprobs import VOCABULARY, Distribution, TokenLogprob
 
+if TYPE_CHECKING:
+    from .runner import _TextLayout, _VisionLanguageLayout
+
 CHUNK = 64  # positions per forward: 64 × 248,320 × 4 B ≈ 61 MiB of logits at Qwen3.5's vocabulary
 
 
 @dataclass(frozen=True)
 class PromptScores:
     entries: list[TokenLogprob]  # one per prompt token after the first
-    next_logits: np.ndarray  # float64 logits after the whole prompt (what a generation would draw from)
+    next_logits: np.ndarray | None  # float64 logits after the whole prompt (what a generation would draw from); None: empty
     padded_mass: float = 0.0  # the largest share of the padded head's mass its padding rows held at a scored position
 
 
@@ -41,7 +45,7 @@ class PromptScorer:
     def __init__(self, runner, core: ov.Core | None = None) -> None:
         self._runner = runner
         self._core = core
-        self._layout = None
+        self._layout: _TextLayout | _VisionLanguageLayout | None = None
         self._lock = threading.Lock()
 
     @property
@@ -77,7 +81,8 @@ class PromptScorer:
             request.reset_state()
             entries: list[TokenLogprob] = []
             tokens = np.asarray(ids, dtype=np.int64)
-            last, padded_mass = None, 0.0
+            last: np.ndarray | None = None
+            padded_mass = 0.0
             for start in range(0, len(ids), CHUNK):
                 chunk = tokens[start : start + CHUNK]
                 request.infer(layout.inputs(chunk, start))

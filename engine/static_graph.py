@@ -158,6 +158,7 @@ def static_variant(template: ov.Model, specs: list[CacheSpec], layout: str, hidd
         shapes["input_ids"] = [1, tokens]
         shapes["position_ids"] = [1, tokens]
     else:
+        assert hidden is not None, "a vision-language layout has a hidden size"
         shapes["inputs_embeds"] = [1, tokens, int(hidden)]
         shapes["position_ids"] = [4, 1, tokens]
     for spec in specs:

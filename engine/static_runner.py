@@ -114,7 +114,7 @@ class StaticRunner(RunnerBase):
         positions = np.arange(past, past + n, dtype=np.int64)
         feed: dict[str, np.ndarray] = {"attention_mask": mask}
         if self._embed is None:
-            feed["input_ids"] = ids[None, :]
+            feed["input_ids"] = np.asarray(ids)[None, :]  # token ids (a text export): already an array
             feed["position_ids"] = positions[None, :]
         else:
             # Image tokens: the encoder's features as their embeddings, 3-D positions (which depend on the images before).
@@ -190,6 +190,9 @@ class StaticRunner(RunnerBase):
 
     def _wait(self) -> np.ndarray:
         variant, self._running = self._running, None
+        assert variant is not None, "_wait follows _start"
         variant.request.wait()
         self._running_feed = None
-        return self._collect(variant, self._running_past)
+        logits = self._collect(variant, self._running_past)
+        assert logits is not None, "a step is one token, which has logits"
+        return logits

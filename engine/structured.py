@@ -18,12 +18,16 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import SettingsError
 
-_COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
+
+_COMPACT: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
 
 @dataclass(frozen=True)

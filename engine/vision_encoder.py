@@ -248,6 +248,6 @@ class VisionEncoder:
         merge = self.geometry.merge_size
         rows = np.arange(h).reshape(h // merge, 1, merge, 1)
         cols = np.arange(w).reshape(1, w // merge, 1, merge)
-        rows, cols = (np.broadcast_to(a, (h // merge, w // merge, merge, merge)).ravel() for a in (rows, cols))
-        angles = np.concatenate([np.outer(rows, self._inv_freq), np.outer(cols, self._inv_freq)], axis=1)
+        row_of, col_of = (np.broadcast_to(a, (h // merge, w // merge, merge, merge)).ravel() for a in (rows, cols))
+        angles = np.concatenate([np.outer(row_of, self._inv_freq), np.outer(col_of, self._inv_freq)], axis=1)
         return np.tile(angles.astype(np.float32), (t, 1))

@@ -25,29 +25,30 @@ class ChunkEmbedder:
         self.vision = vision
         self.image_pad = image_pad
 
-    def embeds(self, chunk: Sequence[Item]) -> np.ndarray:
+    def embeds(self, chunk: Sequence[Item] | np.ndarray) -> np.ndarray:
         """[1, n, hidden] float32."""
-        chunk = chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
-        images = self.vision is not None and has_images(chunk)
-        ids = token_ids(chunk, self.image_pad) if images else np.asarray(chunk, dtype=np.int64)
+        items: Sequence[Item] = chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
+        pad = self.image_pad  # set whenever a vision encoder is
+        vision = self.vision if pad is not None and has_images(items) else None
+        ids = token_ids(items, pad) if vision is not None and pad is not None else np.asarray(items, dtype=np.int64)
         self._request.infer({self._input: ids[None, :]})
         embeds = self._request.get_output_tensor(0).data.copy()
-        if images:
+        if vision is not None:
             features: dict[str, np.ndarray] = {}
-            for i, item in enumerate(chunk):
+            for i, item in enumerate(items):
                 if isinstance(item, ImageToken):
                     if item.digest not in features:
-                        features[item.digest] = self.vision.features(item.digest)
+                        features[item.digest] = vision.features(item.digest)
                     embeds[0, i] = features[item.digest][item.index]
         return embeds
 
 
-def position_ids(chunk: Sequence[Item], past: int, history: Sequence[Item] = ()) -> np.ndarray:
+def position_ids(chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = ()) -> np.ndarray:
     """[4, 1, n]: the plain text index, then the mrope T/H/W rows (3-D for image tokens, see vision_tokens).
 
     history: the items before the chunk, needed only when they may hold images (else `past` is enough)."""
-    chunk = chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
-    length = len(chunk)
+    items: Sequence[Item] = chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
+    length = len(items)
     text = np.arange(past, past + length, dtype=np.int64)
-    rope = rope_positions(history, chunk) if has_images(chunk) or has_images(history) else np.broadcast_to(text, (3, length))
+    rope = rope_positions(history, items) if has_images(items) or has_images(history) else np.broadcast_to(text, (3, length))
     return np.concatenate([text[None], rope])[:, None, :]

@@ -61,7 +61,7 @@ class ProcessorConfig:
 
     @classmethod
     def from_dict(cls, data: dict, vision_config: dict, where: str = "preprocessor config") -> "ProcessorConfig":
-        size = data.get("size") if isinstance(data.get("size"), dict) else {}
+        size = data["size"] if isinstance(data.get("size"), dict) else {}
         values = dict(
             patch_size=data.get("patch_size", vision_config.get("patch_size", cls.patch_size)),
             temporal_patch_size=data.get("temporal_patch_size", vision_config.get("temporal_patch_size", cls.temporal_patch_size)),
@@ -84,7 +84,8 @@ class ProcessorConfig:
                 raise ModelError(f"{where}: {name} must be three numbers")
         if any(v == 0 for v in std):
             raise ModelError(f"{where}: image_std must not contain 0")
-        return cls(**values, image_mean=tuple(map(float, mean)), image_std=tuple(map(float, std)), rescale_factor=float(scale))
+        (m0, m1, m2), (s0, s1, s2) = map(float, mean), map(float, std)
+        return cls(**values, image_mean=(m0, m1, m2), image_std=(s0, s1, s2), rescale_factor=float(scale))
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,8 @@ class ConfidenceBar(QWidget):
         self.compact = compact
         self.bound = bound  # "upper": the server did not list this option; the value is at most this
         self.calibrated = calibrated  # the value at the applied temperature, shown beside (never instead of) it
-        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
-        self.setAttribute(Qt.WA_TranslucentBackground, True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground, True)
         tip = [f"{label}. {text}", f"probability among the options: {'at most ' if bound == 'upper' else ''}{value:.6f}"]
         if bound == "upper":
             tip.append("not in the server's top-20 alternatives: an upper bound, not a measurement")
@@ -89,7 +89,7 @@ class ConfidenceBar(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt naming)
         painter = QPainter(self)
-        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         if self.compact:
             self._paint_compact(painter)
         else:
@@ -121,7 +121,7 @@ class ConfidenceBar(QWidget):
         font.setBold(True)
         painter.setFont(font)
         painter.setPen(color("window") if self.chosen else color("muted"))
-        painter.drawText(badge, Qt.AlignCenter, self.label)
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, self.label)
 
         left = badge.right() + 12
         percent_font = QFont(base)
@@ -140,16 +140,16 @@ class ConfidenceBar(QWidget):
         painter.setFont(text_font)
         painter.setPen(color("text") if self.chosen else color("muted").lighter(115))
         text_rect = QRectF(left, 0, w - left - percent_width - raw_width - 12, 24)
-        elided = QFontMetrics(text_font).elidedText(self.text, Qt.ElideRight, int(text_rect.width()))
-        painter.drawText(text_rect, Qt.AlignLeft | Qt.AlignVCenter, elided)
+        elided = QFontMetrics(text_font).elidedText(self.text, Qt.TextElideMode.ElideRight, int(text_rect.width()))
+        painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
 
         if raw_text:
             painter.setFont(raw_font)
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(w - percent_width - raw_width - 4, 0, raw_width, 24), Qt.AlignRight | Qt.AlignVCenter, raw_text)
+            painter.drawText(QRectF(w - percent_width - raw_width - 4, 0, raw_width, 24), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, raw_text)
         painter.setFont(percent_font)
         painter.setPen(color("accent") if self.chosen else color("text"))
-        painter.drawText(QRectF(w - percent_width - 2, 0, percent_width + 2, 24), Qt.AlignRight | Qt.AlignVCenter, percent)
+        painter.drawText(QRectF(w - percent_width - 2, 0, percent_width + 2, 24), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, percent)
 
         self._paint_track(painter, QRectF(left, 29, w - left - 2, 8))
 
@@ -162,21 +162,21 @@ class ConfidenceBar(QWidget):
         bold.setBold(True)
         painter.setFont(bold)
         painter.setPen(color("accent") if self.chosen else color("muted"))
-        painter.drawText(QRectF(0, 0, 16, h), Qt.AlignLeft | Qt.AlignVCenter, self.label)
+        painter.drawText(QRectF(0, 0, 16, h), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.label)
         percent = self.percent_text()
         percent_width = QFontMetrics(bold).horizontalAdvance("< 100.00%" if self.bound else "100.00%")
         text_width = int((w - 16 - percent_width) * 0.58)
         text_font = bold if self.chosen else small
         painter.setFont(text_font)
         painter.setPen(color("text") if self.chosen else color("muted").lighter(120))
-        painter.drawText(QRectF(16, 0, text_width, h), Qt.AlignLeft | Qt.AlignVCenter,
-                         QFontMetrics(text_font).elidedText(self.text, Qt.ElideRight, text_width - 6))
+        painter.drawText(QRectF(16, 0, text_width, h), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         QFontMetrics(text_font).elidedText(self.text, Qt.TextElideMode.ElideRight, text_width - 6))
         bar_left = 16 + text_width + 4
         bar_width = w - bar_left - percent_width - 8
         self._paint_track(painter, QRectF(bar_left, h / 2 - 3, max(bar_width, 10), 6))
         painter.setFont(bold)
         painter.setPen(color("accent") if self.chosen else color("text"))
-        painter.drawText(QRectF(w - percent_width, 0, percent_width, h), Qt.AlignRight | Qt.AlignVCenter, percent)
+        painter.drawText(QRectF(w - percent_width, 0, percent_width, h), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, percent)
 
 
 class BarsView(QWidget):
@@ -189,7 +189,7 @@ class BarsView(QWidget):
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self._layout.setSpacing(2 if compact else 8)
-        self.setAttribute(Qt.WA_TranslucentBackground, True)
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground, True)
 
     def clear(self) -> None:
         for bar in self.bars:

@@ -9,6 +9,7 @@ It reads the decision history through the `History` it is given and does the ari
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush
@@ -30,10 +31,13 @@ from PySide6.QtWidgets import (
 
 from decider.engine.errors import SettingsError
 
-from .ports import Calibration, History
+from .ports import Calibration, History, HistoryRecord, TemperatureFit
 from .reliability_chart import ReliabilityChart
 from .tab_parts import RefreshWhenShown, caption_label, cell, note_label, read_only_table
 from .theme import color, set_role
+
+if TYPE_CHECKING:
+    from decider.engine.calibration import CalibrationReport
 
 THINK_MODES = (("no think", False), ("think", True))
 
@@ -68,9 +72,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.calibration = calibration
         self._store = None
         self._dirty = True
-        self.rows = []
-        self.report = None
-        self.fit_result = None  # the temperature fit of the current model/mode, this session
+        self.rows: list[HistoryRecord] = []
+        self.report: CalibrationReport | None = None
+        self.fit_result: TemperatureFit | None = None  # the temperature fit of the current model/mode, this session
         self._preferred: tuple[str | None, bool] = (None, False)
         self.setWidgetResizable(True)
         body = QWidget()
@@ -79,13 +83,29 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         layout = QVBoxLayout(body)
         layout.setContentsMargins(18, 14, 18, 18)
         layout.setSpacing(8)
+        self._build_controls(layout)
+        self._build_figures(layout)
+        self._build_temperature(layout)
+        self._build_bias(layout)
+        layout.addStretch(0)
 
+        self.model_box.currentIndexChanged.connect(lambda _: self._selection_changed())
+        self.think_box.currentIndexChanged.connect(lambda _: self._selection_changed())
+        self.bins.valueChanged.connect(lambda _: self._update_report())
+        self.refresh_button.clicked.connect(self.refresh)
+        self.fit_button.clicked.connect(self.fit_temperature)
+        self.apply_box.toggled.connect(self._apply_toggled)
+        self.chart_at_t.toggled.connect(lambda _: self._update_report())
+        self._update_report()
+
+    def _build_controls(self, layout: QVBoxLayout) -> None:
+        """Which model and think mode, how many bins, refresh."""
         controls = QHBoxLayout()
         controls.setSpacing(8)
         self.model_box = QComboBox()
-        self.model_box.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.model_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_box.setMinimumContentsLength(10)
-        self.model_box.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.model_box.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.model_box.setToolTip("the model the decisions were made with (as recorded in the history)")
         self.think_box = QComboBox()
         for text, value in THINK_MODES:
@@ -96,7 +116,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.bins.setValue(10)
         self.bins.setPrefix("bins ")
         self.bins.setKeyboardTracking(False)
-        self.bins.setAlignment(Qt.AlignRight)
+        self.bins.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.bins.setFixedWidth(92)
         self.bins.setToolTip("number of equal-width confidence bins for ECE and the chart (2 – 50)")
         self.refresh_button = QPushButton("Refresh")
@@ -107,6 +127,8 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         controls.addWidget(self.refresh_button)
         layout.addLayout(controls)
 
+    def _build_figures(self, layout: QVBoxLayout) -> None:
+        """A message line, the five figures and the reliability chart."""
         self.message = note_label("", "InfoBox")
         self.message.hide()
         layout.addWidget(self.message)
@@ -129,6 +151,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.chart = ReliabilityChart()
         layout.addWidget(self.chart, 1)
 
+
+    def _build_temperature(self, layout: QVBoxLayout) -> None:
+        """Fitting a temperature and applying it."""
         layout.addSpacing(6)
         layout.addWidget(caption_label("TEMPERATURE SCALING"))
         row = QHBoxLayout()
@@ -150,11 +175,14 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         row.addStretch(1)
         layout.addLayout(row)
         self.fit_label = note_label("Fit a temperature on 15 or more labelled decisions.", "Caption")
-        self.fit_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.fit_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.fit_label)
         self.applied_label = note_label("", "RangeHint")
         layout.addWidget(self.applied_label)
 
+
+    def _build_bias(self, layout: QVBoxLayout) -> None:
+        """How often each letter was chosen against how often it was right."""
         layout.addSpacing(6)
         layout.addWidget(caption_label("OPTION-ORDER BIAS"))
         layout.addWidget(note_label("How often the model chose each letter vs how often that letter was right. A letter "
@@ -163,19 +191,9 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.bias_table = read_only_table(["Letter", "Chosen", "Right", "Chosen %", "Right %", "Chosen − right"])
         header = self.bias_table.horizontalHeader()
         for column in range(6):
-            header.setSectionResizeMode(column, QHeaderView.Stretch if column == 0 else QHeaderView.ResizeToContents)
-        self.bias_table.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0 else QHeaderView.ResizeMode.ResizeToContents)
+        self.bias_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout.addWidget(self.bias_table)
-        layout.addStretch(0)
-
-        self.model_box.currentIndexChanged.connect(lambda _: self._selection_changed())
-        self.think_box.currentIndexChanged.connect(lambda _: self._selection_changed())
-        self.bins.valueChanged.connect(lambda _: self._update_report())
-        self.refresh_button.clicked.connect(self.refresh)
-        self.fit_button.clicked.connect(self.fit_temperature)
-        self.apply_box.toggled.connect(self._apply_toggled)
-        self.chart_at_t.toggled.connect(lambda _: self._update_report())
-        self._update_report()
 
     # ----- data -----
     @property
@@ -257,7 +275,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         fitted = self.fit_result.temperature if self.fit_result is not None else None
         temperature = fitted or applied
         self.chart_at_t.setEnabled(temperature is not None)
-        at_t = self.chart_at_t.isChecked() and temperature is not None
+        at_t = self.chart_at_t.isChecked()
         self.apply_box.blockSignals(True)
         self.apply_box.setChecked(applied is not None)
         self.apply_box.setEnabled(model is not None and (applied is not None or fitted is not None))
@@ -306,7 +324,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         if self.store is not None:
             self.message.hide()
         bins = self.bins.value()
-        self.report = self.calibration.report(self.rows, bins, temperature if at_t else 1.0)
+        self.report = self.calibration.report(self.rows, bins, temperature if at_t and temperature is not None else 1.0)
         r = self.report
         self.figures["count"].setText(str(r.count))
         self.figure_hints["count"].setText(f"of {total}" if total is not None else "")
@@ -331,11 +349,11 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         for row, entry in enumerate(entries):
             difference = entry["chosen_rate"] - entry["right_rate"]
             table.setItem(row, 0, cell(entry["label"]))
-            table.setItem(row, 1, cell(str(entry["chosen"]), Qt.AlignRight))
-            table.setItem(row, 2, cell(str(entry["right"]), Qt.AlignRight))
-            table.setItem(row, 3, cell(f"{entry['chosen_rate']:.0%}", Qt.AlignRight))
-            table.setItem(row, 4, cell(f"{entry['right_rate']:.0%}", Qt.AlignRight))
-            item = cell(f"{difference:+.0%}", Qt.AlignRight)
+            table.setItem(row, 1, cell(str(entry["chosen"]), Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 2, cell(str(entry["right"]), Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 3, cell(f"{entry['chosen_rate']:.0%}", Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 4, cell(f"{entry['right_rate']:.0%}", Qt.AlignmentFlag.AlignRight))
+            item = cell(f"{difference:+.0%}", Qt.AlignmentFlag.AlignRight)
             if abs(difference) >= 0.1:
                 item.setForeground(QBrush(color("warn")))
             table.setItem(row, 5, item)

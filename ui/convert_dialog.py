@@ -59,7 +59,7 @@ class ConvertDialog(TaskDialog):
         self.weights = QComboBox()
         for value, tip in WEIGHT_CHOICES:
             self.weights.addItem(value, value)
-            self.weights.setItemData(self.weights.count() - 1, tip, Qt.ToolTipRole)
+            self.weights.setItemData(self.weights.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.weights.setToolTip("\n".join(f"{v}: {t}" for v, t in WEIGHT_CHOICES))
         grid.addWidget(QLabel("Checkpoint"), 0, 0)
         grid.addWidget(self.hf_dir, 0, 1)
@@ -68,7 +68,7 @@ class ConvertDialog(TaskDialog):
         grid.addWidget(self.out_dir, 1, 1)
         grid.addWidget(out_browse, 1, 2)
         grid.addWidget(QLabel("Weights"), 2, 0)
-        grid.addWidget(self.weights, 2, 1, Qt.AlignLeft)
+        grid.addWidget(self.weights, 2, 1, Qt.AlignmentFlag.AlignLeft)
         grid.setColumnStretch(1, 1)
         self._layout.addSpacing(4)
         self._layout.addLayout(grid)
@@ -76,6 +76,33 @@ class ConvertDialog(TaskDialog):
         self.weights.currentIndexChanged.connect(lambda i: self.weights_hint.setText(WEIGHT_CHOICES[i][1]))
         self._layout.addWidget(self.weights_hint)
 
+        self._build_missing_note()
+
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self._layout.addWidget(self.progress)
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setMinimumHeight(150)
+        self.log.setPlaceholderText("The exporter's output appears here.")
+        self.log.setVisible(self.optimum)
+        self._layout.addWidget(self.log, 1)
+        self.status = label("", "InfoBox")
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status.hide()
+        self._layout.addWidget(self.status)
+        self.convert_button = QPushButton("Convert")
+        self._buttons(self.convert_button)
+        self.convert_button.setEnabled(self.optimum)
+        if not self.optimum:
+            self.convert_button.setToolTip("install optimum-intel first (the command above)")
+        self.convert_button.clicked.connect(self.start)
+        self.hf_dir.textChanged.connect(self._hf_changed)
+
+    def _build_missing_note(self) -> None:
+        """Shown when optimum-intel is not installed: the command that installs it, with a copy button."""
         self.missing = QWidget()
         box = QVBoxLayout(self.missing)
         box.setContentsMargins(0, 4, 0, 0)
@@ -94,29 +121,6 @@ class ConvertDialog(TaskDialog):
         box.addLayout(command_row)
         self.missing.setVisible(not self.optimum)
         self._layout.addWidget(self.missing)
-
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 0)
-        self.progress.setTextVisible(False)
-        self.progress.hide()
-        self._layout.addWidget(self.progress)
-        self.log = QPlainTextEdit()
-        self.log.setReadOnly(True)
-        self.log.setMinimumHeight(150)
-        self.log.setPlaceholderText("The exporter's output appears here.")
-        self.log.setVisible(self.optimum)
-        self._layout.addWidget(self.log, 1)
-        self.status = label("", "InfoBox")
-        self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.status.hide()
-        self._layout.addWidget(self.status)
-        self.convert_button = QPushButton("Convert")
-        self._buttons(self.convert_button)
-        self.convert_button.setEnabled(self.optimum)
-        if not self.optimum:
-            self.convert_button.setToolTip("install optimum-intel first (the command above)")
-        self.convert_button.clicked.connect(self.start)
-        self.hf_dir.textChanged.connect(self._hf_changed)
 
     def _hf_changed(self, text: str) -> None:
         if text.strip() and (not self.out_dir.text().strip() or self.out_dir.text().endswith("-ov")):

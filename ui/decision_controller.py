@@ -84,7 +84,7 @@ class DecisionController(QObject):
         engine.busy.connect(self.busy)
         engine.api_state.connect(self.api_state)
         # From an API server thread: queued, so it reaches the window on the UI thread.
-        engine.api_decided.connect(self.api_decided, Qt.QueuedConnection)
+        engine.api_decided.connect(self.api_decided, Qt.ConnectionType.QueuedConnection)
 
     # ------------------------------------------------------------ state
     @property

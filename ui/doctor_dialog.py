@@ -26,9 +26,9 @@ class DoctorDialog(TaskDialog):
         )
         self.path = path
         self.options = options
-        self.checks = []
+        self.checks: list = []  # app.doctor.Check rows (status, text, fix), shown as they are
         self.folder_label = label(f"Model folder: {path}" if path else "No model folder: OpenVINO and the devices only.", "Caption")
-        self.folder_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.folder_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout.addWidget(self.folder_label)
         self.progress = QProgressBar()
         self.progress.setRange(0, 0)
@@ -37,8 +37,8 @@ class DoctorDialog(TaskDialog):
         self.lines = QListWidget()
         self.lines.setWordWrap(True)
         self.lines.setMinimumHeight(240)
-        self.lines.setSelectionMode(QListWidget.NoSelection)
-        self.lines.setFocusPolicy(Qt.NoFocus)
+        self.lines.setSelectionMode(QListWidget.SelectionMode.NoSelection)
+        self.lines.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self._layout.addWidget(self.lines, 1)
         self.summary = label("", "InfoBox")
         self.summary.hide()
@@ -71,7 +71,7 @@ class DoctorDialog(TaskDialog):
                 text += f"\n     → fix: {check.fix}"
             item = QListWidgetItem(text)
             item.setForeground(QBrush(color(STATUS_COLORS.get(check.status, "muted"))))
-            item.setData(Qt.UserRole, check.status)
+            item.setData(Qt.ItemDataRole.UserRole, check.status)
             self.lines.addItem(item)
         problems = [c for c in self.checks if c.status == "fail"]
         warnings = [c for c in self.checks if c.status == "warn"]

@@ -52,7 +52,7 @@ class DownloadDialog(TaskDialog):
         self.progress_label.hide()
         self._layout.addWidget(self.progress_label)
         self.status = label("", "InfoBox")
-        self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status.hide()
         self._layout.addWidget(self.status)
         self._layout.addStretch(1)

@@ -9,12 +9,12 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 
 class ElidedLabel(QLabel):
-    def __init__(self, text: str = "", mode: Qt.TextElideMode = Qt.ElideRight, parent: QWidget | None = None) -> None:
+    def __init__(self, text: str = "", mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._full = ""
         self._mode = mode
         self.setWordWrap(False)
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Minimum)  # any width: it elides to fit
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)  # any width: it elides to fit
         self.setText(text)
 
     def text(self) -> str:  # noqa: D401 - the full text, whatever is shown
@@ -52,7 +52,7 @@ class ElidedLabel(QLabel):
         margins = self.contentsMargins()
         width = max((metrics.horizontalAdvance(line) for line in lines), default=0)
         # the glyphs' box, as QLabel lays the lines out: n line spacings can clip the last line's descenders
-        height = metrics.boundingRect(QRect(0, 0, 1 << 20, 1 << 20), Qt.AlignLeft | Qt.AlignTop, self._full or " ").height()
+        height = metrics.boundingRect(QRect(0, 0, 1 << 20, 1 << 20), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, self._full or " ").height()
         extra = 2 * self.margin()
         return QSize(width + margins.left() + margins.right() + extra + 2,
                      height + margins.top() + margins.bottom() + extra)

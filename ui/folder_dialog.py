@@ -13,12 +13,12 @@ from PySide6.QtGui import QColor, QIcon, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import QFileDialog, QStyle, QToolButton, QWidget
 
 TOOLBAR_ICONS = {  # QFileDialog's own tool buttons (object names) and the style's icon for each
-    "backButton": QStyle.SP_ArrowBack,
-    "forwardButton": QStyle.SP_ArrowForward,
-    "toParentButton": QStyle.SP_FileDialogToParent,
-    "newFolderButton": QStyle.SP_FileDialogNewFolder,
-    "listModeButton": QStyle.SP_FileDialogListView,
-    "detailModeButton": QStyle.SP_FileDialogDetailedView,
+    "backButton": QStyle.StandardPixmap.SP_ArrowBack,
+    "forwardButton": QStyle.StandardPixmap.SP_ArrowForward,
+    "toParentButton": QStyle.StandardPixmap.SP_FileDialogToParent,
+    "newFolderButton": QStyle.StandardPixmap.SP_FileDialogNewFolder,
+    "listModeButton": QStyle.StandardPixmap.SP_FileDialogListView,
+    "detailModeButton": QStyle.StandardPixmap.SP_FileDialogDetailedView,
 }
 
 
@@ -27,7 +27,7 @@ def tinted(icon: QIcon, color: QColor, size: int = 16) -> QIcon:
     view icons' paper) left out, the colours between (the new-folder icon's folder) kept."""
     out = QIcon()
     for scale in (1, 2):
-        image = icon.pixmap(size * scale, size * scale).toImage().convertToFormat(QImage.Format_ARGB32)
+        image = icon.pixmap(size * scale, size * scale).toImage().convertToFormat(QImage.Format.Format_ARGB32)
         for y in range(image.height()):
             for x in range(image.width()):
                 pixel = image.pixelColor(x, y)
@@ -48,13 +48,13 @@ def tinted(icon: QIcon, color: QColor, size: int = 16) -> QIcon:
 
 def file_dialog(parent: QWidget | None, title: str, start: str, *, folders: bool = True) -> QFileDialog:
     dialog = QFileDialog(parent, title, start)
-    dialog.setOption(QFileDialog.DontUseNativeDialog, True)
+    dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
     if folders:
-        dialog.setFileMode(QFileDialog.Directory)
-        dialog.setOption(QFileDialog.ShowDirsOnly, True)
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
     # the theme pads buttons 12 px a side: on these 29 px tool buttons that leaves the icon 3 px (a dot)
     dialog.setStyleSheet("QToolButton { padding: 3px; }")
-    color = dialog.palette().color(QPalette.ButtonText)
+    color = dialog.palette().color(QPalette.ColorRole.ButtonText)
     for button in dialog.findChildren(QToolButton):
         standard = TOOLBAR_ICONS.get(button.objectName())
         if standard is not None:

@@ -14,7 +14,7 @@ from decider.engine.types import LABELS
 from decider.engine.errors import SettingsError
 
 from .bars import percent_text
-from .ports import History
+from .ports import History, HistoryRecord
 from .tab_parts import RefreshWhenShown, caption_label, cell, note_label, read_only_table
 from .theme import set_role
 
@@ -45,7 +45,7 @@ class HistoryView(RefreshWhenShown, QWidget):
         self._store_factory = store_factory
         self._store = None
         self._dirty = True
-        self.rows = []
+        self.rows: list[HistoryRecord] = []
         self.combos: dict[int, QComboBox] = {}
         self.setObjectName("Panel")
         layout = QVBoxLayout(self)
@@ -73,16 +73,16 @@ class HistoryView(RefreshWhenShown, QWidget):
         self.table = read_only_table(["Time", "Question", "Chosen", "Conf.", "Right answer"])
         self.table.verticalHeader().setDefaultSectionSize(40)
         self.table.setWordWrap(True)
-        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setTextElideMode(Qt.ElideRight)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.Stretch)
-        header.setSectionResizeMode(2, QHeaderView.Interactive)
-        header.setSectionResizeMode(3, QHeaderView.ResizeToContents)
-        header.setSectionResizeMode(4, QHeaderView.Interactive)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
         header.resizeSection(2, 104)
         header.resizeSection(4, 118)
         layout.addWidget(self.table, 1)
@@ -144,9 +144,9 @@ class HistoryView(RefreshWhenShown, QWidget):
                                         tip=f"{entry.question}\n\n{entry.model} · {mode} · {entry.device}"))
             chosen_text = f"{LABELS[chosen]}. {options[chosen]}" if 0 <= chosen < len(options) else "?"
             table.setItem(row, 2, cell(chosen_text, tip=chosen_text))
-            table.setItem(row, 3, cell(percent_text(shown) if isinstance(shown, (int, float)) else "—", Qt.AlignRight))
+            table.setItem(row, 3, cell(percent_text(shown) if isinstance(shown, (int, float)) else "—", Qt.AlignmentFlag.AlignRight))
             combo = QComboBox()
-            combo.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(6)
             combo.addItem("unmarked", None)
             for index, text in enumerate(options):

@@ -30,15 +30,15 @@ def split_sequence(text: str) -> tuple[Qt.Key, Qt.KeyboardModifier]:
     sequence = QKeySequence(text)
     if sequence.isEmpty() or sequence.count() != 1:
         raise HotkeyUnavailable(f"{text!r} is not a single key combination")
-    combination = sequence[0]
+    combination = sequence[0]  # type: ignore[index]  # PySide6's stubs omit QKeySequence.__getitem__
     key = combination.key()
-    if key in (Qt.Key_unknown, Qt.Key_Control, Qt.Key_Shift, Qt.Key_Alt, Qt.Key_Meta):
+    if key in (Qt.Key.Key_unknown, Qt.Key.Key_Control, Qt.Key.Key_Shift, Qt.Key.Key_Alt, Qt.Key.Key_Meta):
         raise HotkeyUnavailable(f"{text!r} has no main key")
     return key, combination.keyboardModifiers()
 
 
 def _key_name(key: Qt.Key) -> str:
-    return QKeySequence(key).toString(QKeySequence.PortableText)
+    return QKeySequence(key).toString(QKeySequence.SequenceFormat.PortableText)
 
 
 def platform_note() -> str | None:
@@ -113,18 +113,18 @@ def _load_xlib():
 
 
 def _x_keysym_name(key: Qt.Key) -> str:
-    if Qt.Key_A <= key <= Qt.Key_Z:
-        return chr(ord("a") + int(key) - int(Qt.Key_A))
-    if Qt.Key_0 <= key <= Qt.Key_9:
-        return chr(ord("0") + int(key) - int(Qt.Key_0))
-    if Qt.Key_F1 <= key <= Qt.Key_F35:
-        return f"F{int(key) - int(Qt.Key_F1) + 1}"
+    if Qt.Key.Key_A <= key <= Qt.Key.Key_Z:
+        return chr(ord("a") + int(key) - int(Qt.Key.Key_A))
+    if Qt.Key.Key_0 <= key <= Qt.Key.Key_9:
+        return chr(ord("0") + int(key) - int(Qt.Key.Key_0))
+    if Qt.Key.Key_F1 <= key <= Qt.Key.Key_F35:
+        return f"F{int(key) - int(Qt.Key.Key_F1) + 1}"
     names = {
-        Qt.Key_Space: "space", Qt.Key_Return: "Return", Qt.Key_Enter: "KP_Enter", Qt.Key_Tab: "Tab",
-        Qt.Key_Escape: "Escape", Qt.Key_Insert: "Insert", Qt.Key_Delete: "Delete", Qt.Key_Home: "Home",
-        Qt.Key_End: "End", Qt.Key_PageUp: "Prior", Qt.Key_PageDown: "Next", Qt.Key_Pause: "Pause",
-        Qt.Key_Print: "Print", Qt.Key_ScrollLock: "Scroll_Lock", Qt.Key_Left: "Left", Qt.Key_Right: "Right",
-        Qt.Key_Up: "Up", Qt.Key_Down: "Down",
+        Qt.Key.Key_Space: "space", Qt.Key.Key_Return: "Return", Qt.Key.Key_Enter: "KP_Enter", Qt.Key.Key_Tab: "Tab",
+        Qt.Key.Key_Escape: "Escape", Qt.Key.Key_Insert: "Insert", Qt.Key.Key_Delete: "Delete", Qt.Key.Key_Home: "Home",
+        Qt.Key.Key_End: "End", Qt.Key.Key_PageUp: "Prior", Qt.Key.Key_PageDown: "Next", Qt.Key.Key_Pause: "Pause",
+        Qt.Key.Key_Print: "Print", Qt.Key.Key_ScrollLock: "Scroll_Lock", Qt.Key.Key_Left: "Left", Qt.Key.Key_Right: "Right",
+        Qt.Key.Key_Up: "Up", Qt.Key.Key_Down: "Down",
     }
     if key in names:
         return names[key]
@@ -145,7 +145,7 @@ class _X11Backend:
         self._grabs: list[tuple[int, int]] = []
         self._keycode = 0
         self._mods = 0
-        self._notifier = QSocketNotifier(self.xlib.XConnectionNumber(self.display), QSocketNotifier.Read)
+        self._notifier = QSocketNotifier(self.xlib.XConnectionNumber(self.display), QSocketNotifier.Type.Read)
         self._notifier.activated.connect(self._drain)
 
     def grab(self, key: Qt.Key, modifiers: Qt.KeyboardModifier) -> None:
@@ -154,13 +154,13 @@ class _X11Backend:
         if not keycode:
             raise HotkeyUnavailable(f"the key {_key_name(key)!r} is not on this keyboard layout")
         mods = 0
-        if modifiers & Qt.ShiftModifier:
+        if modifiers & Qt.KeyboardModifier.ShiftModifier:
             mods |= _SHIFT
-        if modifiers & Qt.ControlModifier:
+        if modifiers & Qt.KeyboardModifier.ControlModifier:
             mods |= _CONTROL
-        if modifiers & Qt.AltModifier:
+        if modifiers & Qt.KeyboardModifier.AltModifier:
             mods |= _MOD1
-        if modifiers & Qt.MetaModifier:
+        if modifiers & Qt.KeyboardModifier.MetaModifier:
             mods |= _MOD4
         errors: list[int] = []
 
@@ -213,14 +213,14 @@ class _X11Backend:
 
 
 def _win_vk(key: Qt.Key) -> int:
-    if Qt.Key_A <= key <= Qt.Key_Z or Qt.Key_0 <= key <= Qt.Key_9:
+    if Qt.Key.Key_A <= key <= Qt.Key.Key_Z or Qt.Key.Key_0 <= key <= Qt.Key.Key_9:
         return int(key)  # Qt uses the ASCII codes, like the virtual-key codes
-    if Qt.Key_F1 <= key <= Qt.Key_F24:
-        return 0x70 + int(key) - int(Qt.Key_F1)
+    if Qt.Key.Key_F1 <= key <= Qt.Key.Key_F24:
+        return 0x70 + int(key) - int(Qt.Key.Key_F1)
     codes = {
-        Qt.Key_Space: 0x20, Qt.Key_Return: 0x0D, Qt.Key_Tab: 0x09, Qt.Key_Escape: 0x1B, Qt.Key_Insert: 0x2D,
-        Qt.Key_Delete: 0x2E, Qt.Key_Home: 0x24, Qt.Key_End: 0x23, Qt.Key_PageUp: 0x21, Qt.Key_PageDown: 0x22,
-        Qt.Key_Pause: 0x13, Qt.Key_Left: 0x25, Qt.Key_Up: 0x26, Qt.Key_Right: 0x27, Qt.Key_Down: 0x28,
+        Qt.Key.Key_Space: 0x20, Qt.Key.Key_Return: 0x0D, Qt.Key.Key_Tab: 0x09, Qt.Key.Key_Escape: 0x1B, Qt.Key.Key_Insert: 0x2D,
+        Qt.Key.Key_Delete: 0x2E, Qt.Key.Key_Home: 0x24, Qt.Key.Key_End: 0x23, Qt.Key.Key_PageUp: 0x21, Qt.Key.Key_PageDown: 0x22,
+        Qt.Key.Key_Pause: 0x13, Qt.Key.Key_Left: 0x25, Qt.Key.Key_Up: 0x26, Qt.Key.Key_Right: 0x27, Qt.Key.Key_Down: 0x28,
     }
     if key in codes:
         return codes[key]
@@ -252,18 +252,20 @@ class _WindowsBackend:
     def __init__(self, on_trigger) -> None:
         self.user32 = ctypes.windll.user32  # type: ignore[attr-defined]
         self._filter = _WindowsFilter(self.ID, on_trigger)
-        QCoreApplication.instance().installNativeEventFilter(self._filter)
+        app = QCoreApplication.instance()
+        assert app is not None, "a global hotkey needs the running application"
+        app.installNativeEventFilter(self._filter)
         self._registered = False
 
     def grab(self, key: Qt.Key, modifiers: Qt.KeyboardModifier) -> None:
         mods = 0x4000  # MOD_NOREPEAT
-        if modifiers & Qt.AltModifier:
+        if modifiers & Qt.KeyboardModifier.AltModifier:
             mods |= 0x1
-        if modifiers & Qt.ControlModifier:
+        if modifiers & Qt.KeyboardModifier.ControlModifier:
             mods |= 0x2
-        if modifiers & Qt.ShiftModifier:
+        if modifiers & Qt.KeyboardModifier.ShiftModifier:
             mods |= 0x4
-        if modifiers & Qt.MetaModifier:
+        if modifiers & Qt.KeyboardModifier.MetaModifier:
             mods |= 0x8
         if not self.user32.RegisterHotKey(None, self.ID, mods, _win_vk(key)):
             raise HotkeyUnavailable("another program already uses this key combination")
@@ -292,7 +294,7 @@ class GlobalHotkey(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._backend = None
+        self._backend: _X11Backend | _WindowsBackend | None = None
         self._last = 0.0
         self.sequence = ""
         self.available = False
@@ -319,7 +321,7 @@ class GlobalHotkey(QObject):
             self.available, self.message = False, f"global hotkey {sequence} unavailable: {type(exc).__name__}: {exc}"
             return False
         self.available = True
-        self.message = f"global hotkey {QKeySequence(sequence).toString(QKeySequence.NativeText)} active"
+        self.message = f"global hotkey {QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)} active"
         if QGuiApplication.platformName() == "xcb" and os.environ.get("WAYLAND_DISPLAY"):
             self.message += " (XWayland: fires only while an X11 window has focus)"
         return True

@@ -26,7 +26,7 @@ def read_image(path: str) -> tuple[QImage | None, str]:
     name = path.rsplit("/", 1)[-1]
     reader = QImageReader(path)
     reader.setDecideFormatFromContent(True)
-    if bytes(reader.format()).lower() not in FORMATS:
+    if bytes(reader.format().data()).lower() not in FORMATS:
         return None, f"{name} is not an image Decider can read (PNG, JPEG, WebP, BMP or GIF)"
     size = reader.size()
     pixels = size.width() * size.height()
@@ -44,7 +44,7 @@ def read_image(path: str) -> tuple[QImage | None, str]:
 
 def qimage_to_pixels(image: QImage) -> np.ndarray:
     """[H, W, 3] uint8 RGB copy of a QImage (any format; alpha dropped)."""
-    rgb = image.convertToFormat(QImage.Format_RGB888)
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
     height, width, stride = rgb.height(), rgb.width(), rgb.bytesPerLine()
     buffer = np.frombuffer(rgb.constBits(), dtype=np.uint8, count=stride * height)
     return buffer.reshape(height, stride)[:, : width * 3].reshape(height, width, 3).copy()
@@ -80,10 +80,10 @@ class ImageSlot(QFrame):
         self._origin = ""
         self.thumbnail = QLabel()
         self.thumbnail.setFixedSize(THUMB_WIDTH, THUMB_HEIGHT)
-        self.thumbnail.setAlignment(Qt.AlignCenter)
-        self.thumbnail.setFrameShape(QFrame.StyledPanel)
+        self.thumbnail.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.thumbnail.setFrameShape(QFrame.Shape.StyledPanel)
         # each line whole or elided in the middle (a file name keeps its end), the full text in the tooltip
-        self.caption = ElidedLabel(mode=Qt.ElideMiddle)
+        self.caption = ElidedLabel(mode=Qt.TextElideMode.ElideMiddle)
         self.paste_button = QPushButton("Paste image")
         self.paste_button.setToolTip("Use the image on the clipboard (a screenshot, a copied picture)")
         self.open_button = QPushButton("Open…")
@@ -103,7 +103,7 @@ class ImageSlot(QFrame):
         buttons.addStretch(1)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.thumbnail, 0, Qt.AlignTop)
+        row.addWidget(self.thumbnail, 0, Qt.AlignmentFlag.AlignTop)
         row.addLayout(buttons, 1)
         # the caption under both, the slot's whole width: a size, a file name and a line of help fit there
         layout = QVBoxLayout(self)
@@ -144,17 +144,17 @@ class ImageSlot(QFrame):
         self.caption.setText(text)
 
     def _show(self, origin: str = "") -> None:
-        has = self._image is not None
-        self.clear_button.setEnabled(has)
-        if not has:
+        image = self._image
+        self.clear_button.setEnabled(image is not None)
+        if image is None:
             self.thumbnail.setPixmap(QPixmap())
             self.thumbnail.setText("no image")
             self.caption.setText("Decide from a picture:\npaste, drop or capture one.")
             return
-        thumb = QPixmap.fromImage(self._image).scaled(THUMB_WIDTH, THUMB_HEIGHT, Qt.KeepAspectRatio, Qt.SmoothTransformation)
+        thumb = QPixmap.fromImage(image).scaled(THUMB_WIDTH, THUMB_HEIGHT, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
         self.thumbnail.setPixmap(thumb)
         where = f" · {origin}" if origin else ""
-        self.caption.setText(f"{self._image.width()}×{self._image.height()}{where}\nsent with the next decision")
+        self.caption.setText(f"{image.width()}×{image.height()}{where}\nsent with the next decision")
 
     # ---------------------------------------------------------------- sources
     def paste(self) -> bool:

@@ -46,10 +46,10 @@ def token_display(token: str) -> str:
     return "".join(out) or "∅"
 
 
-def _item(text: str, probability: float | None = None, align=Qt.AlignLeft) -> QTableWidgetItem:
+def _item(text: str, probability: float | None = None, align=Qt.AlignmentFlag.AlignLeft) -> QTableWidgetItem:
     item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemIsEnabled | Qt.ItemIsSelectable)
-    item.setTextAlignment(align | Qt.AlignVCenter)
+    item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+    item.setTextAlignment(align | Qt.AlignmentFlag.AlignVCenter)
     if probability is not None:
         item.setBackground(QBrush(heat(probability)))
     return item
@@ -68,18 +68,18 @@ def _table(headers: list[str]) -> QTableWidget:
     table = QTableWidget(0, len(headers))
     table.setHorizontalHeaderLabels(headers)
     table.verticalHeader().setVisible(False)
-    table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectRows)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setShowGrid(False)
-    table.setFocusPolicy(Qt.NoFocus)
-    table.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-    table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+    table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+    table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     table.setWordWrap(False)
-    table.setTextElideMode(Qt.ElideRight)
+    table.setTextElideMode(Qt.TextElideMode.ElideRight)
     table.verticalHeader().setDefaultSectionSize(28)
     header = table.horizontalHeader()
     header.setHighlightSections(False)
-    header.setDefaultAlignment(Qt.AlignLeft | Qt.AlignVCenter)
+    header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     return table
 
 
@@ -113,9 +113,9 @@ class TokenInspector(QScrollArea):
         self.options_title = self._title("ANSWER POSITION · OPTION DISTRIBUTION", layout)
         self.options_table = _table(["Option", "logprob", "p (vocab)", "p (options)", "debiased"])
         header = self.options_table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, 5):
-            header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         layout.addWidget(self.options_table)
 
         self.alts_title = self._title("TOP ALTERNATIVES OUTSIDE THE OPTIONS", layout)
@@ -125,18 +125,18 @@ class TokenInspector(QScrollArea):
         layout.addWidget(self.alts_note)
         self.alts_table = _table(["#", "Token", "id", "logprob", "p"])
         header = self.alts_table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.Fixed)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
         header.resizeSection(0, 34)
-        header.setSectionResizeMode(1, QHeaderView.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         for column in range(2, 5):
-            header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         layout.addWidget(self.alts_table)
 
         self.timing_title = self._title("TIMINGS AND TOKENS", layout)
         self.timings = QLabel("")
         self.timings.setObjectName("Caption")
         self.timings.setWordWrap(True)
-        self.timings.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.timings.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.timings)
 
         self.reasoning_title = self._title("REASONING TOKENS", layout)
@@ -193,14 +193,14 @@ class TokenInspector(QScrollArea):
             upper = getattr(option, "bound", None) == "upper"
             mark = "≤ " if upper else ""  # a remote server did not list it: the list's lowest logprob bounds it
             # every cell of a row carries its shade: a gap reads as a missing value
-            table.setItem(row, 1, _item(f"{mark}{logprob_text(option.logprob)}", option.probability, Qt.AlignRight))
-            table.setItem(row, 2, _item(f"{mark}{full:.2e}", option.probability, Qt.AlignRight))
-            table.setItem(row, 3, _item(f"{'< ' if upper else ''}{percent_text(option.probability)}", option.probability, Qt.AlignRight))
+            table.setItem(row, 1, _item(f"{mark}{logprob_text(option.logprob)}", option.probability, Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 2, _item(f"{mark}{full:.2e}", option.probability, Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 3, _item(f"{'< ' if upper else ''}{percent_text(option.probability)}", option.probability, Qt.AlignmentFlag.AlignRight))
             if upper:
                 item.setToolTip(f"{option.label}. {option.text}\nnot in the server's top-20 alternatives: the values are upper bounds")
             if debiased:
                 value = option.debiased_probability or 0.0
-                table.setItem(row, 4, _item(percent_text(value), value, Qt.AlignRight))
+                table.setItem(row, 4, _item(percent_text(value), value, Qt.AlignmentFlag.AlignRight))
         _fit_height(table)
 
         labels = {o.label for o in result.options}
@@ -217,13 +217,13 @@ class TokenInspector(QScrollArea):
         table.setRowCount(len(alts))
         for row, alt in enumerate(alts):
             p = math.exp(alt.logprob)
-            table.setItem(row, 0, _item(str(row + 1), p, Qt.AlignCenter))
+            table.setItem(row, 0, _item(str(row + 1), p, Qt.AlignmentFlag.AlignCenter))
             item = _item(token_display(alt.token), p)
             item.setToolTip(repr(alt.token))
             table.setItem(row, 1, item)
-            table.setItem(row, 2, _item(str(alt.token_id) if alt.token_id >= 0 else "—", p, Qt.AlignRight))
-            table.setItem(row, 3, _item(logprob_text(alt.logprob), p, Qt.AlignRight))
-            table.setItem(row, 4, _item(percent_text(p), p, Qt.AlignRight))
+            table.setItem(row, 2, _item(str(alt.token_id) if alt.token_id >= 0 else "—", p, Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 3, _item(logprob_text(alt.logprob), p, Qt.AlignmentFlag.AlignRight))
+            table.setItem(row, 4, _item(percent_text(p), p, Qt.AlignmentFlag.AlignRight))
         _fit_height(table)
 
         timings = result.timings

@@ -4,8 +4,14 @@ history) in the middle, settings on the right, model, engine and timings in the 
 The window renders and forwards. The decision state (model loading/ready, idle/running/cancelling,
 the request the form makes) lives in the DecisionController; everything it needs from the
 application comes in one `AppPorts` (ui/ports.py) built by app/gui.py. It never blocks on the engine.
-The model side (picker, loading, remote server) is in window_models.py, the companion side (overlay,
-clipboard hotkey, API decisions) in window_companion.py, the fixed parts in window_parts.py.
+The model side (picker, loading, remote server) is the composed `self.models` (window_models.py), the
+companion side (overlay, clipboard hotkey, API decisions) `self.companion` (window_companion.py), the fixed
+parts in window_parts.py.
+
+What pressing Decide does, in three files: `MainWindow.decide` here builds the request from the form and hands
+it to `DecisionController.submit` (ui/decision_controller.py), which queues it on the engine thread's worker
+(`EngineWorker.submit_decision` → `_decide_job` in app/engine_thread.py, which calls the decision service's
+`decide` on that thread); the answer comes back as the controller's `decided` signal, rendered by `_on_decided` here.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import time
 
 from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from decider.engine.types import DecisionRequest
 from decider.engine.errors import SettingsError
@@ -31,20 +37,25 @@ from .result_view import ResultView, engine_summary
 from .screen_decisions import ScreenDecisions
 from .settings_effects import SettingsEffects
 from .settings_panel import SettingsPanel
-from .window_companion import SOURCE_TEXT, CompanionActions
-from .window_models import ModelActions
+from .window_companion import SOURCE_TEXT, WindowCompanion
+from .window_models import WindowModels
 from .window_parts import AskPanel, Header, StatusLabels
 
 TABS = ("decision", "inspector", "calibration", "history")
 FAILED_PREFIX = "Decision failed: "
 
 
-class MainWindow(ModelActions, CompanionActions, QMainWindow):
+class MainWindow(QMainWindow):
     hotkey_triggered = Signal()  # the clipboard trigger: global hotkey, in-app shortcut, or a test
     decision_shown = Signal(object)  # DecisionResult, after the window has rendered it
     model_ready = Signal(object)  # ModelInfo
     model_error = Signal(str)
     decision_failed = Signal(str)
+    # parts made in _build, declared for the type checker (it reads __init__'s lambdas before _build)
+    status: StatusLabels
+    status_latency: QLabel
+    settings_panel: SettingsPanel
+    result_view: ResultView
 
     def __init__(self, ports: AppPorts, settings: Settings, *, warnings: list[str] | None = None,
                  register_global_hotkey: bool = True) -> None:
@@ -55,7 +66,8 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.controller = DecisionController(ports.engine, self)
         # what a settings change sets in motion (reload, API restart, engine switch, hotkey); the window renders
         self.settings_effects = SettingsEffects(self.controller, settings, ports.demo_dir, self)
-        self._connection_task = None
+        self.models = WindowModels(self)
+        self.companion = WindowCompanion(self)
         self.setWindowTitle("Decider")
         self.resize(1240, 780)
         self.setMinimumSize(900, 560)
@@ -63,9 +75,9 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self._build(ports, settings)
 
         self.overlay = CompanionOverlay(settings.overlay_opacity, settings.overlay_click_through)
-        self.overlay.moved.connect(lambda x, y: self._update_settings(overlay_position=(x, y)))
-        self.overlay.close_requested.connect(lambda: self.set_overlay_visible(False))
-        self._place_overlay()
+        self.overlay.moved.connect(lambda x, y: self.update_settings(overlay_position=(x, y)))
+        self.overlay.close_requested.connect(lambda: self.companion.set_overlay_visible(False))
+        self.companion.place_overlay()
         self.screen_decisions = ScreenDecisions(self, self.image_slot, self.overlay, self.decide, register_global_hotkey)
         self.screen_decisions.latency_measured.connect(
             lambda seconds: self.status_latency.setText(f"capture → bars {seconds * 1000:,.0f} ms"))
@@ -73,36 +85,36 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self._save_timer = QTimer(self, singleShot=True, interval=300)
         self._save_timer.timeout.connect(self.save_now)
         effects = self.settings_effects
-        effects.load_requested.connect(self.load_model)
-        effects.connect_requested.connect(self.connect_remote)
-        effects.model_dropped.connect(self._show_no_model)
-        effects.hotkey_changed.connect(lambda _sequence: self._apply_hotkey())
+        effects.load_requested.connect(self.models.load_model)
+        effects.connect_requested.connect(self.models.connect_remote)
+        effects.model_dropped.connect(self.models.show_no_model)
+        effects.hotkey_changed.connect(lambda _sequence: self.companion.apply_hotkey())
 
         for sequence in ("Ctrl+Return", "Ctrl+Enter"):
             QShortcut(QKeySequence(sequence), self, self.decide)
         QShortcut(QKeySequence("Escape"), self, self.cancel)
         self.app_shortcut = QShortcut(QKeySequence(settings.hotkey), self)
-        self.app_shortcut.setContext(Qt.ApplicationShortcut)
+        self.app_shortcut.setContext(Qt.ShortcutContext.ApplicationShortcut)
         self.app_shortcut.activated.connect(self.hotkey_triggered.emit)
-        self.hotkey_triggered.connect(self.decide_from_clipboard)
+        self.hotkey_triggered.connect(self.companion.decide_from_clipboard)
         self.global_hotkey = GlobalHotkey(self)
         self.global_hotkey.triggered.connect(self.hotkey_triggered.emit)
-        self._register_global = register_global_hotkey
-        self._apply_hotkey()
+        self.register_global = register_global_hotkey
+        self.companion.apply_hotkey()
 
         c = self.controller
-        c.model_ready.connect(self._on_model_loaded)
-        c.model_failed.connect(self._on_model_failed)
+        c.model_ready.connect(self.models.show_model_loaded)
+        c.model_failed.connect(self.models.show_model_failed)
         c.decided.connect(self._on_decided)
         c.failed.connect(self._on_failed)
         c.cancelled.connect(self._on_cancelled)
         c.busy.connect(lambda busy: self.status.busy.setVisible(busy))
         c.progress.connect(self._on_progress)
         c.api_state.connect(lambda running, message: self.settings_panel.set_api_status(message, True))
-        c.api_decided.connect(self._on_api_decided)
+        c.api_decided.connect(self.companion.show_api_decision)
 
         self.result_view.show_no_model()
-        self._update_buttons()
+        self.update_buttons()
         for warning in warnings or []:
             self.show_message(warning, 10_000)
         if settings.overlay_enabled:
@@ -120,7 +132,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.settings_button = self.header.settings_button
         self.model_button.clicked.connect(self.choose_model)
         self.overlay_button.toggled.connect(self.set_overlay_visible)
-        self.settings_button.toggled.connect(lambda on: self._update_settings(show_settings=on))
+        self.settings_button.toggled.connect(lambda on: self.update_settings(show_settings=on))
         outer.addWidget(self.header)
 
         self.ask_panel = AskPanel(settings.think, settings.permute)
@@ -130,10 +142,10 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.decide_button, self.cancel_button = panel.decide_button, panel.cancel_button
         self.shortcut_hint = panel.shortcut_hint
         self.image_slot = ImageSlot()
-        panel.layout().insertWidget(2, self.image_slot)
+        panel.column.insertWidget(2, self.image_slot)
         self.options.submit.connect(self.decide)
-        self.options.changed.connect(self._update_buttons)
-        self.question.textChanged.connect(self._update_buttons)
+        self.options.changed.connect(self.update_buttons)
+        self.question.textChanged.connect(self.update_buttons)
         self._form_error = False  # a "the question is empty"-kind message is shown: re-checked as the form changes
         self.tools: tuple = ()  # functions as the options (set_tools), while the editor lists their names
         self.options.changed.connect(self._recheck_form)
@@ -143,7 +155,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.decide_button.clicked.connect(self.decide)
         self.cancel_button.clicked.connect(self.cancel)
 
-        self.splitter = QSplitter(Qt.Horizontal)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setChildrenCollapsible(False)
         self.splitter.setHandleWidth(1)
         self.splitter.addWidget(panel)
@@ -171,9 +183,9 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         self.settings_panel.setMinimumWidth(330)
         self.settings_panel.setMaximumWidth(420)
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
-        self.settings_panel.model_defaults_requested.connect(self.restore_model_defaults)
-        self.settings_panel.test_connection_requested.connect(self.test_connection)
-        self.settings_panel.connect_requested.connect(self.connect_remote)
+        self.settings_panel.model_defaults_requested.connect(lambda: self.models.restore_model_defaults())
+        self.settings_panel.test_connection_requested.connect(lambda: self.models.test_connection())
+        self.settings_panel.connect_requested.connect(lambda: self.models.connect_remote())
         self.settings_panel.set_api_status("off", True)
         self.splitter.addWidget(self.settings_panel)
         self.splitter.setStretchFactor(0, 0)
@@ -234,7 +246,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         if self.model_info is None:
             self.result_view.show_no_model("Choose a model first.")
             if source != "window":
-                self.set_overlay_visible(True)
+                self.companion.set_overlay_visible(True)
                 self.overlay.show_error("No model is loaded: open Decider and choose a model folder.", SOURCE_TEXT.get(source, ""))
             return False
         try:
@@ -254,7 +266,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         if self.overlay.isVisible() or source != "window":
             self.overlay.show_running(request.question, SOURCE_TEXT.get(source, ""))
         started = self.controller.submit(request, source)
-        self._update_buttons()
+        self.update_buttons()
         return started
 
     def _recheck_form(self) -> None:
@@ -278,7 +290,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         if self.overlay.isVisible():
             self.overlay.show_progress(tokens)
 
-    def _temperature(self, request) -> float | None:
+    def temperature_for(self, request) -> float | None:
         """The temperature the user applied for the loaded model and the request's think mode, if any."""
         model = self.controller.model_key
         if model is None or request is None:
@@ -294,14 +306,15 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             self.result_view.show_result(self.last_result, temperature)
         shown = self.overlay.shown
         if shown is not None and shown[1] is self.last_result and self.result_view.result is self.last_result:
-            self.overlay.show_result(*shown, calibrated=self.result_view.calibrated)
+            question, result, source = shown
+            self.overlay.show_result(question, result, source, calibrated=self.result_view.calibrated)
         state = f"T = {temperature:.3f} applied" if temperature is not None else "calibration off"
         self.show_message(f"{model} ({'think' if think else 'no think'}): {state}", 5000)
 
     def _on_decided(self, request, result, source: str) -> None:
         if self.status.current_message().startswith(FAILED_PREFIX):
             self.show_message("")  # an earlier failure is not this decision's news
-        self.result_view.show_result(result, self._temperature(request))
+        self.result_view.show_result(result, self.temperature_for(request))
         self.inspector.set_result(result, request)
         engine = getattr(result, "engine", None)
         if engine:
@@ -319,8 +332,8 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         if self.overlay.isVisible() or source != "window":
             self.overlay.show_result(request.question, result, SOURCE_TEXT.get(source, ""), self.result_view.calibrated)
             if source != "window":
-                self.set_overlay_visible(True)
-        self._update_buttons()
+                self.companion.set_overlay_visible(True)
+        self.update_buttons()
         self.screen_decisions.decision_shown()
         self.decision_shown.emit(result)
 
@@ -332,7 +345,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             self.overlay.show_error(message, SOURCE_TEXT.get(source, ""))
         self.show_message(f"{FAILED_PREFIX}{message}", 10_000)
         self.screen_decisions.decision_ended()
-        self._update_buttons()
+        self.update_buttons()
         self.decision_failed.emit(message)
 
     def _on_cancelled(self, source: str) -> None:
@@ -344,10 +357,10 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
                 self.overlay.show_idle("Cancelled.")
         self.show_message("Decision cancelled", 4000)
         self.screen_decisions.decision_ended()
-        self._update_buttons()
+        self.update_buttons()
 
     # ------------------------------------------------------------ settings
-    def _update_settings(self, settings: Settings | None = None, **changes) -> None:
+    def update_settings(self, settings: Settings | None = None, **changes) -> None:
         updated = settings if settings is not None else self.settings.with_changes(**changes)
         if updated == self.settings:
             return
@@ -376,22 +389,13 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
             if self.settings_button.isChecked() != new.show_settings:
                 self.settings_button.setChecked(new.show_settings)
         if old.overlay_enabled != new.overlay_enabled:
-            self.set_overlay_visible(new.overlay_enabled)
+            self.companion.set_overlay_visible(new.overlay_enabled)
         if old.overlay_opacity != new.overlay_opacity:
             self.overlay.set_opacity(new.overlay_opacity)
         if old.overlay_click_through != new.overlay_click_through:
             self.overlay.set_click_through(new.overlay_click_through)
         if old.think != new.think:
             self.calibration_view.set_current(self.controller.model_key, new.think)
-
-    def _show_no_model(self) -> None:
-        self._shown_model = None
-        self.model_button.setText("Choose a model…")
-        self.status_model.setText("no model")
-        self.status_device.setText("")
-        self.status_engine.setText("")
-        self.result_view.show_no_model()
-        self._update_buttons()
 
     def save_now(self) -> None:
         self._save_timer.stop()
@@ -402,6 +406,19 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         except OSError as exc:
             self.show_message(f"Settings not saved: {exc.strerror or exc}", 10_000)
 
+    # ------------------------------------------------------------ the composed sides, as the window's own verbs
+    def start(self, path: str | None, is_demo: bool = False) -> None:
+        self.models.start(path, is_demo)
+
+    def choose_model(self) -> None:
+        self.models.choose_model()
+
+    def load_model(self, path: str, is_demo: bool = False) -> None:
+        self.models.load_model(path, is_demo)
+
+    def set_overlay_visible(self, visible: bool) -> None:
+        self.companion.set_overlay_visible(visible)
+
     # ------------------------------------------------------------ misc
     def show_tab(self, name: str) -> None:
         """decision, inspector, calibration or history."""
@@ -411,7 +428,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
     def show_message(self, text: str, timeout_ms: int = 0) -> None:
         self.status.show_message(text, timeout_ms)
 
-    def _update_buttons(self) -> None:
+    def update_buttons(self) -> None:
         self.ask_panel.show_running(self.deciding, self.model_info is not None and self.loading_path is None)
 
     def _restore_geometry(self, geometry: tuple[int, int, int, int] | None) -> None:
@@ -430,7 +447,7 @@ class MainWindow(ModelActions, CompanionActions, QMainWindow):
         changes: dict = {"window_maximized": maximized}
         if g.isValid():
             changes["window_geometry"] = (g.x(), g.y(), g.width(), g.height())
-        self._update_settings(**changes)
+        self.update_settings(**changes)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self.controller.cancel_quietly()

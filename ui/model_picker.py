@@ -48,6 +48,24 @@ def describe_folder(path: str | Path) -> tuple[bool, str]:
     )
 
 
+def _entries(recent: list[str], fetched: list[str], demo: str | None,
+             bundled: dict[str, str] | None) -> list[tuple[str, str]]:
+    """(folder, name) the picker lists: the recent models, then the bundled ones, then what downloads stored."""
+    labels = dict(bundled or {})
+    if demo and demo not in labels:
+        labels[demo] = "demo model"
+    paths = list(recent)
+    paths += [p for p in labels if p not in paths]
+    paths += [p for p in fetched if p not in paths]
+    entries = []
+    for path in paths:
+        name = labels.get(path) or Path(path).name
+        if path in fetched and path not in recent:
+            name += "  · downloaded"
+        entries.append((path, name))
+    return entries
+
+
 class ModelPickerDialog(QDialog):
     def __init__(self, tools: ModelTools, recent: list[str], current: str | None = None, demo: str | None = None,
                  parent: QWidget | None = None, *, downloaded: list[str] | None = None, doctor_options=None,
@@ -82,19 +100,11 @@ class ModelPickerDialog(QDialog):
         layout.addWidget(caption)
         self.list = QListWidget()
         self.list.setUniformItemSizes(False)
-        labels = dict(bundled or {})
-        if demo and demo not in labels:
-            labels[demo] = "demo model"
-        entries = list(recent)
-        entries += [p for p in labels if p not in entries]
         fetched = tools.downloaded() if downloaded is None else list(downloaded)
-        entries += [p for p in fetched if p not in entries]
-        for path in entries:
-            name = labels.get(path) or Path(path).name
-            if path in fetched and path not in recent:
-                name += "  · downloaded"
+        entries = _entries(recent, fetched, demo, bundled)
+        for path, name in entries:
             item = QListWidgetItem(f"{name}\n{path}")
-            item.setData(Qt.UserRole, path)
+            item.setData(Qt.ItemDataRole.UserRole, path)
             if path == current:
                 item.setText(f"{name}  (loaded)\n{path}")
             self.list.addItem(item)
@@ -107,12 +117,22 @@ class ModelPickerDialog(QDialog):
 
         self.details = QLabel("")
         self.details.setWordWrap(True)
-        self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.hide()
         layout.addWidget(self.details)
 
-        tools = QHBoxLayout()
-        tools.setSpacing(6)
+        layout.addLayout(self._build_tool_buttons())
+        layout.addLayout(self._build_buttons())
+
+        self.list.currentItemChanged.connect(self._selected)
+        self.list.itemDoubleClicked.connect(lambda item: self._accept_selected())
+        if entries:
+            self.list.setCurrentRow(0)
+
+    def _build_tool_buttons(self) -> QHBoxLayout:
+        """Download, Convert, Doctor: getting a model the list does not have."""
+        row = QHBoxLayout()
+        row.setSpacing(6)
         self.download_button = QPushButton("Download…")
         self.download_button.setToolTip("download an OpenVINO export (or a Qwen3.5 checkpoint) from the Hugging Face Hub")
         self.download_button.clicked.connect(self.download)
@@ -124,14 +144,16 @@ class ModelPickerDialog(QDialog):
         self.doctor_button.clicked.connect(self.doctor)
         manage = QLabel("GET A MODEL")
         manage.setObjectName("SectionTitle")
-        tools.addWidget(manage)
-        tools.addSpacing(6)
-        tools.addWidget(self.download_button)
-        tools.addWidget(self.convert_button)
-        tools.addWidget(self.doctor_button)
-        tools.addStretch(1)
-        layout.addLayout(tools)
+        row.addWidget(manage)
+        row.addSpacing(6)
+        row.addWidget(self.download_button)
+        row.addWidget(self.convert_button)
+        row.addWidget(self.doctor_button)
+        row.addStretch(1)
+        return row
 
+    def _build_buttons(self) -> QHBoxLayout:
+        """Browse, Cancel, Load."""
         buttons = QHBoxLayout()
         self.browse_button = QPushButton("Browse for a folder…")
         self.browse_button.clicked.connect(self.browse)
@@ -145,19 +167,14 @@ class ModelPickerDialog(QDialog):
         buttons.addStretch(1)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.load_button)
-        layout.addLayout(buttons)
-
-        self.list.currentItemChanged.connect(self._selected)
-        self.list.itemDoubleClicked.connect(lambda item: self._accept_selected())
-        if entries:
-            self.list.setCurrentRow(0)
+        return buttons
 
     def _selected(self, item: QListWidgetItem | None) -> None:
         if item is None:
             self.details.hide()
             self.load_button.setEnabled(False)
             return
-        self.check(item.data(Qt.UserRole))
+        self.check(item.data(Qt.ItemDataRole.UserRole))
 
     def check(self, path: str) -> bool:
         ok, text = describe_folder(path)
@@ -178,7 +195,7 @@ class ModelPickerDialog(QDialog):
         if not path:
             return
         self.list.clearSelection()
-        self.list.setCurrentItem(None)
+        self.list.setCurrentRow(-1)
         if self.check(path):
             self.chosen = path
             self.accept()
@@ -186,7 +203,7 @@ class ModelPickerDialog(QDialog):
     # ----- model management -----
     def selected_path(self) -> str | None:
         item = self.list.currentItem()
-        return item.data(Qt.UserRole) if item is not None else self._checked
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else self._checked
 
     def _run_dialog(self, dialog) -> bool:
         self.task_dialog = dialog
@@ -220,6 +237,6 @@ class ModelPickerDialog(QDialog):
     def _accept_selected(self) -> None:
         item = self.list.currentItem()
         path = self._checked
-        if item is not None and item.data(Qt.UserRole) == path and path:
+        if item is not None and item.data(Qt.ItemDataRole.UserRole) == path and path:
             self.chosen = path
             self.accept()

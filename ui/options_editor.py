@@ -22,7 +22,7 @@ class _OptionLine(QLineEdit):
     pasted_lines = Signal(list)
 
     def keyPressEvent(self, event) -> None:  # noqa: N802
-        if event.matches(QKeySequence.Paste):
+        if event.matches(QKeySequence.StandardKey.Paste):
             text = QGuiApplication.clipboard().text()
             lines = [strip_marker(line) for line in text.splitlines() if line.strip()]
             if len(lines) > 1:
@@ -40,7 +40,7 @@ class _OptionRow(QWidget):
         layout.setSpacing(4)
         self.badge = QLabel()
         self.badge.setObjectName("LetterBadge")
-        self.badge.setAlignment(Qt.AlignCenter)
+        self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.badge.setFixedSize(26, 26)
         self.badge.setContentsMargins(0, 0, 0, 0)
         self.line = _OptionLine(text)
@@ -68,7 +68,7 @@ class _OptionRow(QWidget):
         button.setText(text)
         button.setToolTip(tip)
         button.setFixedSize(20, 26)
-        button.setCursor(Qt.PointingHandCursor)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
         return button
 
 
@@ -89,11 +89,11 @@ class OptionsEditor(QWidget):
         buttons.setSpacing(6)
         self.add_button = QPushButton("+  Add option")
         self.add_button.setObjectName("Flat")
-        self.add_button.setCursor(Qt.PointingHandCursor)
+        self.add_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.add_button.clicked.connect(lambda: self.add_option("", focus=True))
         self.paste_button = QPushButton("Paste lines")
         self.paste_button.setObjectName("Flat")
-        self.paste_button.setCursor(Qt.PointingHandCursor)
+        self.paste_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.paste_button.setToolTip("Replace the options with the clipboard's lines (one option per line)")
         self.paste_button.clicked.connect(self.paste_from_clipboard)
         self.count_label = QLabel()

@@ -7,6 +7,8 @@ Click-through makes it ignore the mouse entirely (then it cannot be dragged: tur
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
@@ -22,16 +24,16 @@ class CompanionOverlay(QWidget):
     close_requested = Signal()
 
     def __init__(self, opacity: float = 0.85, click_through: bool = False, parent: QWidget | None = None):
-        super().__init__(parent, Qt.Tool | Qt.FramelessWindowHint | Qt.WindowStaysOnTopHint)
+        super().__init__(parent, Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint | Qt.WindowType.WindowStaysOnTopHint)
         self.setObjectName("CompanionOverlay")
         self.setWindowTitle("Decider overlay")
-        self.setAttribute(Qt.WA_TranslucentBackground, True)
-        self.setAttribute(Qt.WA_ShowWithoutActivating, True)
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground, True)
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating, True)
         self.setFixedWidth(OVERLAY_WIDTH)
         self._opacity = opacity
         self._drag_offset: QPoint | None = None
         self.click_through = False
-        self.shown: tuple | None = None  # (question, result, source) of the decision on display
+        self.shown: tuple[str, Any, str] | None = None  # (question, result, source) of the decision on display
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 10, 14, 12)
@@ -46,7 +48,7 @@ class CompanionOverlay(QWidget):
         self.close_button = QToolButton()
         self.close_button.setText("✕")
         self.close_button.setToolTip("Hide the overlay (show it again from the window's Overlay button)")
-        self.close_button.setCursor(Qt.PointingHandCursor)
+        self.close_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.close_button.setStyleSheet(
             f"QToolButton {{ background: transparent; border: none; color: {color('faint').name()}; padding: 0 2px; font-size: 8pt; }}"
             f"QToolButton:hover {{ color: {color('text').name()}; }}"
@@ -60,19 +62,19 @@ class CompanionOverlay(QWidget):
 
         self.question = QLabel("")
         self.question.setStyleSheet(f"color: {color('muted').name()}; font-size: 8.5pt; background: transparent;")
-        self.question.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.question.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.question)
 
         choice_row = QHBoxLayout()
         choice_row.setSpacing(8)
         self.choice = QLabel("")
         self.choice.setStyleSheet(f"color: {color('text').name()}; font-size: 14pt; font-weight: 700; background: transparent;")
-        self.choice.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.choice.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.choice.setWordWrap(True)
         self.choice_percent = QLabel("")
         self.choice_percent.setStyleSheet(f"color: {color('accent').name()}; font-size: 13pt; font-weight: 700; background: transparent;")
         choice_row.addWidget(self.choice, 1)
-        choice_row.addWidget(self.choice_percent, 0, Qt.AlignTop)
+        choice_row.addWidget(self.choice_percent, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(choice_row)
 
         self.bars = BarsView(compact=True, parent=self)
@@ -94,7 +96,7 @@ class CompanionOverlay(QWidget):
             label.setText(text)
             label.setVisible(bool(text))
             return
-        label.setText(QFontMetrics(label.font()).elidedText(text.replace("\n", " "), Qt.ElideRight, width))
+        label.setText(QFontMetrics(label.font()).elidedText(text.replace("\n", " "), Qt.TextElideMode.ElideRight, width))
         label.setVisible(bool(text))
 
     def show_idle(self, hint: str) -> None:
@@ -174,20 +176,20 @@ class CompanionOverlay(QWidget):
 
     def set_click_through(self, enabled: bool) -> None:
         enabled = bool(enabled)
-        if enabled == self.click_through and self.testAttribute(Qt.WA_TransparentForMouseEvents) == enabled:
+        if enabled == self.click_through and self.testAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents) == enabled:
             return
         visible = self.isVisible()
         self.click_through = enabled
-        self.setAttribute(Qt.WA_TransparentForMouseEvents, enabled)
-        self.setWindowFlag(Qt.WindowTransparentForInput, enabled)  # changing flags hides the window
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, enabled)
+        self.setWindowFlag(Qt.WindowType.WindowTransparentForInput, enabled)  # changing flags hides the window
         self.close_button.setVisible(not enabled)
-        self.setCursor(Qt.ArrowCursor if enabled else Qt.SizeAllCursor)
+        self.setCursor(Qt.CursorShape.ArrowCursor if enabled else Qt.CursorShape.SizeAllCursor)
         if visible:
             self.show()
 
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
-        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         rect = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
         path = QPainterPath()
         path.addRoundedRect(rect, 12, 12)
@@ -198,17 +200,17 @@ class CompanionOverlay(QWidget):
 
     # ----- dragging -----
     def mousePressEvent(self, event) -> None:  # noqa: N802
-        if event.button() == Qt.LeftButton:
+        if event.button() == Qt.MouseButton.LeftButton:
             self._drag_offset = event.globalPosition().toPoint() - self.frameGeometry().topLeft()
             event.accept()
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802
-        if self._drag_offset is not None and event.buttons() & Qt.LeftButton:
+        if self._drag_offset is not None and event.buttons() & Qt.MouseButton.LeftButton:
             self.move(event.globalPosition().toPoint() - self._drag_offset)
             event.accept()
 
     def mouseReleaseEvent(self, event) -> None:  # noqa: N802
-        if self._drag_offset is not None and event.button() == Qt.LeftButton:
+        if self._drag_offset is not None and event.button() == Qt.MouseButton.LeftButton:
             self._drag_offset = None
             self.moved.emit(self.x(), self.y())
             event.accept()

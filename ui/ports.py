@@ -14,47 +14,77 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from PySide6.QtCore import SignalInstance
 
 from decider.engine.info import EngineInfo
 
+if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of these modules through this one
+    from decider.engine.calibration import CalibrationReport
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.remote import RemoteConfig
+    from decider.engine.settings import SamplingSettings
+    from decider.engine.types import DecisionRequest
+
 
 @runtime_checkable
 class Settings(Protocol):
-    """The desktop settings object (app.preferences.GuiSettings): immutable, validated on change."""
+    """The desktop settings object (app.preferences.GuiSettings): immutable, validated on change (so read-only here)."""
 
-    think: bool
-    permute: bool
-    sample_choice: bool  # draw the choice instead of taking the largest bar
-    fast_reasoning: bool  # think mode: reasoning from a fast compile, the answer exact
-    reasoning_budget: int
-    system_prompt: str
-    device: str
-    engine: str
-    last_model: str | None
-    recent_models: tuple[str, ...]
-    hotkey: str
-    show_settings: bool
-    overlay_enabled: bool
-    overlay_opacity: float
-    overlay_position: tuple[int, int] | None
-    overlay_click_through: bool
-    api_enabled: bool
-    api_host: str
-    api_port: int
-    api_key: str  # empty: none
-    api_allowed_origins: tuple[str, ...]  # browser Origins the local API answers
-    window_geometry: tuple[int, int, int, int] | None
-    window_maximized: bool
+    @property
+    def think(self) -> bool: ...
+    @property
+    def permute(self) -> bool: ...
+    @property
+    def sample_choice(self) -> bool: ...  # draw the choice instead of taking the largest bar
+    @property
+    def fast_reasoning(self) -> bool: ...  # think mode: reasoning from a fast compile, the answer exact
+    @property
+    def reasoning_budget(self) -> int: ...
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def last_model(self) -> str | None: ...
+    @property
+    def recent_models(self) -> tuple[str, ...]: ...
+    @property
+    def hotkey(self) -> str: ...
+    @property
+    def show_settings(self) -> bool: ...
+    @property
+    def overlay_enabled(self) -> bool: ...
+    @property
+    def overlay_opacity(self) -> float: ...
+    @property
+    def overlay_position(self) -> tuple[int, int] | None: ...
+    @property
+    def overlay_click_through(self) -> bool: ...
+    @property
+    def api_enabled(self) -> bool: ...
+    @property
+    def api_host(self) -> str: ...
+    @property
+    def api_port(self) -> int: ...
+    @property
+    def api_key(self) -> str: ...  # empty: none
+    @property
+    def api_allowed_origins(self) -> tuple[str, ...]: ...  # browser Origins the local API answers
+    @property
+    def window_geometry(self) -> tuple[int, int, int, int] | None: ...
+    @property
+    def window_maximized(self) -> bool: ...
 
     def with_changes(self, **changes: object) -> Settings: ...
-    def with_sampling(self, sampling: Any) -> Settings: ...
+    def with_sampling(self, sampling: SamplingSettings) -> Settings: ...
     def with_recent_model(self, path: str | Path) -> Settings: ...
-    def sampling(self) -> Any: ...  # engine.settings.SamplingSettings
-    def device_options(self) -> Any: ...  # engine.devices.DeviceOptions
-    def remote_config(self) -> Any: ...  # engine.remote.RemoteConfig; SettingsError when incomplete
+    def sampling(self) -> SamplingSettings: ...
+    def device_options(self) -> DeviceOptions: ...
+    def remote_config(self) -> RemoteConfig: ...  # SettingsError when incomplete
 
 
 @dataclass(frozen=True)
@@ -81,11 +111,11 @@ class EngineClient(Protocol):
     api_state: SignalInstance  # (running, message)
     api_decided: SignalInstance  # (question, DecisionResult) of a decision that arrived through the local API
 
-    def load(self, path: str, options: Any, is_demo: bool) -> None: ...
-    def use_remote(self, config: Any) -> None: ...
+    def load(self, path: str, options: DeviceOptions, is_demo: bool) -> None: ...
+    def use_remote(self, config: RemoteConfig) -> None: ...
     def serve_api(self, enabled: bool, host: str, port: int, api_key: str | None = None,
                   allow_origins: tuple[str, ...] = ()) -> None: ...
-    def submit_decision(self, request: Any) -> int: ...
+    def submit_decision(self, request: DecisionRequest) -> int: ...
     def cancel(self) -> None: ...
 
 
@@ -93,16 +123,26 @@ class EngineClient(Protocol):
 class ModelInfo(Protocol):
     """What the window shows about the loaded model (app.engine_thread.ModelInfo)."""
 
-    path: str
-    name: str
-    device: str
-    defaults: Any  # engine.settings.SamplingSettings
-    is_demo: bool
-    load_seconds: float
-    engine: EngineInfo | None  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
-    model_key: str
-    notices: tuple[str, ...]  # what loading had to work around, shown in the status bar (e.g. a device fallback)
-    sees_images: bool | None  # the model can take pictures (None: not known, e.g. a remote server)
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def defaults(self) -> SamplingSettings: ...
+    @property
+    def is_demo(self) -> bool: ...
+    @property
+    def load_seconds(self) -> float: ...
+    @property
+    def engine(self) -> EngineInfo | None: ...  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
+    @property
+    def model_key(self) -> str: ...
+    @property
+    def notices(self) -> tuple[str, ...]: ...  # what loading had to work around, shown in the status bar (e.g. a device fallback)
+    @property
+    def sees_images(self) -> bool | None: ...  # the model can take pictures (None: not known, e.g. a remote server)
 
     @property
     def remote(self) -> bool: ...
@@ -121,7 +161,7 @@ class TaskHandle(Protocol):
 
     @property
     def running(self) -> bool: ...
-    def start(self) -> None: ...
+    def start(self) -> object: ...
     def cancel(self) -> None: ...
 
 
@@ -136,27 +176,40 @@ class ModelTools:
     check_repo_id: Callable[[str], str]  # normalised id, or SettingsError
     optimum_available: Callable[[], bool]
     install_hint: str
-    pull_task: Callable[..., TaskHandle]  # (repo_id, revision, dest_root) -> outcome with path, usable, kind, summary
-    convert_task: Callable[..., TaskHandle]  # (hf_dir, out_dir, weights) -> same outcome
-    doctor_task: Callable[..., TaskHandle]  # (path, device options) -> list of checks
-    connection_task: Callable[[Any], TaskHandle]  # (RemoteConfig) -> report with models, logprobs
+    # each task's `succeeded` carries: an outcome with path, usable, kind, summary (pull, convert); a list of checks
+    # (doctor); a report with models and logprobs (connection)
+    pull_task: Callable[[str, str | None, str | Path], TaskHandle]  # (repo_id, revision, dest_root)
+    convert_task: Callable[[str, str, str], TaskHandle]  # (hf_dir, out_dir, weights)
+    doctor_task: Callable[[str | None, DeviceOptions | None], TaskHandle]  # (path, device options)
+    connection_task: Callable[[RemoteConfig], TaskHandle]
 
 
 @runtime_checkable
 class HistoryRecord(Protocol):
     """One recorded decision (app.history.HistoryRow)."""
 
-    id: int
-    created_at: str
-    model: str
-    device: str
-    question: str
-    options: list[str]
-    result: dict
-    choice_index: int
-    right_index: int | None
-    think: bool
-    source: str
+    @property
+    def id(self) -> int: ...
+    @property
+    def created_at(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def options(self) -> list[str]: ...
+    @property
+    def result(self) -> dict: ...
+    @property
+    def choice_index(self) -> int: ...
+    @property
+    def right_index(self) -> int | None: ...
+    @property
+    def think(self) -> bool: ...
+    @property
+    def source(self) -> str: ...
 
 
 @runtime_checkable
@@ -164,7 +217,7 @@ class History(Protocol):
     """The decision history the Calibration and History tabs read (app.history.HistoryStore)."""
 
     @property
-    def path(self) -> Any: ...  # where it is stored, for the user to see
+    def path(self) -> Path: ...  # where it is stored, for the user to see
     def models(self) -> list[str]: ...
     def rows(self, *, model: str | None = None, think: bool | None = None, labelled: bool | None = None,
              limit: int | None = None, newest_first: bool = False) -> Sequence[HistoryRecord]: ...
@@ -173,12 +226,28 @@ class History(Protocol):
     def export_jsonl(self) -> str: ...
 
 
+@runtime_checkable
+class TemperatureFit(Protocol):
+    """A temperature fitted on labelled decisions (app.calibration_history.TemperatureFit), checked on held-out ones."""
+
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def fitted_on(self) -> int: ...
+    @property
+    def held_out(self) -> int: ...
+    @property
+    def before(self) -> CalibrationReport: ...  # on the held-out rows, raw
+    @property
+    def after(self) -> CalibrationReport: ...  # on the held-out rows, at the fitted temperature
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Calibration from labelled decisions, and the temperature the user applied per model and mode."""
 
-    report: Callable[..., Any]  # (rows, bins, temperature) -> engine.calibration.CalibrationReport
-    fit: Callable[..., Any]  # (rows, bins) -> fit with temperature, fitted_on, held_out, before, after
+    report: Callable[[Sequence[HistoryRecord], int, float], CalibrationReport]  # (rows, bins, temperature)
+    fit: Callable[[Sequence[HistoryRecord], int], TemperatureFit]  # (rows, bins)
     bias: Callable[[Sequence[HistoryRecord]], list[dict]]
     saved_temperature: Callable[[str, bool], float | None]
     save_temperature: Callable[[str, bool, float | None], None]
@@ -194,6 +263,6 @@ class AppPorts:
     calibration: Calibration
     models: ModelTools
     history: Callable[[], History] | None = None  # opens the history; None: the history is off
-    save_settings: Callable[[Any], object] | None = None  # None: nothing is written (a screenshot run)
+    save_settings: Callable[[Settings], object] | None = None  # None: nothing is written (a screenshot run)
     demo_dir: str | None = None
     demo_models: tuple[tuple[str, str], ...] = ()  # the bundled models: (folder, label), listed in the picker

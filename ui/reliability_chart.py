@@ -4,11 +4,17 @@ calibration, and each bin's count under it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .theme import color
+
+if TYPE_CHECKING:
+    from decider.engine.calibration import ReliabilityBin
 
 
 class ReliabilityChart(QWidget):
@@ -22,7 +28,7 @@ class ReliabilityChart(QWidget):
         self.caption = ""
         self.empty_text = "No labelled decisions for this model and mode yet."
         self.setMinimumHeight(280)
-        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def sizeHint(self) -> QSize:
         return QSize(520, 340)
@@ -73,7 +79,7 @@ class ReliabilityChart(QWidget):
     # ----- painting -----
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
-        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         frame = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
         path = QPainterPath()
         path.addRoundedRect(frame, 10, 10)
@@ -87,11 +93,19 @@ class ReliabilityChart(QWidget):
 
         if self.report is None:
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(self.rect()).adjusted(20, 0, -20, 0), Qt.AlignCenter | Qt.TextWordWrap, self.empty_text)
+            painter.drawText(QRectF(self.rect()).adjusted(20, 0, -20, 0), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.empty_text)
             painter.end()
             return
 
-        # grid and axes
+        bins = self.report.bins
+        self._paint_axes(painter, plot, small, bins)
+        self._paint_bars(painter, plot, bins)
+        self._paint_counts(painter, plot, small, bins)
+        self._paint_titles(painter, plot, small)
+        painter.end()
+
+    def _paint_axes(self, painter: QPainter, plot: QRectF, small: QFont, bins: Sequence[ReliabilityBin]) -> None:
+        """The grid, the accuracy axis and the bin edges (as many labelled as fit)."""
         painter.setFont(small)
         for step in range(5):
             value = step / 4
@@ -99,8 +113,7 @@ class ReliabilityChart(QWidget):
             painter.setPen(QPen(color("border"), 1))
             painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(0, y - 8, plot.left() - 8, 16), Qt.AlignRight | Qt.AlignVCenter, f"{value:.0%}")
-        bins = self.report.bins
+            painter.drawText(QRectF(0, y - 8, plot.left() - 8, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{value:.0%}")
         fm = QFontMetrics(small)
         label_every = 1
         slot = plot.width() / max(1, len(bins))
@@ -114,14 +127,14 @@ class ReliabilityChart(QWidget):
             painter.setPen(QPen(color("border_strong"), 1))
             painter.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 4))
             painter.setPen(color("faint"))
-            painter.drawText(QRectF(x - 24, plot.bottom() + 4, 48, 16), Qt.AlignCenter, f"{edge:.0%}")
+            painter.drawText(QRectF(x - 24, plot.bottom() + 4, 48, 16), Qt.AlignmentFlag.AlignCenter, f"{edge:.0%}")
 
-        # the diagonal: perfect calibration
-        pen = QPen(color("muted"), 1.4, Qt.DashLine)
+    def _paint_bars(self, painter: QPainter, plot: QRectF, bins: Sequence[ReliabilityBin]) -> None:
+        """The diagonal (perfect calibration); per bin, its accuracy bar, the gap to its mean confidence and a tick there."""
+        pen = QPen(color("muted"), 1.4, Qt.PenStyle.DashLine)
         painter.setPen(pen)
         painter.drawLine(self.to_point(0, 0), self.to_point(1, 1))
 
-        # accuracy bars, the gap to the bin's mean confidence, its tick
         gap_color = color("error", 70)
         for index, rect in self.bar_rects():
             b = bins[index]
@@ -135,29 +148,31 @@ class ReliabilityChart(QWidget):
             painter.setPen(QPen(color("warn"), 2))
             painter.drawLine(QPointF(rect.left(), conf_y), QPointF(rect.right(), conf_y))
 
-        # counts under the axis
+    def _paint_counts(self, painter: QPainter, plot: QRectF, small: QFont, bins: Sequence[ReliabilityBin]) -> None:
+        """How many decisions each bin holds, under the axis (where the number fits)."""
+        fm = QFontMetrics(small)
         painter.setFont(small)
         painter.setPen(color("faint"))
-        painter.drawText(QRectF(0, plot.bottom() + 22, plot.left() - 8, 16), Qt.AlignRight | Qt.AlignVCenter, "n")
+        painter.drawText(QRectF(0, plot.bottom() + 22, plot.left() - 8, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "n")
         for index, rect in self.count_rects():
             count = bins[index].count
             text = str(count)
             if fm.horizontalAdvance(text) > rect.width() + 2:
                 continue
             painter.setPen(color("text") if count else color("faint"))
-            painter.drawText(rect, Qt.AlignCenter, text)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
 
-        # axis titles and legend
+    def _paint_titles(self, painter: QPainter, plot: QRectF, small: QFont) -> None:
+        """The axis titles and the legend."""
         painter.setPen(color("muted"))
-        painter.drawText(QRectF(plot.left(), self.height() - 22, plot.width(), 18), Qt.AlignCenter,
+        painter.drawText(QRectF(plot.left(), self.height() - 22, plot.width(), 18), Qt.AlignmentFlag.AlignCenter,
                          "confidence of the chosen option (equal-width bins)")
         painter.save()
         painter.translate(16, plot.center().y())
         painter.rotate(-90)
-        painter.drawText(QRectF(-plot.height() / 2, -9, plot.height(), 18), Qt.AlignCenter, "accuracy")
+        painter.drawText(QRectF(-plot.height() / 2, -9, plot.height(), 18), Qt.AlignmentFlag.AlignCenter, "accuracy")
         painter.restore()
         self._legend(painter, small)
-        painter.end()
 
     def _legend(self, painter: QPainter, font: QFont) -> None:
         painter.setFont(font)
@@ -173,9 +188,9 @@ class ReliabilityChart(QWidget):
                 painter.setPen(QPen(fill, 2))
                 painter.drawLine(QPointF(x, y + 8), QPointF(x + 12, y + 8))
             else:
-                painter.setPen(QPen(fill, 1.4, Qt.DashLine))
+                painter.setPen(QPen(fill, 1.4, Qt.PenStyle.DashLine))
                 painter.drawLine(QPointF(x, y + 8), QPointF(x + 14, y + 8))
             x += 18
             painter.setPen(color("muted"))
-            painter.drawText(QRectF(x, y, fm.horizontalAdvance(text) + 4, 16), Qt.AlignLeft | Qt.AlignVCenter, text)
+            painter.drawText(QRectF(x, y, fm.horizontalAdvance(text) + 4, 16), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
             x += fm.horizontalAdvance(text) + 16

@@ -42,7 +42,7 @@ def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:
         where = engine.url or "a server"
         model = engine.model
         constraint = engine.constraint or "none"
-        method = engine.method
+        method = engine.method or ""
         listed = {"decide": "exact logprobs (a Decider server)",
                   "forced letters": "the server's logprob of every option letter"}.get(method, f"server top-{engine.top_logprobs} logprobs")
         bars = engine.bars_text
@@ -82,23 +82,28 @@ class ResultView(QStackedWidget):
         self.temperature: float | None = None
         self.calibrated: list[float] | None = None
         self._think_budget = 0
+        self._build_no_model_page()
+        self._build_loading_page()
+        self._build_main_page()
+        self.show_ready()
 
-        # --- no model
+    def _build_no_model_page(self) -> None:
+        """The page before any model: what a model folder is, and the button to choose one."""
         self.no_model_page = QWidget()
         layout = QVBoxLayout(self.no_model_page)
         layout.setContentsMargins(40, 40, 40, 40)
         layout.addStretch(1)
         title = _label("Choose a model folder to start", "EmptyTitle")
-        title.setAlignment(Qt.AlignCenter)
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.no_model_text = _label(
             "Decider runs Qwen3.5 models exported to OpenVINO with optimum-intel — a folder with config.json, "
             "openvino_model.xml/.bin and tokenizer.json. Nothing leaves this computer.",
             "Caption",
         )
-        self.no_model_text.setAlignment(Qt.AlignCenter)
+        self.no_model_text.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.choose_button = QPushButton("Choose a model folder…")
         self.choose_button.setObjectName("Primary")
-        self.choose_button.setCursor(Qt.PointingHandCursor)
+        self.choose_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.choose_button.clicked.connect(self.choose_model.emit)
         self.no_model_error = _label("", "ErrorBox")
         self.no_model_error.hide()
@@ -116,16 +121,17 @@ class ResultView(QStackedWidget):
         layout.addStretch(2)
         self.addWidget(self.no_model_page)
 
-        # --- loading
+    def _build_loading_page(self) -> None:
+        """The page while a model loads."""
         self.loading_page = QWidget()
         layout = QVBoxLayout(self.loading_page)
         layout.setContentsMargins(60, 40, 60, 40)
         layout.addStretch(1)
         self.loading_title = _label("Loading model…", "EmptyTitle")
-        self.loading_title.setAlignment(Qt.AlignCenter)
+        self.loading_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.loading_text = _label("Compiling for the device. On an NPU the first load can take a minute; "
                                    "later loads use the compiled cache.", "Caption")
-        self.loading_text.setAlignment(Qt.AlignCenter)
+        self.loading_text.setAlignment(Qt.AlignmentFlag.AlignCenter)
         spinner = QProgressBar()
         spinner.setRange(0, 0)
         spinner.setTextVisible(False)
@@ -142,10 +148,11 @@ class ResultView(QStackedWidget):
         layout.addStretch(2)
         self.addWidget(self.loading_page)
 
-        # --- ready / running / result / error share one scrollable page
+    def _build_main_page(self) -> None:
+        """Ready, running, the result and errors share one scrollable page."""
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         page = QWidget()
         page.setObjectName("Panel")
         scroll.setWidget(page)
@@ -176,43 +183,10 @@ class ResultView(QStackedWidget):
         layout.addWidget(self.running_box)
 
         self.error_box = _label("", "ErrorBox")
-        self.error_box.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.error_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.error_box)
 
-        self.choice_row = QFrame()
-        self.choice_row.setObjectName("ChoiceCard")
-        card = QVBoxLayout(self.choice_row)
-        card.setContentsMargins(18, 16, 18, 14)
-        card.setSpacing(8)
-        row = QHBoxLayout()
-        row.setSpacing(14)
-        self.choice_badge = QLabel("")
-        self.choice_badge.setObjectName("ChoiceBadge")
-        self.choice_badge.setAlignment(Qt.AlignCenter)
-        self.choice_badge.setFixedSize(46, 46)
-        self.choice_text = _label("", "ChoiceText")
-        self.choice_text.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Preferred)
-        self.choice_text.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.choice_percent = QLabel("")
-        self.choice_percent.setObjectName("BigPercent")
-        self.choice_percent.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        self.choice_calibrated = QLabel("")
-        self.choice_calibrated.setObjectName("Calibrated")
-        self.choice_calibrated.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        self.choice_calibrated.hide()
-        percents = QVBoxLayout()
-        percents.setSpacing(0)
-        percents.addStretch(1)
-        percents.addWidget(self.choice_percent)
-        percents.addWidget(self.choice_calibrated)
-        percents.addStretch(1)
-        row.addWidget(self.choice_badge, 0, Qt.AlignVCenter)
-        row.addWidget(self.choice_text, 1)
-        row.addLayout(percents, 0)
-        card.addLayout(row)
-        self.choice_meta = _label("", "Caption")
-        card.addWidget(self.choice_meta)
-        layout.addWidget(self.choice_row)
+        layout.addWidget(self._build_choice_card())
 
         self.bars_title = _label("CONFIDENCE PER OPTION", "SectionTitle")
         layout.addSpacing(6)
@@ -227,26 +201,66 @@ class ResultView(QStackedWidget):
         layout.addWidget(self.coverage)
 
         self.engine_note = _label("", "Faint")
-        self.engine_note.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.engine_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.engine_note)
 
+        self._add_reasoning(layout)
+        layout.addStretch(1)
+        self.main_page = scroll
+        self.addWidget(scroll)
+
+    def _build_choice_card(self) -> QFrame:
+        """The chosen option: its letter, text, confidence (and calibrated confidence), and a line about it."""
+        self.choice_row = QFrame()
+        self.choice_row.setObjectName("ChoiceCard")
+        card = QVBoxLayout(self.choice_row)
+        card.setContentsMargins(18, 16, 18, 14)
+        card.setSpacing(8)
+        row = QHBoxLayout()
+        row.setSpacing(14)
+        self.choice_badge = QLabel("")
+        self.choice_badge.setObjectName("ChoiceBadge")
+        self.choice_badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.choice_badge.setFixedSize(46, 46)
+        self.choice_text = _label("", "ChoiceText")
+        self.choice_text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.choice_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.choice_percent = QLabel("")
+        self.choice_percent.setObjectName("BigPercent")
+        self.choice_percent.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.choice_calibrated = QLabel("")
+        self.choice_calibrated.setObjectName("Calibrated")
+        self.choice_calibrated.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.choice_calibrated.hide()
+        percents = QVBoxLayout()
+        percents.setSpacing(0)
+        percents.addStretch(1)
+        percents.addWidget(self.choice_percent)
+        percents.addWidget(self.choice_calibrated)
+        percents.addStretch(1)
+        row.addWidget(self.choice_badge, 0, Qt.AlignmentFlag.AlignVCenter)
+        row.addWidget(self.choice_text, 1)
+        row.addLayout(percents, 0)
+        card.addLayout(row)
+        self.choice_meta = _label("", "Caption")
+        card.addWidget(self.choice_meta)
+        return self.choice_row
+
+    def _add_reasoning(self, layout: QVBoxLayout) -> None:
+        """The reasoning, folded under a toggle."""
         self.reasoning_toggle = QToolButton()
         self.reasoning_toggle.setObjectName("Flat")
         self.reasoning_toggle.setCheckable(True)
-        self.reasoning_toggle.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
-        self.reasoning_toggle.setArrowType(Qt.RightArrow)
+        self.reasoning_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.reasoning_toggle.setArrowType(Qt.ArrowType.RightArrow)
         self.reasoning_toggle.setText("Reasoning")
         self.reasoning_toggle.toggled.connect(self._toggle_reasoning)
         self.reasoning = QPlainTextEdit()
         self.reasoning.setReadOnly(True)
         self.reasoning.setMinimumHeight(140)
         layout.addSpacing(4)
-        layout.addWidget(self.reasoning_toggle, 0, Qt.AlignLeft)
+        layout.addWidget(self.reasoning_toggle, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.reasoning)
-        layout.addStretch(1)
-        self.main_page = scroll
-        self.addWidget(scroll)
-        self.show_ready()
 
     # ----- states -----
     def _only(self, *visible: QWidget) -> None:
@@ -381,5 +395,5 @@ class ResultView(QStackedWidget):
             return None
 
     def _toggle_reasoning(self, open_: bool) -> None:
-        self.reasoning_toggle.setArrowType(Qt.DownArrow if open_ else Qt.RightArrow)
+        self.reasoning_toggle.setArrowType(Qt.ArrowType.DownArrow if open_ else Qt.ArrowType.RightArrow)
         self.reasoning.setVisible(open_ and self.result is not None and bool(self.result.reasoning))

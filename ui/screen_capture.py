@@ -66,11 +66,11 @@ class RegionPicker(QWidget):
     cancelled = Signal()
 
     def __init__(self) -> None:
-        super().__init__(None, Qt.FramelessWindowHint | Qt.WindowStaysOnTopHint | Qt.Tool)
-        self.setAttribute(Qt.WA_TranslucentBackground)
-        self.setAttribute(Qt.WA_DeleteOnClose)
-        self.setCursor(Qt.CrossCursor)
-        self._band = QRubberBand(QRubberBand.Rectangle, self)
+        super().__init__(None, Qt.WindowType.FramelessWindowHint | Qt.WindowType.WindowStaysOnTopHint | Qt.WindowType.Tool)
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.setCursor(Qt.CursorShape.CrossCursor)
+        self._band = QRubberBand(QRubberBand.Shape.Rectangle, self)
         self._origin = QPoint()
 
     def start(self) -> None:
@@ -83,7 +83,7 @@ class RegionPicker(QWidget):
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor(0, 0, 0, 60))
         painter.setPen(QPen(QColor(255, 255, 255)))
-        painter.drawText(self.rect().adjusted(0, 40, 0, 0), Qt.AlignHCenter | Qt.AlignTop,
+        painter.drawText(self.rect().adjusted(0, 40, 0, 0), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop,
                          "Drag over the game to pick the capture region · Esc cancels")
 
     def mousePressEvent(self, event) -> None:  # noqa: N802
@@ -103,6 +103,6 @@ class RegionPicker(QWidget):
             self.cancelled.emit()
 
     def keyPressEvent(self, event) -> None:  # noqa: N802
-        if event.key() == Qt.Key_Escape:
+        if event.key() == Qt.Key.Key_Escape:
             self.close()
             self.cancelled.emit()

@@ -9,6 +9,7 @@ time from the key press to the bars being drawn — the latency a player feels.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QRect, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from .hotkey import GlobalHotkey
 from .image_input import ImageSlot
+from .overlay import CompanionOverlay
 from .screen_capture import RegionPicker, grab
 
 CAPTURE_HOTKEY = "Ctrl+Shift+S"
@@ -26,7 +28,7 @@ class ScreenDecisions(QObject):
     capture_triggered = Signal()  # the hotkey, the in-app shortcut, the slot's button, or a test
     latency_measured = Signal(float)  # seconds from the capture to the bars on screen
 
-    def __init__(self, window: QWidget, slot: ImageSlot, overlay: QWidget, decide, register_global: bool = True,
+    def __init__(self, window: QWidget, slot: ImageSlot, overlay: CompanionOverlay, decide: Callable[[str], bool], register_global: bool = True,
                  sequence: str = CAPTURE_HOTKEY) -> None:
         super().__init__(window)
         self.window, self.slot, self.overlay, self._decide = window, slot, overlay, decide
@@ -34,12 +36,12 @@ class ScreenDecisions(QObject):
         self._started: float | None = None
         self.last_latency: float | None = None
         self.shortcut = QShortcut(QKeySequence(sequence), window)
-        self.shortcut.setContext(Qt.ApplicationShortcut)
+        self.shortcut.setContext(Qt.ShortcutContext.ApplicationShortcut)
         self.shortcut.activated.connect(self.capture_triggered.emit)
         self.hotkey = GlobalHotkey(self)
         self.hotkey.triggered.connect(self.capture_triggered.emit)
         self.global_ok = self.hotkey.register(sequence) if register_global else False
-        self.sequence = QKeySequence(sequence).toString(QKeySequence.NativeText)
+        self.sequence = QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)
         self.capture_triggered.connect(self.capture_and_decide)
         slot.capture_requested.connect(self.capture_triggered.emit)
         slot.region_requested.connect(self.pick_region)

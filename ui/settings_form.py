@@ -42,7 +42,7 @@ class SettingsForm(QScrollArea):
         self.fields: dict[str, QWidget] = {}
         self.errors: dict[str, QLabel] = {}
         self.setWidgetResizable(True)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         body = QWidget()
         body.setObjectName("Panel")
         self.setWidget(body)
@@ -108,7 +108,7 @@ class SettingsForm(QScrollArea):
             stack.addWidget(hint_label)
         widget.setFixedWidth(width)
         grid.addWidget(cell, row, 0)
-        grid.addWidget(widget, row, 1, Qt.AlignRight | Qt.AlignVCenter)
+        grid.addWidget(widget, row, 1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._register(grid, name, widget, row + 1)
 
     def _register(self, grid: QGridLayout, name: str, widget: QWidget, error_row: int) -> None:

@@ -53,7 +53,20 @@ class SettingsPanel(SettingsForm):
         self.settings = settings
         self.rules = rules
         self._model_defaults = None
+        # the form's sections, top to bottom
+        self._build_head()
+        self._build_sampling()
+        self._build_decision()
+        self._build_engine()
+        self._build_local()
+        self._build_remote()
+        self._build_overlay()
+        self._build_api()
+        self._layout.addStretch(1)
+        self.set_settings(settings)
 
+    def _build_head(self) -> None:
+        """The title and the model-defaults button."""
         head = QHBoxLayout()
         title = QLabel("Settings")
         title.setStyleSheet("font-size: 12pt; font-weight: 700;")
@@ -66,6 +79,8 @@ class SettingsPanel(SettingsForm):
         head.addWidget(self.defaults_button)
         self._layout.addLayout(head)
 
+    def _build_sampling(self) -> None:
+        """One row per sampling setting, in the declared order."""
         grid = self._section("SAMPLING")
         for name in SAMPLING_NAMES:  # every sampling setting users set, in the declared order
             if SETTINGS[name].optional:
@@ -73,6 +88,8 @@ class SettingsPanel(SettingsForm):
             else:
                 self._number(grid, name)
 
+    def _build_decision(self) -> None:
+        """Think, budget, permute, fast reasoning, drawing the choice, max tokens, the system prompt."""
         grid = self._section("DECISION")
         self.think = self._check(grid, "think", SETTINGS["think"].label, "the model reasons first (slower); the reasoning is shown under the result")
         self._number(grid, "reasoning_budget")
@@ -98,6 +115,8 @@ class SettingsPanel(SettingsForm):
         grid.addWidget(self.system_prompt, row + 1, 0, 1, 2)
         self.fields["system_prompt"] = self.system_prompt
 
+    def _build_engine(self) -> None:
+        """Local folder or remote server."""
         grid = self._section("ENGINE")
         self.engine = QComboBox()
         for value, text in ENGINE_CHOICES:
@@ -111,6 +130,8 @@ class SettingsPanel(SettingsForm):
         self.engine.currentIndexChanged.connect(lambda _i: self._edit("engine", self.engine.currentData()))
         self._row(grid, "engine", "Engine", self.engine, "where decisions run", width=150)
 
+    def _build_local(self) -> None:
+        """The local engine's rows: devices, image hashes, exactness."""
         self.local_box = QWidget()
         grid = self._box_grid(self.local_box)
         self.device = QComboBox()
@@ -129,6 +150,8 @@ class SettingsPanel(SettingsForm):
                                                 "off: the size only. Never the picture.")
         self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off compiles reduced precision (bf16/f16 where the device has it, a u8 KV cache, int8 activations): faster, bars drift and are labelled reduced. Reloads the model.")
 
+    def _build_remote(self) -> None:
+        """The remote server's rows, its buttons and connection status."""
         self.remote_box = QWidget()
         grid = self._box_grid(self.remote_box)
         self.remote_url = QLineEdit()
@@ -140,7 +163,7 @@ class SettingsPanel(SettingsForm):
         self.remote_url.editingFinished.connect(lambda: self._edit("remote_url", self.remote_url.text().strip()))
         self._wide_row(grid, "remote_url", "Server URL", self.remote_url, "OpenAI-compatible, with logprobs")
         self.remote_api_key = QLineEdit()
-        self.remote_api_key.setEchoMode(QLineEdit.PasswordEchoOnEdit)
+        self.remote_api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.remote_api_key.setPlaceholderText("none")
         self.remote_api_key.setToolTip("sent as 'Authorization: Bearer …'; kept in the settings file in plain text")
         self.remote_api_key.editingFinished.connect(lambda: self._edit("remote_api_key", self.remote_api_key.text().strip()))
@@ -148,9 +171,11 @@ class SettingsPanel(SettingsForm):
         self.remote_model = QComboBox()
         self.remote_model.setEditable(True)
         self.remote_model.setProperty("editableText", True)
-        self.remote_model.lineEdit().setPlaceholderText("the server's first model")
+        model_edit = self.remote_model.lineEdit()
+        assert model_edit is not None  # an editable combo box has one
+        model_edit.setPlaceholderText("the server's first model")
         self.remote_model.setToolTip("the model name the server knows; Test connection lists them")
-        self.remote_model.lineEdit().editingFinished.connect(self._remote_model_edited)
+        model_edit.editingFinished.connect(self._remote_model_edited)
         self.remote_model.activated.connect(lambda _i: self._remote_model_edited())
         self._wide_row(grid, "remote_model", "Model", self.remote_model, "empty = the first one served")
         self.remote_timeout = QDoubleSpinBox()
@@ -160,7 +185,7 @@ class SettingsPanel(SettingsForm):
         self.remote_timeout.setSingleStep(5)
         self.remote_timeout.setSuffix(" s")
         self.remote_timeout.setKeyboardTracking(False)
-        self.remote_timeout.setAlignment(Qt.AlignRight)
+        self.remote_timeout.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.remote_timeout.setToolTip("how long to wait for the server's answer")
         self.remote_timeout.valueChanged.connect(lambda value: self._edit("remote_timeout", round(float(value), 1)))
         self._row(grid, "remote_timeout", "Timeout", self.remote_timeout, f"{low:g} – {high:g} s")
@@ -186,14 +211,16 @@ class SettingsPanel(SettingsForm):
         self.connection_status = QLabel("")
         self.connection_status.setObjectName("RangeHint")
         self.connection_status.setWordWrap(True)
-        self.connection_status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.connection_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         grid.addWidget(self.connection_status, grid.rowCount(), 0, 1, 2)
         self._layout.addWidget(self.local_box)
         self._layout.addWidget(self.remote_box)
 
+    def _build_overlay(self) -> None:
+        """The overlay and the clipboard hotkey."""
         grid = self._section("COMPANION OVERLAY")
         self.overlay_enabled = self._check(grid, "overlay_enabled", "Show overlay", "a small always-on-top window with the last decision")
-        self.opacity = QSlider(Qt.Horizontal)
+        self.opacity = QSlider(Qt.Orientation.Horizontal)
         low, high, _ = self.rules.setting_range("overlay_opacity")
         self.opacity.setRange(int(low * 100), int(high * 100))
         self.opacity.valueChanged.connect(lambda value: self._edit("overlay_opacity", value / 100))
@@ -210,6 +237,8 @@ class SettingsPanel(SettingsForm):
         self.hotkey_status.setToolTip(CLIPBOARD_FORMAT)
         grid.addWidget(self.hotkey_status, grid.rowCount(), 0, 1, 2)
 
+    def _build_api(self) -> None:
+        """The local API server."""
         grid = self._section("LOCAL API")
         self.api_enabled = self._check(grid, "api_enabled", "Serve local API", "an OpenAI-compatible server in the app; its decisions appear in the overlay")
         self.api_host = QLineEdit()
@@ -219,11 +248,11 @@ class SettingsPanel(SettingsForm):
         low, high, _ = self.rules.setting_range("api_port")
         self.api_port.setRange(int(low), int(high))
         self.api_port.setKeyboardTracking(False)
-        self.api_port.setAlignment(Qt.AlignRight)
+        self.api_port.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.api_port.valueChanged.connect(lambda value: self._edit("api_port", value))
         self._row(grid, "api_port", "Port", self.api_port, self.rules.range_text("api_port"))
         self.api_key = QLineEdit()
-        self.api_key.setEchoMode(QLineEdit.PasswordEchoOnEdit)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.api_key.setPlaceholderText("none")
         self.api_key.setToolTip("clients send 'Authorization: Bearer …'; needed to listen beyond this computer.\n"
                                 "Kept in the settings file in plain text.")
@@ -243,33 +272,32 @@ class SettingsPanel(SettingsForm):
         self.api_status.setWordWrap(True)
         grid.addWidget(self.api_status, grid.rowCount(), 0, 1, 2)
 
-        self._layout.addStretch(1)
-        self.set_settings(settings)
-
     def _number(self, grid: QGridLayout, name: str) -> None:
         setting = SETTINGS[name]  # label, help, range, decimals and step: engine.settings' declaration
         decimals = setting.decimals
         low, high, integer = setting.range
+        widget: QSpinBox | QDoubleSpinBox
         if integer:
             widget = QSpinBox()
             widget.setRange(int(low), int(min(high, 2**31 - 1)))
+            widget.setSingleStep(int(setting.step))
             widget.valueChanged.connect(lambda value, n=name: self._edit(n, int(value)))
         else:
             widget = QDoubleSpinBox()
             widget.setDecimals(decimals)
             # (0, 1] for top_p: the smallest positive step stands in for the open end.
             widget.setRange(low + 10 ** -decimals if setting.low_open else low, high)
+            widget.setSingleStep(setting.step)
             widget.valueChanged.connect(lambda value, n=name: self._edit(n, round(float(value), decimals)))
-        widget.setSingleStep(setting.step)
         widget.setKeyboardTracking(False)
-        widget.setAlignment(Qt.AlignRight)
+        widget.setAlignment(Qt.AlignmentFlag.AlignRight)
         widget.setToolTip(f"{setting.help}\nrange {setting.range_text()}")
         self._row(grid, name, setting.label, widget, setting.range_text())
 
     def _seed(self, grid: QGridLayout) -> None:
         self.seed = QLineEdit()
         self.seed.setPlaceholderText("random")
-        self.seed.setAlignment(Qt.AlignRight)
+        self.seed.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.seed.setToolTip("a fixed seed makes sampled draws repeatable; empty = a fresh seed per decision")
         self.seed.editingFinished.connect(self._seed_edited)
         self._row(grid, "seed", SETTINGS["seed"].label, self.seed, "empty = random")
@@ -330,7 +358,7 @@ class SettingsPanel(SettingsForm):
             self.api_origins.setText(LIST_SEPARATOR.join(self.settings.api_allowed_origins))
 
     def _hotkey_edited(self) -> None:
-        sequence = self.hotkey.keySequence().toString(QKeySequence.PortableText)
+        sequence = self.hotkey.keySequence().toString(QKeySequence.SequenceFormat.PortableText)
         if not sequence:
             self.hotkey.setKeySequence(QKeySequence(self.settings.hotkey))
             return

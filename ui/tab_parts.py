@@ -3,8 +3,10 @@ that redraws from the history when shown after a change."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QTableWidget, QTableWidgetItem, QWidget
 
 
 def caption_label(text: str) -> QLabel:
@@ -20,10 +22,21 @@ def note_label(text: str = "", name: str = "Caption") -> QLabel:
     return label
 
 
-class RefreshWhenShown:
+# The mixin goes before a QWidget class (class HistoryView(RefreshWhenShown, QWidget)): the checker reads it as a
+# widget; at run time it stays a plain class (two Qt bases in one hierarchy is what PySide6 does not want).
+if TYPE_CHECKING:
+    _WidgetBase = QWidget
+else:
+    _WidgetBase = object
+
+
+class RefreshWhenShown(_WidgetBase):
     """A view over the history that redraws when shown, or at once if it is visible, after a change."""
 
     _dirty = True
+
+    def refresh(self) -> None:
+        raise NotImplementedError  # each view redraws itself
 
     def mark_dirty(self) -> None:
         self._dirty = True
@@ -40,22 +53,22 @@ def read_only_table(headers: list[str]) -> QTableWidget:
     table = QTableWidget(0, len(headers))
     table.setHorizontalHeaderLabels(headers)
     table.verticalHeader().setVisible(False)
-    table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-    table.setSelectionMode(QAbstractItemView.NoSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
     table.setShowGrid(False)
-    table.setFocusPolicy(Qt.NoFocus)
+    table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
     table.setWordWrap(False)
     table.verticalHeader().setDefaultSectionSize(28)
     header = table.horizontalHeader()
     header.setHighlightSections(False)
-    header.setDefaultAlignment(Qt.AlignLeft | Qt.AlignVCenter)
+    header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     return table
 
 
-def cell(text: str, align=Qt.AlignLeft, tip: str | None = None) -> QTableWidgetItem:
+def cell(text: str, align=Qt.AlignmentFlag.AlignLeft, tip: str | None = None) -> QTableWidgetItem:
     item = QTableWidgetItem(text)
-    item.setFlags(Qt.ItemIsEnabled)
-    item.setTextAlignment(align | Qt.AlignVCenter)
+    item.setFlags(Qt.ItemFlag.ItemIsEnabled)
+    item.setTextAlignment(align | Qt.AlignmentFlag.AlignVCenter)
     if tip:
         item.setToolTip(tip)
     return item

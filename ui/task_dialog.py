@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from .ports import ModelTools
+from .ports import ModelTools, TaskHandle
 
 
 def label(text: str = "", name: str | None = None, wrap: bool = True) -> QLabel:
@@ -24,10 +24,10 @@ class TaskDialog(QDialog):
         self.tools = tools
         self.setWindowTitle(title)
         self.setMinimumWidth(640)
-        self.task = None
+        self.task: TaskHandle | None = None
         self._busy = False  # from start until the task's `finished` reaches this (UI) thread
         self.chosen: str | None = None  # the folder to load after a successful job
-        self.outcome = None
+        self.outcome: object = None  # what the finished task gave (its `succeeded` value)
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(20, 18, 20, 18)
         self._layout.setSpacing(8)
@@ -59,7 +59,7 @@ class TaskDialog(QDialog):
         self._layout.addLayout(row)
 
     # ----- the task -----
-    def _start(self, task) -> None:
+    def _start(self, task: TaskHandle) -> None:
         self.task = task
         self._busy = True
         self.outcome = None
@@ -85,7 +85,8 @@ class TaskDialog(QDialog):
         if self.running:
             self.cancel_button.setEnabled(False)
             self.cancel_button.setText("Cancelling…")
-            self.task.cancel()
+            if self.task is not None:
+                self.task.cancel()
 
     def _detach(self) -> None:
         task, self.task = self.task, None
@@ -105,7 +106,7 @@ class TaskDialog(QDialog):
 
     def _grow(self) -> None:
         """Make room for text that appeared (word-wrapped labels do not resize a shown dialog)."""
-        layout = self.layout()
+        layout = self._layout
         layout.activate()
         needed = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else layout.sizeHint().height()
         if self.height() < needed:
@@ -133,12 +134,12 @@ class TaskDialog(QDialog):
             self.accept()
 
     def reject(self) -> None:
-        if self.running:
+        if self.running and self.task is not None:
             self.task.cancel()  # what a download fetched is kept for the next pull
         self._detach()
         super().reject()
 
     def done(self, code: int) -> None:
-        if code == QDialog.Accepted:
+        if code == QDialog.DialogCode.Accepted:
             self._detach()
         super().done(code)

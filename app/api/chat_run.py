@@ -35,6 +35,6 @@ def run_chat(service, parsed: ChatCompletionRequest, generation: GenerationReque
             completions.append(generate(service.runner, request, should_stop=should_stop))
         probabilities = None
         if parsed.calls_tools:
-            probabilities = choice_probabilities(service.runner, list(generation.prompt_ids), parsed.tools)
+            probabilities = choice_probabilities(service.runner, list(generation.prompt_ids), parsed.tools or ())
     choices = [chat_choice(c, i, tools=parsed.calls_tools, probabilities=probabilities) for i, c in enumerate(completions)]
     return choices, completions

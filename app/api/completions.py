@@ -26,7 +26,8 @@ def run_completions(
 ) -> tuple[list[dict], list[Completion]]:
     """The choices (in prompt order) and the completions they came from (for the usage)."""
     tokenizer = service.runner.tokenizer
-    choices, completions = [], []
+    choices: list[dict] = []
+    completions: list[Completion] = []
     for index, job in enumerate(jobs):
         if should_stop():
             raise Cancelled("the client left")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -29,7 +30,7 @@ def _raw_response(error: ApiError) -> bytes:
     return head.encode("ascii") + body
 
 
-def _ambiguous_length(headers: list[tuple[bytes, bytes]]) -> bool:
+def _ambiguous_length(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     names = {name for name, _ in headers}
     return b"transfer-encoding" in names and b"content-length" in names
 
@@ -68,8 +69,9 @@ class _LimitedProtocol(H11Protocol):
         self._header_timer = self.loop.call_later(self.limits.header_timeout, self._header_timeout)
 
     def _cancel_header_timer(self) -> None:
-        if getattr(self, "_header_timer", None) is not None:
-            self._header_timer.cancel()
+        timer = getattr(self, "_header_timer", None)
+        if timer is not None:
+            timer.cancel()
             self._header_timer = None
 
     def _header_timeout(self) -> None:
@@ -90,7 +92,7 @@ class _LimitedProtocol(H11Protocol):
                 self.cycle.message_event.set()
                 self.send_400_response("both Transfer-Encoding and Content-Length")
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol's contract; uvicorn's says None
         """The client closed its sending side. It counts as gone (so a queued or running request is
         cancelled, as for a full close: the two look the same here); in the middle of a body, it is
         told why before the connection closes."""

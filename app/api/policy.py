@@ -165,7 +165,7 @@ class Policy:
         return (scope["method"] == "OPTIONS" and header(scope, b"origin") is not None
                 and header(scope, b"access-control-request-method") is not None)
 
-    def preflight_headers(self, origin: str) -> dict[str, str]:
+    def preflight_headers(self, origin: str | None) -> dict[str, str]:
         return {**self.cors_headers(origin), "Access-Control-Allow-Methods": CORS_METHODS,
                 "Access-Control-Allow-Headers": CORS_HEADERS, "Access-Control-Max-Age": CORS_MAX_AGE}
 

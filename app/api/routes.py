@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
 from contextlib import AsyncExitStack
+from typing import TypeVar
 
 from anyio import to_thread
 from pydantic import BaseModel, ValidationError
@@ -56,6 +57,7 @@ from .transport import Client, EventStream, early_response, error_response, json
 log = logging.getLogger("decider.api")
 
 Chunks = Callable[..., Iterable[dict]]
+Parsed = TypeVar("Parsed", bound=BaseModel)  # the request class a route validates its body into
 
 
 def build_app(state: ApiState):
@@ -110,12 +112,12 @@ class Routes:
 
     # ----- shared steps -----
 
-    async def _parse(self, request: Request, kind: type[BaseModel]):
+    async def _parse(self, request: Request, kind: type[Parsed]) -> Parsed:
         body = await read_json(request, self.state.max_body, self.state.body_timeout)
         request.state.body_read = True
         # validation decodes images: in a worker thread, so a big picture never stalls other clients
         parsed = await to_thread.run_sync(_validate, kind, body, self._image_budget())
-        self._check_model(parsed.model)
+        self._check_model(getattr(parsed, "model", None))  # every request class has one (protocol.Name)
         return parsed
 
     def _image_budget(self) -> ImageBudget:
@@ -153,7 +155,7 @@ class Routes:
         except Exception:
             log.exception("API hook %r failed", hook)
 
-    async def _stream(self, client: Client, steps: Iterator[tuple[Delta, Completion]], step_chunks: Chunks,
+    async def _stream(self, client: Client, steps: Generator[tuple[Delta, Completion], None, None], step_chunks: Chunks,
                       end_chunks: Chunks, done: Callable[[Completion], None] | None = None) -> Response:
         """Queue, run the first step (so a failing prefill is still a plain HTTP error), then stream."""
         stack = AsyncExitStack()
@@ -171,12 +173,14 @@ class Routes:
         async def events() -> AsyncIterator[dict]:
             for chunk in step_chunks(None):  # the first chunk names the role
                 yield chunk
-            item, completion = first, None
+            item = first
+            completion: Completion | None = None
             while item is not None:
                 delta, completion = item
                 for chunk in step_chunks(delta):
                     yield chunk
                 item = await to_thread.run_sync(next, steps, None)
+            assert completion is not None  # every generation yields at least its first step
             for chunk in end_chunks(completion):
                 yield chunk
             if done is not None:
@@ -269,6 +273,7 @@ class Routes:
             return json_response(200, text_completions(choices, completions, model, request_id))
         # a stream has one prompt, no echo and at least one token to generate (the request class checks)
         job = jobs[0]
+        assert job.generation is not None  # the request class refuses a stream with max_tokens 0
         created, usage, prompt_chars = int(time.time()), parsed.include_usage, len(prompt_text(service.runner.tokenizer, job))
 
         def step(delta: Delta | None) -> Iterator[dict]:
@@ -318,7 +323,7 @@ class Routes:
         return json_response(200, result.to_dict())
 
 
-def _validate(kind: type[BaseModel], body: dict, budget: ImageBudget) -> BaseModel:
+def _validate(kind: type[Parsed], body: dict, budget: ImageBudget) -> Parsed:
     token = current_budget.set(budget)
     try:
         return kind.model_validate(body)

@@ -58,7 +58,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except OSError:
         return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
 
 
 def check_bind(host: str, api_key: str | None) -> None:
@@ -151,7 +151,7 @@ class ApiServer:
             Guard(build_app(self.state), self.policy),
             http=protocol_class(self.limits), loop="asyncio", ws="none", lifespan="off", interface="asgi3",
             log_config=None, access_log=False, server_header=False, proxy_headers=False,
-            timeout_keep_alive=int(self.timeout), timeout_graceful_shutdown=STOP_TIMEOUT,
+            timeout_keep_alive=int(self.timeout), timeout_graceful_shutdown=int(STOP_TIMEOUT),
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="decider-api", daemon=True)

@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from decider.engine.chat_template import Message
 from decider.engine.types import DecisionRequest, DecisionResult
@@ -15,6 +16,9 @@ from decider.engine.errors import Cancelled, SettingsError
 from decider.engine.generate import Completion
 
 from .errors import QueueFull
+
+if TYPE_CHECKING:
+    from decider.app.service import EngineService
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # a whole 262k-token context as text is ~1 MB; JSON escaping adds some
 DEFAULT_MAX_QUEUE = 64  # requests waiting for the engine, besides the one it is running
@@ -115,7 +119,7 @@ async def _first_of(turn: asyncio.Event, gone: asyncio.Event | None) -> None:
 class ApiState:
     """One server's configuration and running state, read by the routes on the event loop."""
 
-    service: object  # app.service.EngineService: a local model (the API generates text)
+    service: EngineService  # a local model (the API generates text)
     api_key: str | None
     max_body: int
     queue: EngineQueue
