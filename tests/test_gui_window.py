@@ -210,7 +210,7 @@ def _heartbeat_during_decision(qtbot, window, run_ms: float = 700) -> tuple[floa
     window.worker.cancelled.connect(lambda: finished.append("cancelled"))
     window.decision_shown.connect(lambda result: finished.append("decided"))
     assert window.decide()
-    qtbot.waitUntil(lambda: finished or clock.nsecsElapsed() / 1e6 - started >= run_ms, timeout=60_000)
+    qtbot.waitUntil(lambda: bool(finished) or clock.nsecsElapsed() / 1e6 - started >= run_ms, timeout=60_000)
     running = clock.nsecsElapsed() / 1e6 - started
     still_running = not finished
     window.cancel()
