@@ -5,22 +5,26 @@ l2-normalisation of q and k in front of it, into one GatedDeltaNet node built fo
 it copies a strided column of the state into a buffer, runs the tokens, and copies it back. For one token that layout
 change of the whole state twice is most of the work (measured at the 0.8B geometry: ~18 % of a decode step).
 
-For one token the update is a few matrix–vector products over each head's state S[Dk, Dv] (transformers'
-torch_recurrent_gated_delta_rule, q and k l2-normalised with the exported eps, q divided by the exported √Dk):
+For one token the update is three reads and one write of each head's state S[Dk, Dv] (transformers'
+torch_recurrent_gated_delta_rule; q and k l2-normalised with the exported eps, q divided by the exported √Dk):
 
-    [qS; kS] = [q; k]ᵀ S                (one MatMul: S is read once)
-    delta    = (v − exp(g)·kS)·beta
-    S'       = exp(g)·S + k ⊗ delta     (read S once more, write S')
-    o        = qᵀS' = exp(g)·qS + (q·k)·delta
+    kS    = kᵀS                         (a MatMul)
+    delta = (v − exp(g)·kS)·beta
+    S'    = exp(g)·S + k ⊗ delta        (one fused eltwise node: S read once, S' written once)
+    o     = qᵀS'                        (a MatMul)
 
 Both paths stay in one graph: one compiled model and one infer request keep the state (a second compile for decode
 would hold a second copy of the repacked weights, +847 MiB at 0.8B int8, and copy every state between requests). The
-batch routes the work. For a one-token infer the fused kernel's state input is cut to batch 0: an empty input, so
-the plugin skips the node, and the one-token path takes the state; for a longer chunk it is the other way round and
-the chunk runs exactly as exported (bit-identical). The plugin's fusion needs its Loop, the q/k normalisation in
-front of it and the flattening Concat behind it untouched (an extra reader of the normalised q or k stops it,
-measured with OpenVINO 2026.4.1), so the one-token path reads q and k before their normalisation and recomputes it
-for its one token.
+batch rows route the work. For a one-token infer every input of the fused kernel is cut to zero rows, so it has no
+work, and the one-token path computes the row; for a longer chunk it is the other way round, and the chunk runs
+exactly as exported (bit-identical logits). The plugin's fusion needs its Loop, the q/k normalisation in front of it
+and the flattening Concat behind it as exported (another reader of the normalised q or k stops it: measured with
+OpenVINO 2026.4.1), so the rows are cut before the normalisation and the transposes, and the one-token path reads q
+and k before their normalisation and normalises its one token itself.
+
+The one-token path reads the state whole, not cut to its rows (that would copy it every step): the state's single
+row broadcasts against the step's none or one. So the rewritten graph takes one sequence (batch 1), which is what
+every runner feeds.
 """
 
 from __future__ import annotations
@@ -143,6 +147,8 @@ def _match(loop: ov.Node) -> _Layer | None:
     """The exporter's DeltaNet Loop: inputs (trip count, condition, q, k, v, g, beta, state, output buffer)."""
     if loop.get_input_size() != 9 or loop.get_output_size() != 2:
         return None
+    if _is(loop.input_value(7).get_node(), "Slice"):
+        return None  # rewritten already: the state reaches the Loop through its rows cut
     q = _normalised(loop.input_value(2), scaled=True)
     k = _normalised(loop.input_value(3), scaled=False)
     transposes = [_transposed(loop.input_value(4), [0, 2, 1, 3])] + [_transposed(loop.input_value(i), [0, 2, 1]) for i in (5, 6)]
@@ -173,12 +179,19 @@ def _normalise_one(norm: _Normalised, rows) -> ov.Node:
 
 
 def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
-    """The delta-rule update for one token: q, k [b,H,1,Dk], v [b,H,1,Dv], g, beta [b,H,1], state [b,H,Dk,Dv]."""
+    """The delta-rule update for one token: q, k [b,H,1,Dk], v [b,H,1,Dv], g, beta [b,H,1], state [1 or b,H,Dk,Dv].
+
+    kᵀS is one MatMul (a read of S); exp(g)·S + k ⊗ delta is one eltwise node (the plugin fuses the chain: S read
+    once, S' written once); qᵀS' one more MatMul. (Written per step as in transformers, the decay and the outer
+    product as separate nodes cost ~2× the state traffic, measured at 0.8B; o as exp(g)·qᵀS + (q·k)·delta saves the
+    last read but drifted 2× further from the fused kernel on the MoE fixture.)
+    """
     last_axis = _i64([-1])
     decay = ops.unsqueeze(ops.exp(g), last_axis)  # [b,H,1,1]
-    decayed = ops.multiply(state, decay)
-    delta = ops.multiply(ops.subtract(v, ops.matmul(k, decayed, False, False)), ops.unsqueeze(beta, last_axis))
-    new_state = ops.add(decayed, ops.matmul(k, delta, True, False))  # + k ⊗ delta
+    k_s = ops.matmul(k, state, False, False)  # [b,H,1,Dv]
+    delta = ops.multiply(ops.subtract(v, ops.multiply(k_s, decay)), ops.unsqueeze(beta, last_axis))
+    outer = ops.multiply(ops.transpose(k, _i64([0, 1, 3, 2])), delta)  # k ⊗ delta by broadcasting: fuses with the rest
+    new_state = ops.add(ops.multiply(state, decay), outer)
     return ops.matmul(q, new_state, False, False), new_state
 
 
@@ -214,7 +227,8 @@ def _rewrite(layer: _Layer) -> None:
 
     out, new_state = _one_token(
         _normalise_one(layer.q, step_rows), _normalise_one(layer.k, step_rows),
-        *(_last_token(source, step_rows) for source in sources), _rows(state, step_rows),
+        # the state whole, not cut to step_rows (a copy of it): its one row broadcasts against the step's rows (none or one)
+        *(_last_token(source, step_rows) for source in sources), state,
     )
     # [step_rows, H, 1, Dv] → [step_rows, H, S, Dv]: the same elements (none for a longer chunk, S = 1 otherwise)
     tail = _cut(ops.shape_of(out), _i64([1]), _i64([_END]), 0)
