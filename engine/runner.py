@@ -17,6 +17,7 @@ import openvino as ov
 from .devices import DeviceOptions, choose_device, compile_properties, device_caps, npu_emulated, visible_devices
 from .errors import DeviceError
 from .fast_tuning import cached as cached_tuning, tune_on_first_use
+from .decode_graph import one_token_deltanet
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
 from .precision import cpu_capabilities, gpu_precision, npu_precision, prepare_core, read_cpu_precision
@@ -115,6 +116,11 @@ class ModelRunner(RunnerBase):
         self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
         if fresh:
             slice_to_last_position(model)
+            if self.device.startswith("CPU"):
+                # A one-token step of each DeltaNet layer as matrix-vector products; prefill chunks keep the plugin's
+                # fused kernel (engine/decode_graph.py). CPU only: the routing relies on the CPU plugin skipping a node
+                # with an empty input.
+                one_token_deltanet(model)
         self._core, self._model = core, model
         capabilities = cpu_capabilities(core)
         properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}

@@ -1,0 +1,179 @@
+"""The decode step with and without the one-token DeltaNet path (engine/decode_graph.py), paired, and where it goes.
+
+    python -m bench.w_decode_graph --model IR_DIR --out result.json [--prompt 256] [--pairs 40] [--profile-steps 24]
+                                   [--threads N]
+
+One process, raw OpenVINO on the CPU with the engine's exact compile properties (engine/devices.compile_properties):
+the same IR read twice, both with the last-position head, one of them also rewritten by one_token_deltanet. Both
+prefill the same prompt, then step one token at a time, interleaved (A B, then B A, …) so a busy machine's drift
+falls on both; the ratio is the median of the per-round ratios. Every step's logits are compared (max |Δ|). Then each
+variant is compiled again with PERF_COUNT=YES and its steps profiled per node type and per kind (bench.w_profile's
+kinds), which says what the step is made of before and after. Each result carries the CPU flags and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .common import peak_rss_mib, summary, write_json
+from .w_profile import kind_of
+
+VARIANTS = ("exported", "one-token path")
+STEP_TOKEN = 198
+
+
+def _model(path: Path, rewrite: bool):
+    import openvino as ov
+
+    from decider.engine.decode_graph import one_token_deltanet
+    from decider.engine.graph import slice_to_last_position
+
+    model = ov.Core().read_model(path)
+    slice_to_last_position(model)
+    layers = one_token_deltanet(model) if rewrite else 0
+    return model, layers
+
+
+def _feed(names: set[str], ids, past: int) -> dict:
+    ids = np.asarray(ids, dtype=np.int64)
+    feed = {
+        "input_ids": ids[None], "attention_mask": np.ones((1, past + len(ids)), np.int64),
+        "position_ids": np.arange(past, past + len(ids))[None], "beam_idx": np.zeros(1, np.int32),
+    }
+    return {k: v for k, v in feed.items() if k in names}
+
+
+def _properties(threads: int | None, perf: bool) -> dict:
+    import openvino as ov
+
+    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.precision import cpu_capabilities
+
+    props = dict(compile_properties("CPU", DeviceOptions(device="CPU", exact=True), cpu_capabilities(ov.Core())))
+    if threads:
+        props["INFERENCE_NUM_THREADS"] = threads
+    if perf:
+        props["PERF_COUNT"] = "YES"
+    return props
+
+
+def paired_steps(path: Path, prompt: list[int], pairs: int, threads: int | None) -> dict:
+    import openvino as ov
+
+    core = ov.Core()
+    requests, names, layers = {}, {}, {}
+    for variant in VARIANTS:
+        model, layers[variant] = _model(path, variant != VARIANTS[0])
+        compiled = core.compile_model(model, "CPU", _properties(threads, perf=False))
+        names[variant] = {p.get_any_name() for p in compiled.inputs}
+        requests[variant] = compiled.create_infer_request()
+    prefill = {}
+    for variant, request in requests.items():
+        request.infer(_feed(names[variant], prompt, 0))
+        prefill[variant] = request.get_tensor("logits").data[0, -1].copy()
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    drift = []
+    for i in range(pairs):
+        logits = {}
+        for variant in (VARIANTS if i % 2 == 0 else VARIANTS[::-1]):
+            feed = _feed(names[variant], [STEP_TOKEN], len(prompt) + i)
+            started = time.perf_counter()
+            requests[variant].infer(feed)
+            times[variant].append((time.perf_counter() - started) * 1e3)
+            logits[variant] = requests[variant].get_tensor("logits").data[0, -1].copy()
+        drift.append(float(np.max(np.abs(logits[VARIANTS[0]] - logits[VARIANTS[1]]))))
+    warm = slice(4, None)  # the first steps build kernels for the one-token shapes
+    base = np.asarray(times[VARIANTS[0]][warm])
+    return {
+        "rewritten_layers": layers[VARIANTS[1]],
+        "prefill_max_abs_delta": float(np.max(np.abs(prefill[VARIANTS[0]] - prefill[VARIANTS[1]]))),
+        "step_max_abs_delta": max(drift),
+        "step_ms": {v: summary(times[v][warm]) for v in VARIANTS},
+        "ratio": summary((np.asarray(times[VARIANTS[1]][warm]) / base).tolist()),
+    }
+
+
+def node_profile(path: Path, rewrite: bool, prompt: list[int], steps: int, threads: int | None) -> dict:
+    import openvino as ov
+
+    model, _ = _model(path, rewrite)
+    compiled = ov.Core().compile_model(model, "CPU", _properties(threads, perf=True))
+    names = {p.get_any_name() for p in compiled.inputs}
+    request = compiled.create_infer_request()
+    request.infer(_feed(names, prompt, 0))
+    per_type: dict[str, list[float]] = defaultdict(list)
+    per_kind: dict[str, list[float]] = defaultdict(list)
+    wall, summed = [], []
+    totals: dict[str, float] = {}
+    for i in range(steps):
+        started = time.perf_counter()
+        request.infer(_feed(names, [STEP_TOKEN], len(prompt) + i))
+        wall.append((time.perf_counter() - started) * 1e3)
+        types: dict[str, float] = defaultdict(float)
+        kinds: dict[str, float] = defaultdict(float)
+        for info in request.profiling_info:
+            # The CPU plugin reports each node's mean over every infer of the request (OpenVINO 2026.4.1: the counters
+            # of a step right after a 256-token prefill are mostly the prefill's). The step's own time is the growth
+            # of mean × infers (the prefill and i + 1 steps).
+            total = info.real_time.total_seconds() * 1e3 * (i + 2)
+            ms, totals[info.node_name] = total - totals.get(info.node_name, 0.0), total
+            if info.status.name != "EXECUTED" or ms <= 0.0:
+                continue
+            key = f"{info.node_type} ({info.exec_type})"
+            types[key] += ms
+            kinds[kind_of(info.node_type)] += ms
+        for k, v in types.items():
+            per_type[k].append(v)
+        for k, v in kinds.items():
+            per_kind[k].append(v)
+        summed.append(sum(types.values()))
+    warm = slice(4, None)
+
+    def medians(table):
+        return {k: float(np.median(v[warm] or v)) for k, v in sorted(table.items(), key=lambda kv: -np.median(kv[1]))}
+
+    return {"step_wall_ms": summary(wall[warm]), "step_nodes_ms": summary(summed[warm]),
+            "by_kind_ms": medians(per_kind), "by_type_ms": dict(list(medians(per_type).items())[:25])}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.w_decode_graph")
+    parser.add_argument("--model", required=True, help="an optimum-intel text export (openvino_model.xml inside)")
+    parser.add_argument("--prompt", type=int, default=256, help="prompt tokens before the steps")
+    parser.add_argument("--pairs", type=int, default=40)
+    parser.add_argument("--profile-steps", type=int, default=24, help="per-node profile steps per variant (0: none)")
+    parser.add_argument("--threads", type=int, default=None, help="INFERENCE_NUM_THREADS (default: the plugin's)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    from decider.engine.precision import isa_summary
+
+    path = Path(args.model) / "openvino_model.xml"
+    prompt = [1000 + i for i in range(args.prompt)]
+    out = {"model": str(args.model), "cpu_flags": isa_summary(), "threads": args.threads or "plugin default",
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": os.getloadavg()[0],
+           "prompt_tokens": args.prompt}
+    out["paired"] = paired_steps(path, prompt, args.pairs, args.threads)
+    paired = out["paired"]
+    print(f"  step {paired['step_ms'][VARIANTS[0]]['median']:.1f} → {paired['step_ms'][VARIANTS[1]]['median']:.1f} ms, "
+          f"paired ratio {paired['ratio']['median']:.3f}; logits max |Δ| {paired['step_max_abs_delta']:.1e}", file=sys.stderr, flush=True)
+    if args.profile_steps:
+        out["profile"] = {}
+        for variant in VARIANTS:
+            out["profile"][variant] = node_profile(path, variant != VARIANTS[0], prompt, args.profile_steps, args.threads)
+            print(f"  {variant}: " + ", ".join(f"{k} {v:.1f}" for k, v in out["profile"][variant]["by_kind_ms"].items()),
+                  file=sys.stderr, flush=True)
+    out["load_after"] = os.getloadavg()[0]
+    out["peak_rss_mib"] = peak_rss_mib()
+    write_json(Path(args.out), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

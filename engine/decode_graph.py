@@ -1,0 +1,255 @@
+"""The one-token step of every Gated DeltaNet layer as matrix–vector products, beside the fused kernel prefill keeps.
+
+optimum-intel exports each DeltaNet layer's recurrence as a Loop over tokens; the CPU plugin fuses that Loop, with the
+l2-normalisation of q and k in front of it, into one GatedDeltaNet node built for sequences: per (head, value column)
+it copies a strided column of the state into a buffer, runs the tokens, and copies it back. For one token that is
+13.5 ms of a 78 ms decode step at the 0.8B geometry (1 thread, AVX-512; 17 %), several times the ~1 MiB per layer
+of state it has to read and write.
+
+For one token the update is three reads and one write of each head's state S[Dk, Dv] (transformers'
+torch_recurrent_gated_delta_rule; q and k l2-normalised with the exported eps, q divided by the exported √Dk):
+
+    kS    = kᵀS                         (a MatMul)
+    delta = (v − exp(g)·kS)·beta
+    S'    = exp(g)·S + k ⊗ delta        (one fused eltwise node: S read once, S' written once)
+    o     = qᵀS'                        (a MatMul)
+
+Both paths stay in one graph: one compiled model and one infer request keep the state (a second compile for decode
+would hold a second copy of the repacked weights, +847 MiB at 0.8B int8, and copy every state between requests). The
+batch rows route the work. For a one-token infer every input of the fused kernel is cut to zero rows, so it has no
+work, and the one-token path computes the row; for a longer chunk it is the other way round, and the chunk runs
+exactly as exported (bit-identical logits). The plugin's fusion needs its Loop, the q/k normalisation in front of it
+and the flattening Concat behind it as exported (another reader of the normalised q or k stops it: measured with
+OpenVINO 2026.4.1), so the rows are cut before the normalisation and the transposes, and the one-token path reads q
+and k before their normalisation and normalises its one token itself.
+
+The one-token path reads the state whole, not cut to its rows (that would copy it every step): the state's single
+row broadcasts against the step's none or one. So the rewritten graph takes one sequence (batch 1), which is what
+every runner feeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+import openvino.opset13 as ops
+
+_END = np.iinfo(np.int64).max
+
+
+def _i64(values) -> ov.Node:
+    return ops.constant(np.array(values, dtype=np.int64))
+
+
+def _cut(x, start, stop, axis: int) -> ov.Node:
+    return ops.slice(x, start, stop, _i64([1]), _i64([axis]))
+
+
+@dataclass(frozen=True)
+class _Normalised:
+    """q or k as the Loop reads it: l2norm(raw) [B, S, H, D] → head-first [B, H, S, D], q then divided by √D."""
+
+    raw: ov.Output  # before the normalisation, [B, S, H, D]
+    eps: ov.Output
+    divisor: ov.Output | None  # q's √D (None for k)
+    readers: tuple[ov.Input, ...]  # the normalisation's inputs that read raw
+
+
+@dataclass(frozen=True)
+class _Layer:
+    loop: ov.Node
+    q: _Normalised
+    k: _Normalised
+    sequences: tuple[ov.Input, ...]  # the transposes' inputs that read v [B,S,H,Dv], g and beta [B,S,H]
+    o_out: ov.Node  # the Reshape that hands the layer's output [B, H, S, Dv] on
+    state_out: ov.Node  # the Reshape that hands the new state [B, H, Dk, Dv] on
+
+
+def _only_reader(output: ov.Output) -> ov.Node | None:
+    readers = list(output.get_target_inputs())
+    return readers[0].get_node() if len(readers) == 1 else None
+
+
+def _is(node: ov.Node, kind: str) -> bool:
+    return node.get_type_name() == kind
+
+
+def _l2_normalised(output: ov.Output) -> tuple[ov.Output, ov.Output, tuple[ov.Input, ...]] | None:
+    """(raw, eps, the inputs reading raw) where output = raw * 1/sqrt(sum(raw*raw, -1) + eps), as exported."""
+    node = output.get_node()
+    if not _is(node, "Multiply"):
+        return None
+    for raw_port, norm_port in ((0, 1), (1, 0)):
+        raw, rsqrt = node.input_value(raw_port), node.input_value(norm_port).get_node()
+        if not (_is(rsqrt, "Divide") and _is(rsqrt.input_value(1).get_node(), "Sqrt")):
+            continue
+        add = rsqrt.input_value(1).get_node().input_value(0).get_node()
+        if not _is(add, "Add"):
+            continue
+        for sum_port in (0, 1):
+            total = add.input_value(sum_port).get_node()
+            if _is(total, "ReduceSum") and _is(total.input_value(0).get_node(), "Multiply"):
+                square = total.input_value(0).get_node()
+                if square.input_value(0) == raw and square.input_value(1) == raw:
+                    return raw, add.input_value(1 - sum_port), (node.input(raw_port), square.input(0), square.input(1))
+    return None
+
+
+def _transposed(output: ov.Output, order: list[int]) -> ov.Node | None:
+    """The Transpose(x, order) node behind output, if that is what it is."""
+    node = output.get_node()
+    if not _is(node, "Transpose") or not _is(node.input_value(1).get_node(), "Constant"):
+        return None
+    return node if list(node.input_value(1).get_node().get_data().ravel()) == order else None
+
+
+def _normalised(output: ov.Output, scaled: bool) -> _Normalised | None:
+    divisor = None
+    if scaled:
+        node = output.get_node()
+        if not _is(node, "Divide"):
+            return None
+        output, divisor = node.input_value(0), node.input_value(1)
+        if divisor.get_partial_shape().rank.is_dynamic or divisor.get_partial_shape().rank.get_length() != 0:
+            return None
+    transpose = _transposed(output, [0, 2, 1, 3])
+    found = _l2_normalised(transpose.input_value(0)) if transpose is not None else None
+    return _Normalised(found[0], found[1], divisor, found[2]) if found else None
+
+
+def _flattened_outputs(loop: ov.Node, state: ov.Output) -> tuple[ov.Node, ov.Node] | None:
+    """The exporter flattens the Loop's two outputs into one Concat and slices them back out:
+    Loop → Reshape(-1) ×2 → Concat → Slice ×2 → Reshape (output [B,H,S,Dv]; state [B,H,Dk,Dv])."""
+    flat = [_only_reader(loop.output(i)) for i in range(2)]
+    if not all(f is not None and _is(f, "Reshape") for f in flat):
+        return None
+    concat = _only_reader(flat[0].output(0))
+    if concat is None or not _is(concat, "Concat") or _only_reader(flat[1].output(0)) is not concat:
+        return None
+    ends = []
+    for target in concat.output(0).get_target_inputs():
+        piece = target.get_node()
+        end = _only_reader(piece.output(0)) if _is(piece, "Slice") else None
+        if end is None or not _is(end, "Reshape"):
+            return None
+        ends.append(end)
+    if len(ends) != 2:
+        return None
+    state_shape = state.get_partial_shape()
+    ends.sort(key=lambda end: end.get_output_partial_shape(0) == state_shape)
+    if ends[0].get_output_partial_shape(0) == state_shape or ends[1].get_output_partial_shape(0) != state_shape:
+        return None
+    return ends[0], ends[1]
+
+
+def _match(loop: ov.Node) -> _Layer | None:
+    """The exporter's DeltaNet Loop: inputs (trip count, condition, q, k, v, g, beta, state, output buffer)."""
+    if loop.get_input_size() != 9 or loop.get_output_size() != 2:
+        return None
+    if _is(loop.input_value(7).get_node(), "Slice"):
+        return None  # rewritten already: the state reaches the Loop through its rows cut
+    q = _normalised(loop.input_value(2), scaled=True)
+    k = _normalised(loop.input_value(3), scaled=False)
+    transposes = [_transposed(loop.input_value(4), [0, 2, 1, 3])] + [_transposed(loop.input_value(i), [0, 2, 1]) for i in (5, 6)]
+    outputs = _flattened_outputs(loop, loop.input_value(7))
+    if q is None or k is None or None in transposes or outputs is None:
+        return None
+    return _Layer(loop, q, k, tuple(t.input(0) for t in transposes), *outputs)
+
+
+def _rows(x, rows) -> ov.Node:
+    return _cut(x, _i64([0]), rows, 0)
+
+
+def _last_token(x, rows) -> ov.Output:
+    """x [B, S, H(, D)] → its last token for `rows` rows, head-first [rows, H, 1(, D)]."""
+    last = _rows(_cut(x, _i64([-1]), _i64([_END]), 1), rows)
+    order = [0, 2, 1, 3] if x.get_partial_shape().rank.get_length() == 4 else [0, 2, 1]
+    return ops.transpose(last, _i64(order)).output(0)
+
+
+def _normalise_one(norm: _Normalised, rows) -> ov.Node:
+    """norm.raw's last token for `rows` rows, normalised as exported, head-first [rows, H, 1, D]."""
+    last = _last_token(norm.raw, rows)
+    total = ops.reduce_sum(ops.multiply(last, last), _i64([-1]), True)
+    rsqrt = ops.divide(ops.constant(np.array(1.0, dtype=np.float32)), ops.sqrt(ops.add(total, norm.eps)))
+    out = ops.multiply(last, rsqrt)
+    return ops.divide(out, norm.divisor) if norm.divisor is not None else out
+
+
+def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
+    """The delta-rule update for one token: q, k [b,H,1,Dk], v [b,H,1,Dv], g, beta [b,H,1], state [1 or b,H,Dk,Dv].
+
+    kᵀS is one MatMul (a read of S); exp(g)·S + k ⊗ delta is one eltwise node (the plugin fuses the chain: S read
+    once, S' written once); qᵀS' one more MatMul. (Written per step as in transformers, the decay and the outer
+    product as separate nodes cost ~2× the state traffic, measured at 0.8B; o as exp(g)·qᵀS + (q·k)·delta saves the
+    last read but drifted 2× further from the fused kernel on the MoE fixture.)
+    """
+    last_axis = _i64([-1])
+    decay = ops.unsqueeze(ops.exp(g), last_axis)  # [b,H,1,1]
+    k_s = ops.matmul(k, state, False, False)  # [b,H,1,Dv]
+    delta = ops.multiply(ops.subtract(v, ops.multiply(k_s, decay)), ops.unsqueeze(beta, last_axis))
+    outer = ops.multiply(ops.transpose(k, _i64([0, 1, 3, 2])), delta)  # k ⊗ delta by broadcasting: fuses with the rest
+    new_state = ops.add(ops.multiply(state, decay), outer)
+    return ops.matmul(q, new_state, False, False), new_state
+
+
+def _rewrite(layer: _Layer) -> None:
+    loop = layer.loop
+    state = loop.input_value(7)
+    v_seq = layer.sequences[0].get_source_output()
+    o_readers = list(layer.o_out.output(0).get_target_inputs())
+    state_readers = list(layer.state_out.output(0).get_target_inputs())
+
+    shape = ops.shape_of(v_seq)  # [B, S, H, Dv]
+    batch = ops.gather(shape, _i64([0]), _i64(0))
+    tokens = ops.gather(shape, _i64([1]), _i64(0))
+    zero, one = _i64([0]), _i64([1])
+    single = ops.equal(tokens, one)
+    loop_rows = ops.select(single, zero, batch)  # the fused kernel's rows: none for one token
+    step_rows = ops.subtract(batch, loop_rows)  # the one-token path's rows: none for a longer chunk
+
+    # Every input of the fused kernel gets loop_rows rows; the sources are cut before the normalisation and the
+    # transposes, which the plugin's fusion matches as exported. With no rows it has no work.
+    for norm in (layer.q, layer.k):
+        cut = _rows(norm.raw, loop_rows).output(0)
+        for reader in norm.readers:
+            reader.replace_source_output(cut)
+    sources = [reader.get_source_output() for reader in layer.sequences]
+    for reader, source in zip(layer.sequences, sources):
+        reader.replace_source_output(_rows(source, loop_rows).output(0))
+    loop_state = _rows(state, loop_rows)
+    loop.input(7).replace_source_output(loop_state.output(0))
+    # the exporter reshapes the new state to the shape of the state read: now loop_rows rows
+    state_shape = layer.state_out.input_value(1)
+    layer.state_out.input(1).replace_source_output(ops.shape_of(loop_state, state_shape.get_element_type()).output(0))
+
+    out, new_state = _one_token(
+        _normalise_one(layer.q, step_rows), _normalise_one(layer.k, step_rows),
+        # the state whole, not cut to step_rows (a copy of it): its one row broadcasts against the step's rows (none or one)
+        *(_last_token(source, step_rows) for source in sources), state,
+    )
+    # [step_rows, H, 1, Dv] → [step_rows, H, S, Dv]: the same elements (none for a longer chunk, S = 1 otherwise)
+    tail = _cut(ops.shape_of(out), _i64([1]), _i64([_END]), 0)
+    out = ops.reshape(out, ops.concat([step_rows, _cut(tail, zero, one, 0), tokens, _cut(tail, _i64([2]), _i64([3]), 0)], 0), False)
+    merged_out = ops.concat([layer.o_out.output(0), out], 0)
+    merged_state = ops.concat([layer.state_out.output(0), new_state], 0)
+    for reader in o_readers:
+        reader.replace_source_output(merged_out.output(0))
+    for reader in state_readers:
+        reader.replace_source_output(merged_state.output(0))
+
+
+def one_token_deltanet(model: ov.Model) -> int:
+    """Give every exporter DeltaNet Loop of `model` a one-token path (see the module doc); return how many.
+
+    A Loop that is not laid out as optimum-intel 2.2 exports it is left as it is.
+    """
+    layers = [layer for op in model.get_ordered_ops() if _is(op, "Loop") and (layer := _match(op)) is not None]
+    for layer in layers:
+        _rewrite(layer)
+    if layers:
+        model.validate_nodes_and_infer_types()
+    return len(layers)
