@@ -8,11 +8,16 @@ logprobs lets Decider render the prompt itself and read each option letter exact
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from .remote_http import JsonClient, RemoteError, RemoteHTTPError
 
 KINDS = ("decider", "vllm", "llama.cpp", "ovms", "unknown")
+
+# A server error while probing is retried after these pauses (seconds) before it reaches the user: a vLLM
+# engine still warming up, or restarting, answers 500 for a moment.
+RETRY_PAUSES = (0.5, 2.0)
 
 # /v1/models' owned_by → kind (each server's own spelling)
 _OWNERS = {"decider": "decider", "vllm": "vllm", "llamacpp": "llama.cpp", "ovms": "ovms"}
@@ -49,14 +54,20 @@ def kind_of(entries: list[dict]) -> str:
 def _probe_completions(client: JsonClient, api: str, model: str) -> tuple[bool, str | None]:
     """(raw completions with logprobs, why not): one tiny raw completion asking for its token's logprobs."""
     body = {"model": model, "prompt": "Hello", "max_tokens": 1, "logprobs": 1, "temperature": 0}
-    try:
-        answer = client.call("POST", f"{api}/completions", body)
-    except RemoteHTTPError as exc:
-        # 401, and a server error (5xx: the server failed, it did not answer the question) are errors to
-        # retry, not a capability: taken as "no completions", they sent every later decision to chat.
-        if exc.status == 401 or exc.status >= 500:
-            raise RemoteError(f"probing {client.root}{api}/completions failed, try again: {exc}") from None
-        return False, f"no usable /completions ({exc})"
+    for pause in (*RETRY_PAUSES, None):
+        try:
+            answer = client.call("POST", f"{api}/completions", body)
+            break
+        except RemoteHTTPError as exc:
+            # 401, and a server error (5xx: the server failed, it did not answer the question) are errors,
+            # not a capability: taken as "no completions", they sent every later decision to chat. A 5xx is
+            # retried; if it persists the decision fails and the next one probes again.
+            if exc.status >= 500 and pause is not None:
+                time.sleep(pause)
+                continue
+            if exc.status == 401 or exc.status >= 500:
+                raise RemoteError(f"probing {client.root}{api}/completions failed, try again: {exc}") from None
+            return False, f"no usable /completions ({exc})"
     try:
         choice = answer["choices"][0]
         ok = isinstance(choice["text"], str) and isinstance(choice["logprobs"]["token_logprobs"], list)

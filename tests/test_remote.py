@@ -401,6 +401,28 @@ def test_a_failed_probe_is_an_error_to_retry_not_a_missing_endpoint(serve_owned)
     assert [o.bar for o in result.options] == ["exact"] * 3
 
 
+def test_a_probe_that_fails_for_a_moment_is_retried_within_the_decision(serve_owned, monkeypatch):
+    """Issue 26 item 7: a vLLM engine still warming up answers 500 once; the probe asks again before failing."""
+    import decider.engine.remote_probe as remote_probe
+
+    monkeypatch.setattr(remote_probe, "RETRY_PAUSES", (0.01, 0.01))
+    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+    failures = {"left": 2}
+
+    def behaviour(h, body):
+        if body.get("prompt") == "Hello" and failures["left"]:
+            failures["left"] -= 1
+            return h._send(500, {"error": {"message": "engine core warming up"}})
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("A", listed))
+
+    server = serve_owned(behaviour, "vllm")
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert failures["left"] == 0 and result.engine.server == "vllm" and result.engine.method == "top list"
+    assert [o.bar for o in result.options] == ["exact"] * 3
+
+
 def test_a_constraint_never_moves_a_decision_off_raw_completions(serve_owned):
     """Issue 26 item 3: --engine-constraint llama.cpp used to force the server's chat template."""
     listed = {"A": -0.2, "B": -2.0, "C": -3.0}
