@@ -35,6 +35,7 @@ from .generate import make_rng
 from .info import EngineInfo
 from .remote_http import JsonClient, RemoteError
 from .remote_probe import ServerProfile, model_entries, probe
+from .remote_precision import note as precision_note, unreported_precision
 from .remote_prompt import after_reasoning, decision_text
 from .remote_reasoning import STOP, read_reasoning
 from .remote_read import (
@@ -302,6 +303,11 @@ class RemoteEngine:
                 kinds, low, high = ["estimate"] * len(labels), np.zeros(len(labels)), np.ones(len(labels))
             else:
                 kinds = ["upper" if k == "upper" else ("estimate" if bounded else "exact") for k in reading.labels]
+                server = self._profile.kind if self._profile is not None else None
+                reduced = unreported_precision(server, values, kinds)  # engine/remote_precision.py
+                if reduced is not None:
+                    kinds, low, high = reduced
+                    reading.notes.append(precision_note(server))
         shown = probabilities
         most_likely = int(np.argmax(shown))
         if request.sample_choice:

@@ -332,9 +332,9 @@ def test_forced_letters_are_exact_when_the_server_reports_model_logprobs(serve_o
             return h._send(200, completion_answer(label, {label: truth[label]}, truth[label]))
         return h._send(200, completion_answer("A", listed))
 
-    server = serve_owned(behaviour, "vllm")
+    server = serve_owned(behaviour, "llamacpp")  # (vLLM's unreported bf16 makes these mid bars estimates)
     result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
-    assert result.engine.server == "vllm" and result.engine.method == "forced letters"
+    assert result.engine.server == "llama.cpp" and result.engine.method == "forced letters"
     assert [o.bar for o in result.options] == ["exact"] * 3 and [o.bound for o in result.options] == [None] * 3
     assert [o.logprob for o in result.options] == [truth["A"], truth["B"], truth["C"]]
     assert result.coverage == pytest.approx(sum(__import__("math").exp(v) for v in truth.values()))
@@ -381,7 +381,7 @@ def test_method_flag_is_validated_and_permute_is_refused_with_a_reason(serve):
 
 def test_a_failed_probe_is_an_error_to_retry_not_a_missing_endpoint(serve_owned):
     """Issue 26 item 7: a 500 while probing /v1/completions once sent the engine to chat for its lifetime."""
-    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+    listed = {"A": -1e-5, "B": -12.0, "C": -13.0}  # clear: exact even at vLLM's unreported bf16
     state = {"down": True}
 
     def behaviour(h, body):
@@ -401,12 +401,34 @@ def test_a_failed_probe_is_an_error_to_retry_not_a_missing_endpoint(serve_owned)
     assert [o.bar for o in result.options] == ["exact"] * 3
 
 
+def test_vllm_bars_are_exact_only_where_its_unreported_bf16_cannot_move_them(serve_owned):
+    """Issue 26 item 7: vLLM computes in bf16 and does not say so; with the same reasoning tokens its bars were
+    up to 0.043 from the local f32 ones while labelled exact. A bar near 0 or 1 stays exact; the rest are
+    estimates whose range holds the server's number, and a lead inside the ranges is uncertain."""
+    def behaviour(h, body):
+        if "tokenize" in h.path:
+            return h._send(404, {"detail": "Not Found"})
+        return h._send(200, completion_answer("A", state["listed"]))
+
+    server = serve_owned(behaviour, "vllm")
+    state = {"listed": {"A": -1e-5, "B": -12.0, "C": -13.0}}  # a clear item: bf16 cannot move these bars
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert [o.bar for o in result.options] == ["exact"] * 3 and not result.uncertain
+    state["listed"] = {"A": -0.45, "B": -1.2, "C": -3.0}  # a lead of 0.75: outside the allowance, bars not exact
+    result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
+    assert [o.bar for o in result.options] == ["estimate"] * 3 and not result.uncertain
+    assert all(o.low < o.probability < o.high for o in result.options)
+    assert any("does not report its precision" in note for note in result.engine.notes)
+    state["listed"] = {"A": -0.6, "B": -0.9, "C": -3.0}  # a lead of 0.3, within the allowance: uncertain
+    assert RemoteEngine(RemoteConfig(server.url)).decide(REQUEST).uncertain
+
+
 def test_a_probe_that_fails_for_a_moment_is_retried_within_the_decision(serve_owned, monkeypatch):
     """Issue 26 item 7: a vLLM engine still warming up answers 500 once; the probe asks again before failing."""
     import decider.engine.remote_probe as remote_probe
 
     monkeypatch.setattr(remote_probe, "RETRY_PAUSES", (0.01, 0.01))
-    listed = {"A": -0.2, "B": -2.0, "C": -3.0}
+    listed = {"A": -1e-5, "B": -12.0, "C": -13.0}  # clear: exact even at vLLM's unreported bf16
     failures = {"left": 2}
 
     def behaviour(h, body):
@@ -482,7 +504,7 @@ def test_a_near_tie_within_the_servers_unreported_precision_is_uncertain(serve_o
             return h._send(404, {"detail": "Not Found"})
         return h._send(200, completion_answer("A", state["listed"]))
 
-    server = serve_owned(behaviour, "vllm")
+    server = serve_owned(behaviour, "llamacpp")  # a server whose numbers are not known to be reduced
     for gap, uncertain in ((0.03, True), (0.5, False)):
         state = {"listed": {"A": -0.60, "B": -0.60 - gap, "C": -4.0}}
         result = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)
