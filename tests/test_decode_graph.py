@@ -7,7 +7,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import pytest
 
-from conftest import model_dir
+from support.models import model_dir
 from decider.engine import decode_graph, runner as runner_module
 from decider.engine.decode_graph import one_token_deltanet
 from decider.engine.devices import DeviceOptions, compile_properties
