@@ -122,11 +122,14 @@ def _normalised(output: ov.Output, scaled: bool) -> _Normalised | None:
 def _flattened_outputs(loop: ov.Node, state: ov.Output) -> tuple[ov.Node, ov.Node] | None:
     """The exporter flattens the Loop's two outputs into one Concat and slices them back out:
     Loop → Reshape(-1) ×2 → Concat → Slice ×2 → Reshape (output [B,H,S,Dv]; state [B,H,Dk,Dv])."""
-    flat = [_only_reader(loop.output(i)) for i in range(2)]
-    if not all(f is not None and _is(f, "Reshape") for f in flat):
+    first, second = (_only_reader(loop.output(i)) for i in range(2))
+    if first is None or second is None or not (_is(first, "Reshape") and _is(second, "Reshape")):
         return None
-    concat = _only_reader(flat[0].output(0))
-    if concat is None or not _is(concat, "Concat") or _only_reader(flat[1].output(0)) is not concat:
+    concat = _only_reader(first.output(0))
+    if concat is None or not _is(concat, "Concat"):
+        return None
+    shared = _only_reader(second.output(0)) is concat  # (a name of its own: an `is` test would narrow `concat`)
+    if not shared:
         return None
     ends = []
     for target in concat.output(0).get_target_inputs():
@@ -152,9 +155,10 @@ def _match(loop: ov.Node) -> _Layer | None:
         return None  # rewritten already: the state reaches the Loop through its rows cut
     q = _normalised(loop.input_value(2), scaled=True)
     k = _normalised(loop.input_value(3), scaled=False)
-    transposes = [_transposed(loop.input_value(4), [0, 2, 1, 3])] + [_transposed(loop.input_value(i), [0, 2, 1]) for i in (5, 6)]
+    found = [_transposed(loop.input_value(4), [0, 2, 1, 3])] + [_transposed(loop.input_value(i), [0, 2, 1]) for i in (5, 6)]
+    transposes = [t for t in found if t is not None]
     outputs = _flattened_outputs(loop, loop.input_value(7))
-    if q is None or k is None or None in transposes or outputs is None:
+    if q is None or k is None or len(transposes) != 3 or outputs is None:
         return None
     return _Layer(loop, q, k, tuple(t.input(0) for t in transposes), *outputs)
 
@@ -226,10 +230,11 @@ def _rewrite(layer: _Layer) -> None:
     state_shape = layer.state_out.input_value(1)
     layer.state_out.input(1).replace_source_output(ops.shape_of(loop_state, state_shape.get_element_type()).output(0))
 
+    v, g, beta = (_last_token(source, step_rows) for source in sources)
     out, new_state = _one_token(
-        _normalise_one(layer.q, step_rows), _normalise_one(layer.k, step_rows),
+        _normalise_one(layer.q, step_rows), _normalise_one(layer.k, step_rows), v, g, beta,
         # the state whole, not cut to step_rows (a copy of it): its one row broadcasts against the step's rows (none or one)
-        *(_last_token(source, step_rows) for source in sources), state,
+        state,
     )
     # [step_rows, H, 1, Dv] → [step_rows, H, S, Dv]: the same elements (none for a longer chunk, S = 1 otherwise)
     tail = _cut(ops.shape_of(out), _i64([1]), _i64([_END]), 0)
