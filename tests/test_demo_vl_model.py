@@ -133,13 +133,12 @@ def issue_cases(runner):
 def test_held_out_styles_are_styles_training_never_saw(styled):
     items, _ = styled
     train = tasks.STYLE_VALUES["train"]
-    lo, hi = train["aspect"]
     sizes = set()
     for item in items:
         scene = item.scene
         assert scene["style"] == "heldout" and scene["background"]["kind"] not in train["background"]
         aspect = scene["width"] / scene["height"]
-        assert not lo <= aspect <= hi and 60 <= min(scene["width"], scene["height"]) <= max(scene["width"], scene["height"]) <= 400
+        assert not any(lo <= aspect <= hi for lo, hi in train["aspect"]) and 60 <= min(scene["width"], scene["height"]) <= max(scene["width"], scene["height"]) <= 400
         sizes.add((scene["width"], scene["height"]))
         if scene["task"] == "star" and scene.get("side"):
             assert scene["points"] not in train["star_points"]

@@ -127,8 +127,8 @@ HPARAMS = dict(
     dt_bias=0.0,
     eval_every=250,
     val_items=400,
-    style_share=0.5,       # share of each batch drawn in the training styles (other sizes, shapes, backgrounds)
-    style_smoothing=0.2,   # label smoothing on those: a styled picture's bar tops out near 0.9, not 1.0
+    style_share=0.7,       # share of each batch drawn in the training styles (other sizes, shapes, backgrounds)
+    style_smoothing=0.25,  # label smoothing on those: a styled picture's bar tops out near 0.9, not 1.0
     style_val_items=160,
 )
 
