@@ -30,7 +30,7 @@ import numpy as np
 
 # The item, casing, kind sampling, reshuffling and held-out drawing are the text demo's (tools/demo_tasks.py).
 import demo_tasks
-from demo_tasks import _cased, flip_case, shuffled, variants
+from demo_tasks import _cased, flip_case, shuffled, variants  # noqa: F401  (flip_case, shuffled, variants: used as tasks.*)
 from demo_tasks import heldout_items as _heldout_items
 from demo_tasks import sample_kind as _sample_kind
 
