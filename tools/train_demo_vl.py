@@ -298,7 +298,7 @@ def evaluate_torch(model, enc: Encoder, items, T: int) -> dict:
 def train(args) -> Path:
     common.torch_setup(args.threads)
 
-    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every"))
+    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix"))
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     tokdir = work / "tokenizer"
@@ -309,6 +309,11 @@ def train(args) -> Path:
                                                    "<|vision_start|>", "<|vision_end|>")}
     config = config_for(T, special)
     model = build_model(config, SEED, hp)
+    if args.init:  # a continuation: the weights of an earlier run's checkpoint (the probes start afresh)
+        from transformers import Qwen3_5ForConditionalGeneration
+
+        model = Qwen3_5ForConditionalGeneration.from_pretrained(str(args.init))
+        log(f"continuing from {args.init} (step {json.loads((args.init / 'train_meta.json').read_text())['step']})")
     patch_fast_paths(model)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
@@ -327,6 +332,8 @@ def train(args) -> Path:
     chance = common.chance_loss(val_items)
     log(f"validation: {len(val_items)} held-out items; answer loss of a uniform guess {chance:.4f}")
 
+    style_mix = hp.get("style_mix") or tasks.TRAIN_MIX
+
     def evaluate():
         return {**evaluate_torch(model, enc, val_items, T), "chance": chance}
 
@@ -337,7 +344,7 @@ def train(args) -> Path:
     def next_losses():
         styled = round(hp["batch"] * hp["style_share"])
         items = [tasks.make_item(rng, tasks.sample_kind(rng), "train") for _ in range(hp["batch"] - styled)]
-        items += [tasks.make_styled_item(rng, tasks.sample_kind(rng), "train") for _ in range(styled)]
+        items += [tasks.make_styled_item(rng, tasks.sample_kind(rng, style_mix), "train") for _ in range(styled)]
         a_loss, l_loss, _, p_loss = forward_losses(model, enc.batch(items), T, enc.letters, hp["lm_weight"],
                                                    probe if hp["probe_weight"] > 0 else None)
         return a_loss, l_loss, p_loss
@@ -354,6 +361,7 @@ def train(args) -> Path:
         "steps_run": step, "elapsed_s": elapsed, "best_val_loss": best[0], "best_step": best[1], "parameters": n_params,
         "vision_parameters": n_vision, "tokenizer_size": T, "vocab_size": config.text_config.vocab_size, "hparams": hp,
         "text": TEXT, "vision": VISION, "threads": args.threads, "seed": SEED, "versions": versions(),
+        "init": str(args.init) if args.init else None,
     }, indent=1))
     return work / "checkpoint"
 
@@ -737,6 +745,9 @@ def write_card(args) -> Path:
 
 def main(argv=None) -> int:
     ap = common.base_parser(__doc__, ["train", "export", "evaluate", "card", "all", "ship", "export-worker"], DEFAULT_WORK, 4000)
+    ap.add_argument("--init", type=Path, default=None, help="start from this checkpoint's weights (continue a run)")
+    ap.add_argument("--style-mix", dest="style_mix", type=json.loads, default=None,
+                    help='kinds of the styled scenes, as JSON weights (default: the 96×96 mix), e.g. \'{"star": 0.4, ...}\'')
     args = ap.parse_args(argv)
     if args.command == "export-worker":
         checkpoint, out = args.rest
