@@ -383,6 +383,8 @@ def render_styled(scene: dict) -> np.ndarray:
 
 def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
     n = scene["doors"]
+    if not n:
+        return
     slot = width / n
     door_w = slot * (0.38 if scene["door_width"] == "narrow" else 0.72)
     top, bottom = int(height * scene["top"]), height - max(3, height // 16)
@@ -449,6 +451,8 @@ def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, 
         doors, options, opened, answer, wood = _doors(rng, n, none)
         scene.update(doors=doors, open=opened, top=rng.uniform(0.1, 0.4), wood=wood, frame=_jitter(rng, pick("frame"), 10),
                      door_width=pick("door_width"), door_leaf=pick("door_leaf"))
+        if none and split == "train" and rng.random() < 0.5:
+            scene["doors"] = 0  # no door at all, as on a blank picture: nothing to see, even bars
     return scene, options, answer
 
 

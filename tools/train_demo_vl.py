@@ -606,6 +606,34 @@ def write_curves(work: Path) -> None:
     log(f"curves -> {DOCS / 'curve_vl.csv'}, {DOCS / 'curve_vl.png'}")
 
 
+STYLE_TRAIN_TEXT = ("60 to 400 pixels a side at 1:2.15 to 2.15:1 for half of them, 1:4.5 to 1:3.2 or 3.2:1 to 4.5:1 for the "
+                    "rest; four-, five-, seven- and eight-point stars, filled or outlined; wide or narrow doors with the leaf "
+                    "inside the frame, half out of it or out of sight; white, black, red, green, grey, purple or orange "
+                    "frames; grey, tinted, noisy, banded or radial backgrounds; small squares and triangles as distractors")
+
+
+def training_run_lines(summary: dict) -> list[str]:
+    """The card's lines on how the exported checkpoint was trained: one run, or a run continued from another's."""
+    def run(s: dict, how: str) -> str:
+        hp = s["hparams"]
+        until = "the time budget" if hp.get("anneal_by_time") else "the planned steps"
+        extra = f", styled kinds weighted {json.dumps(hp['style_mix'])}" if hp.get("style_mix") else ""
+        return (f"{how}, seed {s['seed']}: {s['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, warmup "
+                f"{hp['warmup']}, cosine to {hp['min_lr_frac']}x by the end of {until}{extra}), {s['elapsed_s'] / 60:.0f} minutes; "
+                f"its checkpoint with the lowest validation answer loss (step {s['best_step']}) was kept")
+    chain = [summary]  # this run, then the run it continued, and so on back to the one from scratch
+    while chain[-1].get("init"):
+        chain.append(json.loads((Path(chain[-1]["init"]).parent / "train_summary.json").read_text()))
+    chain.reverse()
+    lines = []
+    for i, s in enumerate(chain):
+        how = "From scratch" if i == 0 else "Continued from that checkpoint (the training-only probes afresh)"
+        lines.append(f"- Run {i + 1}. {run(s, how)}" + (", and exported." if i == len(chain) - 1 else "."))
+    lines.append(f"- {summary['threads']} CPU thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, "
+                 f"transformers {summary['versions'].get('transformers')}).")
+    return lines
+
+
 def write_card(args) -> Path:
     from decider.engine.decision_prompt import load_templates, render_user_text
 
@@ -701,22 +729,18 @@ def write_card(args) -> Path:
         *style_card_lines(m["styles"]),
         "## Training",
         "",
-        f"- From scratch, seed {summary['seed']}, {summary['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, "
-        f"cosine to {hp['min_lr_frac']}x over the planned steps, warmup {hp['warmup']}; stopped by the time budget), {summary['elapsed_s'] / 60:.0f} minutes on {summary['threads']} CPU "
-        f"thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, transformers "
-        f"{summary['versions'].get('transformers')}); the checkpoint with the lowest validation answer loss (step {summary['best_step']}) was exported.",
+        *training_run_lines(summary),
         f"- Loss: soft-label cross-entropy at the answer position + {hp['lm_weight']} × LM loss on the prompt's text + "
         f"{hp['probe_weight']} × two training-only probes (not exported): on each option's token, is this option the answer (as for",
         "  the text demo model); on the image tokens' features, what the scene shows (colour, side, or nothing). Without the",
         "  second, the answer stayed at the prior for 400 steps (docs/demo-model/TRAINING_VL.md).",
         "- Pixels go through the engine's own preprocessing in training too, so the model learnt on the patches the engine feeds.",
         f"- Each batch: {1 - hp.get('style_share', 0):.0%} 96×96 scenes as above, {hp.get('style_share', 0):.0%} scenes in the training "
-        "styles of `STYLE_VALUES['train']` (60 to 400 pixels a side at 1:2 to 2:1, four- and five-point stars filled or "
-        "outlined, wide or narrow doors with the leaf inside the frame, white/black/red frames, grey, tinted or noisy "
-        "backgrounds, small squares and triangles as distractors), their targets smoothed by "
+        f"styles of `STYLE_VALUES['train']` ({STYLE_TRAIN_TEXT}), their targets smoothed by "
         f"{hp.get('style_smoothing', 0)} towards even, so a styled picture's bar tops out near {1 - hp.get('style_smoothing', 0) / 2:.2f} for two options.",
-        "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2). Curve:",
-        "  `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
+        "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2)"
+        + (", then `train --init <previous run>/checkpoint` with each later run's options (docs/demo-model/TRAINING_VL.md)" if summary.get("init") else "")
+        + ". Curve (of the last run): `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
         "",
         f"Training curve (validation: {hp['val_items']} held-out layouts + {hp.get('style_val_items', 0)} scenes in the training styles; uniform guess = {float(rows[0]['val_chance_loss']):.3f}):",
         "",
