@@ -271,24 +271,17 @@ def _size(rng: random.Random, split: str) -> tuple[int, int]:
     return (400, round(400 / aspect)) if aspect >= 1 else (round(400 * aspect), 400)
 
 
-def side_of(level: int) -> tuple[int, int]:
-    """The range of greys on `level`'s side of mid-grey (the ink is light on the dark side, dark on the light)."""
-    return (20, 110) if level < 128 else (146, 235)
-
-
 def _styled_background(rng: random.Random, kind: str) -> dict:
     """A background far from the four circle colours: greys, muted tints, noise, or a two-grey gradient."""
     level = rng.randint(20, 235)
     if kind == "tinted":
         return {"kind": kind, "rgb": _jitter(rng, (level, level, level), 30)}
-    if kind == "bands":  # 2-4 flat stripes of different greys (a gradient in steps, never a smooth one)
-        lo, hi = side_of(level)  # every band on the mean's side of mid-grey, so the ink stands out on each
-        levels = [min(hi, max(lo, level + rng.randint(-70, 70))) for _ in range(rng.randint(2, 4))]
+    if kind == "bands":  # 2-4 flat stripes of different greys (steps, never a smooth gradient), dark and light ones together
+        levels = [min(235, max(20, level + rng.randint(-110, 110))) for _ in range(rng.randint(2, 4))]
         return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 8), "bands": [_jitter(rng, (v,) * 3, 8) for v in levels],
                 "vertical": rng.random() < 0.5}
     if kind == "radial":  # one grey in the middle, another at the edges
-        lo, hi = side_of(level)
-        other = min(hi, max(lo, level + rng.choice((-1, 1)) * rng.randint(40, 100)))
+        other = min(235, max(20, level + rng.choice((-1, 1)) * rng.randint(40, 140)))
         return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 8), "to": _jitter(rng, (other,) * 3, 8)}
     if kind == "gradient":
         other = min(235, max(20, level + rng.choice((-1, 1)) * rng.randint(60, 140)))
