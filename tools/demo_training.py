@@ -383,6 +383,8 @@ def train_loop(*, model, probe, hp: dict, args, log, evaluate, extra_fields: lis
             if best is None or m["loss"] < best[0]:
                 best = (m["loss"], step)
                 save(step, m)
+            elif hp.get("keep_last"):  # a continuation judged by other measures than the validation loss
+                save(step, m, "checkpoint_last")
             if out_of_time:
                 log(f"time budget of {args.minutes} min reached at step {step}")
                 break

@@ -298,7 +298,7 @@ def evaluate_torch(model, enc: Encoder, items, T: int) -> dict:
 def train(args) -> Path:
     common.torch_setup(args.threads)
 
-    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix"))
+    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix", "keep_last"))
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     tokdir = work / "tokenizer"
@@ -349,8 +349,8 @@ def train(args) -> Path:
                                                    probe if hp["probe_weight"] > 0 else None)
         return a_loss, l_loss, p_loss
 
-    def save(step, m):
-        common.save_checkpoint(model, work / "checkpoint", tokdir, {"step": step, "val": m, "hparams": hp},
+    def save(step, m, name="checkpoint"):
+        common.save_checkpoint(model, work / name, tokdir, {"step": step, "val": m, "hparams": hp},
                                {"preprocessor_config.json": json.dumps(PREPROCESSOR, indent=2) + "\n"})
 
     step, elapsed, best = common.train_loop(
@@ -609,7 +609,8 @@ def write_curves(work: Path) -> None:
 STYLE_TRAIN_TEXT = ("60 to 400 pixels a side at 1:2.15 to 2.15:1 for half of them, 1:4.5 to 1:3.2 or 3.2:1 to 4.5:1 for the "
                     "rest; four-, five-, seven- and eight-point stars, filled or outlined; wide or narrow doors with the leaf "
                     "inside the frame, half out of it or out of sight; white, black, red, green, grey, purple or orange "
-                    "frames; grey, tinted, noisy, banded or radial backgrounds; small squares and triangles as distractors")
+                    "frames; grey, tinted or noisy backgrounds, or banded and radial ones that may run from dark to light; small "
+                    "squares and triangles as distractors; half the 'no open door' scenes have no door at all")
 
 
 def training_run_lines(summary: dict) -> list[str]:
@@ -770,6 +771,8 @@ def write_card(args) -> Path:
 def main(argv=None) -> int:
     ap = common.base_parser(__doc__, ["train", "export", "evaluate", "card", "all", "ship", "export-worker"], DEFAULT_WORK, 4000)
     ap.add_argument("--init", type=Path, default=None, help="start from this checkpoint's weights (continue a run)")
+    ap.add_argument("--keep-last", dest="keep_last", action="store_true", default=None,
+                    help="also keep the latest evaluated weights in <work>/checkpoint_last")
     ap.add_argument("--style-mix", dest="style_mix", type=json.loads, default=None,
                     help='kinds of the styled scenes, as JSON weights (default: the 96×96 mix), e.g. \'{"star": 0.4, ...}\'')
     args = ap.parse_args(argv)
