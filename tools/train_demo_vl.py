@@ -619,9 +619,12 @@ def training_run_lines(summary: dict) -> list[str]:
         hp = s["hparams"]
         until = "the time budget" if hp.get("anneal_by_time") else "the planned steps"
         extra = f", styled kinds weighted {json.dumps(hp['style_mix'])}" if hp.get("style_mix") else ""
+        if s.get("minutes_budget"):
+            until = f"a {s['minutes_budget']}-minute budget"
+        kept = s.get("note") or f"its checkpoint with the lowest validation answer loss (step {s['best_step']}) was kept"
         return (f"{how}, seed {s['seed']}: {s['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, warmup "
-                f"{hp['warmup']}, cosine to {hp['min_lr_frac']}x by the end of {until}{extra}), {s['elapsed_s'] / 60:.0f} minutes; "
-                f"its checkpoint with the lowest validation answer loss (step {s['best_step']}) was kept")
+                f"{hp['warmup']}, cosine to {hp['min_lr_frac']}x planned by the end of {until}{extra}), {s['elapsed_s'] / 60:.0f} minutes; "
+                f"{kept}")
     chain = [summary]  # this run, then the run it continued, and so on back to the one from scratch
     while chain[-1].get("init"):
         chain.append(json.loads((Path(chain[-1]["init"]).parent / "train_summary.json").read_text()))
@@ -629,7 +632,7 @@ def training_run_lines(summary: dict) -> list[str]:
     lines = []
     for i, s in enumerate(chain):
         how = "From scratch" if i == 0 else "Continued from that checkpoint (the training-only probes afresh)"
-        lines.append(f"- Run {i + 1}. {run(s, how)}" + (", and exported." if i == len(chain) - 1 else "."))
+        lines.append(f"- Run {i + 1}. {run(s, how)}" + (", and exported." if i == len(chain) - 1 and not s.get("note") else "."))
     lines.append(f"- {summary['threads']} CPU thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, "
                  f"transformers {summary['versions'].get('transformers')}).")
     return lines
@@ -738,7 +741,8 @@ def write_card(args) -> Path:
         "- Pixels go through the engine's own preprocessing in training too, so the model learnt on the patches the engine feeds.",
         f"- Each batch: {1 - hp.get('style_share', 0):.0%} 96×96 scenes as above, {hp.get('style_share', 0):.0%} scenes in the training "
         f"styles of `STYLE_VALUES['train']` ({STYLE_TRAIN_TEXT}), their targets smoothed by "
-        f"{hp.get('style_smoothing', 0)} towards even, so a styled picture's bar tops out near {1 - hp.get('style_smoothing', 0) / 2:.2f} for two options.",
+        f"{hp.get('style_smoothing', 0)} towards even, so a styled picture's bar tops out near {1 - hp.get('style_smoothing', 0) / 2:.2f} for two options."
+        + (f" {summary['data_changes']}" if summary.get("data_changes") else ""),
         "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2)"
         + (", then `train --init <previous run>/checkpoint` with each later run's options (docs/demo-model/TRAINING_VL.md)" if summary.get("init") else "")
         + ". Curve (of the last run): `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
