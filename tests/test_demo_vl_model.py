@@ -133,13 +133,12 @@ def issue_cases(runner):
 def test_held_out_styles_are_styles_training_never_saw(styled):
     items, _ = styled
     train = tasks.STYLE_VALUES["train"]
-    lo, hi = train["aspect"]
     sizes = set()
     for item in items:
         scene = item.scene
         assert scene["style"] == "heldout" and scene["background"]["kind"] not in train["background"]
         aspect = scene["width"] / scene["height"]
-        assert not lo <= aspect <= hi and 60 <= min(scene["width"], scene["height"]) <= max(scene["width"], scene["height"]) <= 400
+        assert not any(lo <= aspect <= hi for lo, hi in train["aspect"]) and 60 <= min(scene["width"], scene["height"]) <= max(scene["width"], scene["height"]) <= 400
         sizes.add((scene["width"], scene["height"]))
         if scene["task"] == "star" and scene.get("side"):
             assert scene["points"] not in train["star_points"]
@@ -148,8 +147,6 @@ def test_held_out_styles_are_styles_training_never_saw(styled):
     assert len(sizes) > len(items) // 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 item 8 is open: the shipped demo was trained before these styles existed "
-                   "(MODEL_CARD.md states its numbers); strict, so a model that meets the targets makes this pass and the mark go")
 def test_held_out_styles_are_mostly_right_and_never_sure_when_wrong(styled):
     """Outside its own drawings the demo may be wrong, but it must not say so at 99 %."""
     _, m = styled
@@ -157,15 +154,11 @@ def test_held_out_styles_are_mostly_right_and_never_sure_when_wrong(styled):
     assert m["largest_wrong_bar"] <= 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 item 8 is open: the shipped demo was trained before these styles existed "
-                   "(MODEL_CARD.md states its numbers); strict, so a model that meets the targets makes this pass and the mark go")
 def test_blank_pictures_in_held_out_styles_give_near_even_bars(styled):
     _, m = styled
     assert m["blank_max_deviation"] <= 0.25
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 item 8 is open: the shipped demo was trained before these styles existed "
-                   "(MODEL_CARD.md states its numbers); strict, so a model that meets the targets makes this pass and the mark go")
 def test_the_issues_cases(issue_cases):
     """Five-point stars on 120×300 and 320×180 pictures, narrow doors with the leaf outside the frame."""
     items, m = issue_cases

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 ACTIONS = [
     "Attack", "Defend", "Retreat", "Trade", "Hide", "Wait", "Build", "Scout", "Negotiate", "Flee",
@@ -69,10 +70,11 @@ class Item:
     question: str
     options: tuple[str, ...]
     target: tuple[float, ...]  # probability the item assigns to each option (sums to 1)
+    unambiguous_kinds: ClassVar[tuple[str, ...]] = UNAMBIGUOUS  # a subclass with other kinds sets its own
 
     @property
     def ambiguous(self) -> bool:
-        return self.kind not in UNAMBIGUOUS
+        return self.kind not in self.unambiguous_kinds
 
     @property
     def answer(self) -> int | None:
@@ -81,7 +83,7 @@ class Item:
 
     def reordered(self, order: list[int]) -> "Item":
         """Same item with options shown in `order` (position j shows option order[j])."""
-        return Item(self.kind, self.question, tuple(self.options[i] for i in order), tuple(self.target[i] for i in order))
+        return replace(self, options=tuple(self.options[i] for i in order), target=tuple(self.target[i] for i in order))
 
 
 def combination_key(kind: str, question: str, options) -> str:
@@ -152,10 +154,12 @@ def sample_kind(rng: random.Random, mix: dict[str, float] = TRAIN_MIX) -> str:
     return kind
 
 
-def heldout_items(seed: int, counts: dict[str, int]) -> list[Item]:
-    """Held-out evaluation items: counts per kind, generated from `seed`."""
+def heldout_items(seed: int, counts: dict[str, int], make=None) -> list[Item]:
+    """Held-out evaluation items: counts per kind, generated from `seed` (by `make`, this module's make_item unless
+    given: tools/demo_vl_tasks.py passes its own)."""
     rng = random.Random(seed)
-    return [make_item(rng, kind, "heldout") for kind, count in counts.items() for _ in range(count)]
+    make = make or make_item
+    return [make(rng, kind, "heldout") for kind, count in counts.items() for _ in range(count)]
 
 
 def shuffled(items: list[Item], seed: int) -> list[Item]:

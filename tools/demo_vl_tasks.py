@@ -24,8 +24,15 @@ import math
 import random
 import zlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
+
+# The item, casing, kind sampling, reshuffling and held-out drawing are the text demo's (tools/demo_tasks.py).
+import demo_tasks
+from demo_tasks import _cased, flip_case, shuffled, variants  # noqa: F401  (flip_case, shuffled, variants: used as tasks.*)
+from demo_tasks import heldout_items as _heldout_items
+from demo_tasks import sample_kind as _sample_kind
 
 SIZE = 96  # pictures are SIZE × SIZE: three 32-pixel image tokens a side at the model's patch 16 / merge 2
 
@@ -50,34 +57,14 @@ FLIP = 0.5
 
 
 @dataclass(frozen=True)
-class Item:
-    kind: str
-    question: str
-    options: tuple[str, ...]
-    target: tuple[float, ...]
+class Item(demo_tasks.Item):
+    """The text demo's item (question, options, target; ambiguous, answer) with a scene to draw."""
+
     scene: dict = field(compare=False, hash=False)
-
-    @property
-    def ambiguous(self) -> bool:
-        return self.kind not in UNAMBIGUOUS
-
-    @property
-    def answer(self) -> int | None:
-        return self.target.index(1.0) if not self.ambiguous else None
+    unambiguous_kinds: ClassVar[tuple[str, ...]] = UNAMBIGUOUS
 
     def image(self) -> np.ndarray:
         return render(self.scene)
-
-    def reordered(self, order: list[int]) -> "Item":
-        return Item(self.kind, self.question, tuple(self.options[i] for i in order), tuple(self.target[i] for i in order), self.scene)
-
-
-def flip_case(word: str) -> str:
-    return (word[0].upper() if word[0].islower() else word[0].lower()) + word[1:]
-
-
-def variants(word: str) -> tuple[str, str]:
-    return word, flip_case(word)
 
 
 def vocabulary() -> list[str]:
@@ -159,6 +146,16 @@ def _cell(value: float, cells: int) -> int:
     return min(cells - 1, int(value * cells / SIZE))
 
 
+def _doors(rng: random.Random, n: int, none: bool):
+    """(door count, options, open door's index, answer, wood colour): 3 doors for 3 or more options, else 2."""
+    doors = 3 if n >= 3 else 2
+    options = ["left", "middle", "right"] if doors == 3 else ["left", "right"]
+    opened = None if none else rng.randrange(doors)
+    answer = None if none else options[opened]
+    wood = _jitter(rng, rng.choice(((140, 90, 40), (110, 70, 35), (170, 120, 60), (90, 100, 120))), 20)
+    return doors, options, opened, answer, wood
+
+
 def _scene(rng: random.Random, kind: str, n: int):
     """(scene, options as listed, answer word or None, layout key)."""
     task = kind.removesuffix("_none")
@@ -183,11 +180,7 @@ def _scene(rng: random.Random, kind: str, n: int):
         answer = side
         key = (kind, side, _cell(x, 4), _cell(y, 3), r // 6, shade)
     else:
-        doors = 3 if n >= 3 else 2
-        options = ["left", "middle", "right"] if doors == 3 else ["left", "right"]
-        opened = None if none else rng.randrange(doors)
-        answer = None if none else options[opened]
-        wood = _jitter(rng, rng.choice(((140, 90, 40), (110, 70, 35), (170, 120, 60), (90, 100, 120))), 20)
+        doors, options, opened, answer, wood = _doors(rng, n, none)
         scene.update(doors=doors, open=opened, margin=rng.randint(4, 8), top=rng.randint(10, 40), wood=wood,
                      frame=_contrast(rng, background))
         key = (kind, doors, opened, scene["margin"] // 3, scene["top"] // 10, shade)
@@ -197,10 +190,6 @@ def _scene(rng: random.Random, kind: str, n: int):
 
 def is_heldout(key) -> bool:
     return zlib.crc32(repr(key).encode()) % HELDOUT_BUCKETS == 0
-
-
-def _cased(rng: random.Random, word: str, flip: float) -> str:
-    return flip_case(word) if rng.random() < flip else word
 
 
 def make_item(rng: random.Random, kind: str, split: str = "train", flip: float = FLIP) -> Item:
@@ -221,29 +210,11 @@ def make_item(rng: random.Random, kind: str, split: str = "train", flip: float =
 
 
 def sample_kind(rng: random.Random, mix: dict[str, float] = TRAIN_MIX) -> str:
-    r = rng.random() * sum(mix.values())
-    for kind, weight in mix.items():
-        r -= weight
-        if r < 0:
-            return kind
-    return kind
+    return _sample_kind(rng, mix)
 
 
 def heldout_items(seed: int, counts: dict[str, int]) -> list[Item]:
-    rng = random.Random(seed)
-    return [make_item(rng, kind, "heldout") for kind, count in counts.items() for _ in range(count)]
-
-
-def shuffled(items: list[Item], seed: int) -> list[Item]:
-    """The same items with every option list permuted again (a different order wherever possible)."""
-    rng = random.Random(seed)
-    out = []
-    for item in items:
-        order = list(range(len(item.options)))
-        while order == list(range(len(item.options))):
-            rng.shuffle(order)
-        out.append(item.reordered(order))
-    return out
+    return _heldout_items(seed, counts, make_item)
 
 
 def blank(colour=(128, 128, 128)) -> np.ndarray:
@@ -258,17 +229,21 @@ def blank(colour=(128, 128, 128)) -> np.ndarray:
 # so a held-out picture is in a style the model never saw, not only a layout it never saw.
 
 STYLE_VALUES = {
+    # Training values sit on both sides of the held-out ones where an axis is ordered (aspect ratio, star points,
+    # how far the door leaf swings out), so a held-out picture is between things the model saw, never one of them.
     "train": {
-        "aspect": (0.5, 2.0),            # width / height, drawn log-uniform inside this range
-        "star_points": (4, 5),
+        # width / height, drawn log-uniform inside one of these ranges (the middle one listed twice: half the pictures)
+        "aspect": ((1 / 2.15, 2.15), (1 / 2.15, 2.15), (1 / 4.5, 1 / 3.2), (3.2, 4.5)),
+        "star_points": (4, 5, 7, 8),  # no 3: a three-point star is a triangle, and triangles are distractors
         "star_fill": ("filled", "outline"),
         "door_width": ("wide", "narrow"),
-        "door_leaf": ("inside",),
-        "frame": ((235, 235, 225), (25, 25, 15), (150, 40, 40)),
-        "background": ("grey", "tinted", "noise"),
+        "door_leaf": ("inside", "half", "none"),
+        "frame": ((235, 235, 225), (25, 25, 15), (150, 40, 40), (50, 140, 60), (128, 128, 128), (130, 60, 160),
+                  (200, 120, 40)),
+        "background": ("grey", "tinted", "noise", "bands", "radial"),
     },
     "heldout": {
-        "aspect": ((1 / 3, 1 / 2.2), (2.2, 3.0)),  # thinner or wider than anything trained
+        "aspect": ((1 / 3, 1 / 2.2), (2.2, 3.0)),  # between the trained ranges
         "star_points": (6,),
         "star_fill": ("filled", "outline"),
         "door_width": ("narrow",),
@@ -301,6 +276,13 @@ def _styled_background(rng: random.Random, kind: str) -> dict:
     level = rng.randint(20, 235)
     if kind == "tinted":
         return {"kind": kind, "rgb": _jitter(rng, (level, level, level), 30)}
+    if kind == "bands":  # 2-4 flat stripes of different greys (steps, never a smooth gradient), dark and light ones together
+        levels = [min(235, max(20, level + rng.randint(-110, 110))) for _ in range(rng.randint(2, 4))]
+        return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 8), "bands": [_jitter(rng, (v,) * 3, 8) for v in levels],
+                "vertical": rng.random() < 0.5}
+    if kind == "radial":  # one grey in the middle, another at the edges
+        other = min(235, max(20, level + rng.choice((-1, 1)) * rng.randint(40, 140)))
+        return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 8), "to": _jitter(rng, (other,) * 3, 8)}
     if kind == "gradient":
         other = min(235, max(20, level + rng.choice((-1, 1)) * rng.randint(60, 140)))
         return {"kind": kind, "rgb": _jitter(rng, (level,) * 3, 10), "to": _jitter(rng, (other,) * 3, 10),
@@ -309,10 +291,25 @@ def _styled_background(rng: random.Random, kind: str) -> dict:
 
 
 def _draw_background(image, background: dict) -> None:
-    from PIL import ImageDraw
+    from PIL import Image, ImageDraw
 
     draw = ImageDraw.Draw(image)
     width, height = image.size
+    if background["kind"] == "bands":
+        n = len(background["bands"])
+        for i, rgb in enumerate(background["bands"]):
+            if background["vertical"]:
+                draw.rectangle((0, i * height // n, width, (i + 1) * height // n), fill=tuple(rgb))
+            else:
+                draw.rectangle((i * width // n, 0, (i + 1) * width // n, height), fill=tuple(rgb))
+        return
+    if background["kind"] == "radial":
+        a, b = np.array(background["rgb"], float), np.array(background["to"], float)
+        yy, xx = np.mgrid[0:height, 0:width]
+        d = np.hypot((xx - width / 2) / (width / 2), (yy - height / 2) / (height / 2)) / math.sqrt(2)
+        pixels = (a + (b - a) * d[..., None]).clip(0, 255).astype(np.uint8)
+        image.paste(Image.fromarray(pixels, "RGB"))
+        return
     if background["kind"] != "gradient":
         draw.rectangle((0, 0, width, height), fill=tuple(background["rgb"]))
         return
@@ -334,7 +331,9 @@ def _polygon_star(cx, cy, r, points: int, rotation: float, inner: float):
 
 def _mean_level(background: dict) -> float:
     rgb = np.array(background["rgb"], float)
-    if background["kind"] == "gradient":
+    if background["kind"] == "bands":
+        rgb = np.mean([np.array(b, float) for b in background["bands"]], axis=0)
+    if background["kind"] in ("gradient", "radial"):
         rgb = (rgb + np.array(background["to"], float)) / 2
     return float(rgb.mean())
 
@@ -377,6 +376,8 @@ def render_styled(scene: dict) -> np.ndarray:
 
 def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
     n = scene["doors"]
+    if not n:
+        return
     slot = width / n
     door_w = slot * (0.38 if scene["door_width"] == "narrow" else 0.72)
     top, bottom = int(height * scene["top"]), height - max(3, height // 16)
@@ -391,6 +392,11 @@ def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
             leaf = max(3, (right - left) // 3)
             if scene["door_leaf"] == "inside":
                 draw.polygon([(left, top), (left + leaf, top + edge * 2), (left + leaf, bottom - edge), (left, bottom)], fill=wood)
+            elif scene["door_leaf"] == "half":  # seen edge-on: a thin leaf across the frame's hinge side
+                half = max(2, leaf // 3)
+                draw.polygon([(left + half, top), (left - half - edge, top - edge), (left - half - edge, bottom), (left + half, bottom)], fill=wood)
+            elif scene["door_leaf"] == "none":  # the leaf out of sight: only the dark doorway says it is open
+                pass
             else:  # swung towards the viewer: the leaf sticks out past the frame on the hinge side
                 hinge = left - edge
                 draw.polygon([(hinge, top), (hinge - leaf, top - edge), (hinge - leaf, bottom + edge), (hinge, bottom)], fill=wood)
@@ -435,13 +441,11 @@ def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, 
                      points=pick("star_points"), fill=pick("star_fill"), inner=rng.uniform(0.38, 0.5),
                      rotation=rng.uniform(-0.15, 0.15))
     else:
-        doors = 3 if n >= 3 else 2
-        options = ["left", "middle", "right"] if doors == 3 else ["left", "right"]
-        opened = None if none else rng.randrange(doors)
-        answer = None if none else options[opened]
-        wood = _jitter(rng, rng.choice(((140, 90, 40), (110, 70, 35), (170, 120, 60), (90, 100, 120))), 20)
+        doors, options, opened, answer, wood = _doors(rng, n, none)
         scene.update(doors=doors, open=opened, top=rng.uniform(0.1, 0.4), wood=wood, frame=_jitter(rng, pick("frame"), 10),
                      door_width=pick("door_width"), door_leaf=pick("door_leaf"))
+        if none and split == "train" and rng.random() < 0.5:
+            scene["doors"] = 0  # no door at all, as on a blank picture: nothing to see, even bars
     return scene, options, answer
 
 

@@ -31,31 +31,15 @@ What makes it train (issue #7: with transformers' default init the model sat at 
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
-import math
 import os
 import random
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT / "tools"
-for _p in (str(ROOT), str(TOOLS)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import demo_tasks  # noqa: E402
+import demo_tasks  # the tasks (tools/ is on sys.path: this script's folder)
+import demo_training as common  # both demo trainers' shared code; puts the repository root on sys.path
+from demo_training import ROOT, dir_size, padded_vocab, versions
 
 OUT = ROOT / "resources" / "demo-model"
 DEFAULT_WORK = Path(os.environ.get("DECIDER_DEMO_WORK", "/tmp/decider-demo-train"))
@@ -66,163 +50,48 @@ TEST_SEED = 7_2028  # the test's items (tests/test_demo_model.py uses the same c
 TEST_SHUFFLE_SEED = 7_2029
 TEST_COUNTS = {"retrieval": 80, "category": 80, "retrieval_none": 14, "category_none": 13, "category_two": 13}
 
-PAD_MULTIPLE = 64
+ARCH = dict(common.LANGUAGE_MODEL)
 
-ARCH = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=4,
-    layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=32,
-    linear_conv_kernel_dim=4,
-    linear_num_key_heads=4,
-    linear_num_value_heads=4,
-    linear_key_head_dim=32,
-    linear_value_head_dim=32,
-)
-
-HPARAMS = dict(
-    batch=16,
-    lr=3e-3,
-    min_lr_frac=0.05,
-    warmup=50,
-    weight_decay=0.01,
-    clip=1.0,
-    lm_weight=0.3,
-    probe_weight=1.0,
-    a_min=0.003,
-    a_max=0.3,
-    dt_bias=0.0,
-    init_std=0.02,
-    eval_every=250,
-    val_items=600,
-)
+HPARAMS = dict(common.HPARAMS, init_std=0.02, val_items=600)
 
 
-def log(msg: str) -> None:
-    print(f"[train_demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def dir_size(p: Path) -> int:
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+log = common.make_log("train_demo")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------------------------------------------------
 
-class Encoder:
+class Encoder(common.PromptEncoder):
     """Items -> (prompt ids, answer-letter ids) with the engine's own prompt builder."""
-
-    def __init__(self, tokenizer_json: Path):
-        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-        from decider.engine.tokenizer import ChatTokenizer
-
-        self.tok = ChatTokenizer(tokenizer_json)
-        self._build = build_decision_prompt
-        self.letters = letter_ids(self.tok, 4)
-        self.letters_all = letter_ids(self.tok, 10)
-        self.pad = self.tok.end_of_text
 
     def encode(self, item: demo_tasks.Item) -> list[int]:
         return self._build(self.tok, item.question, list(item.options), think=False).ids
 
-    def option_positions(self, ids: list[int], n: int) -> list[int]:
-        """Index of each option's (one-token) text: the token after 'X' '.' on its line."""
-        dot = self.tok.encode_text(".")[0]
-        start = ids.index(self.tok.encode_text("Options")[0])
-        out = []
-        for i in range(n):
-            j = start
-            while not (ids[j] == self.letters_all[i] and ids[j + 1] == dot):
-                j += 1
-            out.append(j + 2)
-            start = j + 2
-        return out
-
     def batch(self, items):
-        import torch
+        return self.padded([self.encode(it) for it in items], items, lambda it: it.target, _fits)
 
-        seqs = [self.encode(it) for it in items]
-        S = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), S), self.pad, dtype=torch.long)
-        lm_mask = torch.zeros((len(seqs), S), dtype=torch.bool)
-        target = torch.zeros((len(seqs), 4))
-        fits = torch.zeros((len(seqs), 4))  # 1 where the option answers the question (probe target)
-        opt_pos = torch.zeros((len(seqs), 4), dtype=torch.long)
-        last = torch.tensor([len(s) - 1 for s in seqs])
-        nopt = torch.tensor([len(it.options) for it in items])
-        for b, (s, it) in enumerate(zip(seqs, items)):
-            n = len(it.options)
-            ids[b, : len(s)] = torch.tensor(s)
-            lm_mask[b, : len(s) - 1] = True  # position t predicts token t+1, inside the prompt
-            target[b, :n] = torch.tensor(it.target)
-            fits[b, :n] = torch.tensor([1.0 if t > 0 and (it.kind != "retrieval_none" and it.kind != "category_none") else 0.0
-                                        for t in it.target])
-            opt_pos[b, :n] = torch.tensor(self.option_positions(s, n))
-        return ids, lm_mask, last, target, nopt, fits, opt_pos
+
+def _fits(item: demo_tasks.Item) -> list[float]:
+    """The option probe's target: 1 where the option answers the question (either of two matches)."""
+    return [1.0 if t > 0 and (item.kind != "retrieval_none" and item.kind != "category_none") else 0.0 for t in item.target]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Model
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _block_broken_torchvision() -> None:
-    if "torchvision" not in sys.modules:
-        sys.modules["torchvision"] = None
-
-
-def fast_chunk_gated_delta_rule(query, key, value, g, beta, chunk_size=64, initial_state=None,
-                                output_final_state=False, use_qk_l2norm_in_kernel=False):
-    """Exact replacement of transformers' torch_chunk_gated_delta_rule for a zero initial state.
-
-    The whole sequence is one chunk: with decay D[i,j] = exp(G_i - G_j) (j <= i, G = cumsum g),
-    the WY form gives  U = (I + tril(diag(beta) K K^T * D, -1))^-1 (beta V)  and
-    out = tril(Q K^T * D) U  -- the stock code computes the same inverse row by row per 64-token chunk.
-    """
-    import torch
-
-    assert initial_state is None and not output_final_state, "training-only path"
-    dtype = query.dtype
-    if use_qk_l2norm_in_kernel:
-        query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
-        key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
-    q, k, v, b, gg = [x.transpose(1, 2).to(torch.float32) for x in (query, key, value, beta, g)]
-    S = k.shape[-2]
-    q = q * (q.shape[-1] ** -0.5)
-    G = gg.cumsum(-1)
-    diff = G.unsqueeze(-1) - G.unsqueeze(-2)
-    lower = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()
-    decay = torch.where(lower, diff, torch.full_like(diff, -math.inf)).exp()
-    strict = torch.ones(S, S, dtype=torch.bool, device=q.device).tril(-1)
-    kb = k * b.unsqueeze(-1)
-    A = (kb @ k.transpose(-1, -2)) * decay * strict
-    eye = torch.eye(S, dtype=A.dtype, device=A.device)
-    U = torch.linalg.solve_triangular(eye + A, v * b.unsqueeze(-1), upper=False, unitriangular=True)
-    out = ((q @ k.transpose(-1, -2)) * decay) @ U
-    return out.transpose(1, 2).contiguous().to(dtype), None
-
-
 def config_for(tokenizer_size: int, special: dict):
     from transformers import Qwen3_5TextConfig
 
-    vocab = int(math.ceil(tokenizer_size / PAD_MULTIPLE) * PAD_MULTIPLE)
     return Qwen3_5TextConfig(
-        vocab_size=vocab,
+        vocab_size=padded_vocab(tokenizer_size),
         **ARCH,
         hidden_act="silu",
         rms_norm_eps=1e-6,
         max_position_embeddings=4096,
         initializer_range=HPARAMS["init_std"],
-        rope_parameters={
-            "rope_type": "default",
-            "rope_theta": 10_000.0,
-            "partial_rotary_factor": 0.25,
-            "mrope_section": [2, 1, 1],
-            "mrope_interleaved": True,
-        },
+        rope_parameters=dict(common.ROPE_PARAMETERS),
         tie_word_embeddings=False,
         eos_token_id=special["<|im_end|>"],
         pad_token_id=special["<|endoftext|>"],
@@ -231,35 +100,9 @@ def config_for(tokenizer_size: int, special: dict):
 
 
 def build_model(config, seed: int, hp: dict):
-    import torch
     from transformers import Qwen3_5ForCausalLM
 
-    torch.manual_seed(seed)
-    model = Qwen3_5ForCausalLM(config)
-    with torch.no_grad():
-        for layer in model.model.layers:
-            if layer.layer_type == "linear_attention":
-                attn = layer.linear_attn
-                H = attn.A_log.numel()
-                # A spread log-uniformly over [a_min, a_max] across heads: from ~hundreds of tokens of memory
-                # down to a few tokens (per-token decay exp(-A * softplus(a + dt_bias))).
-                A = torch.logspace(math.log10(hp["a_min"]), math.log10(hp["a_max"]), H)
-                attn.A_log.copy_(A.log())
-                attn.dt_bias.fill_(hp["dt_bias"])
-    return model
-
-
-def patch_fast_delta_rule(model) -> None:
-    for layer in model.model.layers:
-        if layer.layer_type == "linear_attention":
-            layer.linear_attn.chunk_gated_delta_rule = fast_chunk_gated_delta_rule
-
-
-def probe_layer(model) -> int:
-    """The decoder layer whose output feeds the last full-attention layer (where the probe reads)."""
-    types = [layer.layer_type for layer in model.model.layers]
-    last_full = max(i for i, t in enumerate(types) if t == "full_attention")
-    return last_full - 1
+    return common.build_model(Qwen3_5ForCausalLM, config, seed, hp, lambda model: model.model.layers)
 
 
 def forward_losses(model, ids, lm_mask, last, target, T: int, letters, lm_weight: float, probe=None, nopt=None,
@@ -268,38 +111,15 @@ def forward_losses(model, ids, lm_mask, last, target, T: int, letters, lm_weight
     training-only probe loss: a linear head on the hidden state that enters the last attention layer,
     at each option's token, predicting whether that option answers the question."""
     import torch
-    import torch.nn.functional as F
 
-    captured = {}
-    handle = None
-    if probe is not None:
-        layer = model.model.layers[probe_layer(model)]
-        handle = layer.register_forward_hook(lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out))
-    try:
+    layers = model.model.layers
+    hooks = {"h": layers[common.probe_layer(layers)]} if probe is not None else {}
+    with common.captured_outputs(hooks) as captured:
         hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state  # [B, S, H]; right padding never reaches the prompt
-    finally:
-        if handle is not None:
-            handle.remove()
-    logits = model.lm_head(hidden)[..., :T]  # ids >= T are padding rows of the head
-    logp = F.log_softmax(logits.float(), dim=-1)
-    B = ids.shape[0]
-    answer_logp = logp[torch.arange(B), last]  # [B, T]
-    letter_logp = answer_logp[:, letters]  # [B, 4]
-    answer_loss = -(target * letter_logp).sum(-1).mean()
-    if lm_weight > 0:
-        nxt = ids[:, 1:]
-        tok_logp = logp[:, :-1].gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
-        m = lm_mask[:, :-1]
-        lm_loss = -(tok_logp * m).sum() / m.sum()
-    else:
-        lm_loss = torch.zeros(())
+    answer_loss, lm_loss, letter_logp = common.answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T, letters, lm_weight)
     probe_loss = torch.zeros(())
     if probe is not None:
-        h = captured["h"]
-        at = h[torch.arange(B)[:, None], opt_pos]  # [B, 4, H]
-        z = probe(F.rms_norm(at, (at.shape[-1],))).squeeze(-1)
-        valid = torch.arange(4)[None, :] < nopt[:, None]
-        probe_loss = (F.binary_cross_entropy_with_logits(z, fits, reduction="none") * valid).sum() / valid.sum()
+        probe_loss = common.option_probe_loss(probe, captured["h"], opt_pos, nopt, fits)
     return answer_loss, lm_loss, letter_logp, probe_loss
 
 
@@ -316,24 +136,11 @@ def prepare_tokenizer(work: Path) -> Path:
 
 
 def evaluate_torch(model, enc: Encoder, items, T: int):
-    import torch
+    def letter_logp_of(chunk):
+        ids, lm_mask, last, target, nopt, _, _ = enc.batch(chunk)
+        return forward_losses(model, ids, lm_mask, last, target, T, enc.letters, 0.0)[2], target
 
-    model.eval()
-    probs, losses = [], []
-    with torch.no_grad():
-        for i in range(0, len(items), 128):
-            chunk = items[i:i + 128]
-            ids, lm_mask, last, target, nopt, _, _ = enc.batch(chunk)
-            _, _, letter_logp, _ = forward_losses(model, ids, lm_mask, last, target, T, enc.letters, 0.0)
-            for b, it in enumerate(chunk):
-                n = len(it.options)
-                lp = letter_logp[b, :n]
-                p = torch.softmax(lp, -1)
-                probs.append([float(x) for x in p])
-                losses.append(-float((target[b, :n] * torch.log_softmax(lp, -1)).sum()))
-    model.train()
-    m = demo_tasks.metrics(items, probs)
-    m["loss"] = sum(losses) / len(losses)
+    probs, m = common.evaluate_letters(model, items, 128, letter_logp_of)
     # How far the model is from a constant answer: mean over items of the total variation between its letter
     # distribution and the average distribution for the same option count (0 = stuck at the prior).
     spread = []
@@ -346,19 +153,13 @@ def evaluate_torch(model, enc: Encoder, items, T: int):
     return m
 
 
-def chance_loss(items) -> float:
-    """Answer loss of the best constant answer (uniform over the options), the 'prior' level."""
-    return sum(math.log(len(it.options)) for it in items) / len(items)
+chance_loss = common.chance_loss
 
 
 def train(args) -> Path:
-    _block_broken_torchvision()
+    common.torch_setup(args.threads)
     import torch
 
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    torch.use_deterministic_algorithms(True)
-    hp = dict(HPARAMS)
     if getattr(args, "hidden", None):
         ARCH["hidden_size"] = args.hidden
     if getattr(args, "inter", None):
@@ -366,10 +167,8 @@ def train(args) -> Path:
     if getattr(args, "layers", None):
         ARCH["layer_types"] = ["full_attention" if c == "F" else "linear_attention" for c in args.layers]
         ARCH["num_hidden_layers"] = len(args.layers)
-    for k in ("lr", "lm_weight", "probe_weight", "batch", "a_min", "a_max", "dt_bias", "init_std", "warmup", "eval_every"):
-        v = getattr(args, k, None)
-        if v is not None:
-            hp[k] = v
+    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "a_min", "a_max", "dt_bias", "init_std",
+                                        "warmup", "eval_every"))
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     tokdir = prepare_tokenizer(work)
@@ -379,227 +178,92 @@ def train(args) -> Path:
     HPARAMS.update(hp)
     config = config_for(T, special)
     model = build_model(config, SEED, hp)
-    patch_fast_delta_rule(model)
+    common.patch_fast_delta_rule(model.model.layers)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     log(f"tokenizer {T} ids (logits width {config.vocab_size}); model {n_params:,} parameters; layers {ARCH['layer_types']}")
     log(f"hyperparameters {json.dumps(hp)}; steps {args.steps}; threads {args.threads}")
 
     probe = torch.nn.Linear(config.hidden_size, 1)  # training-only; never exported
-    decay, no_decay = list(probe.parameters()), []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "norm" in name or name.endswith(("A_log", "dt_bias")) else decay).append(p)
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": hp["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=hp["lr"], betas=(0.9, 0.98), eps=1e-8,
-    )
-
-    def lr_at(step):
-        if step < hp["warmup"]:
-            return hp["lr"] * (step + 1) / hp["warmup"]
-        progress = min(1.0, (step - hp["warmup"]) / max(1, args.steps - hp["warmup"]))
-        return hp["lr"] * (hp["min_lr_frac"] + (1 - hp["min_lr_frac"]) * 0.5 * (1 + math.cos(math.pi * progress)))
-
     rng = random.Random(SEED)
     val_items = [demo_tasks.make_item(random.Random(VAL_SEED * 1000 + i), demo_tasks.sample_kind(random.Random(VAL_SEED + i)), "heldout")
                  for i in range(hp["val_items"])]
     chance = chance_loss(val_items)
     log(f"validation: {len(val_items)} held-out items; answer loss at the prior (uniform) {chance:.4f}")
-    curve_path = work / "curve.csv"
-    fields = ["step", "elapsed_s", "lr", "train_answer_loss", "train_lm_loss", "train_probe_loss", "val_answer_loss", "val_chance_loss",
-              "val_accuracy", "val_ece", "val_conf_gap", "val_spread",
-              "val_retrieval", "val_category", "val_retrieval_none", "val_category_none", "val_category_two"]
-    curve = open(curve_path, "w", newline="")
-    writer = csv.DictWriter(curve, fieldnames=fields)
-    writer.writeheader()
 
-    t0 = time.time()
-    acc_a = acc_l = acc_p = 0.0
-    n_acc = 0
-    best = None
-    deadline = t0 + args.minutes * 60 if args.minutes else None
-    step = 0
-    for step in range(args.steps + 1):
-        if step % hp["eval_every"] == 0 or step == args.steps or (deadline and time.time() > deadline):
-            m = evaluate_torch(model, enc, val_items, T)
-            row = {
-                "step": step, "elapsed_s": round(time.time() - t0, 1), "lr": f"{lr_at(step):.2e}",
-                "train_answer_loss": f"{acc_a / max(1, n_acc):.4f}" if n_acc else "",
-                "train_lm_loss": f"{acc_l / max(1, n_acc):.4f}" if n_acc else "",
-                "train_probe_loss": f"{acc_p / max(1, n_acc):.4f}" if n_acc else "",
-                "val_answer_loss": f"{m['loss']:.4f}", "val_chance_loss": f"{chance:.4f}",
-                "val_accuracy": f"{m['accuracy']:.4f}", "val_ece": f"{m['ece']:.4f}",
-                "val_conf_gap": f"{m['confidence_gap']:.4f}", "val_spread": f"{m['spread']:.4f}",
-            }
-            for k in demo_tasks.KINDS:
-                row[f"val_{k}"] = f"{m['by_kind'].get(k, float('nan')):.4f}"
-            writer.writerow(row)
-            curve.flush()
-            log(f"step {step:6d} {row['elapsed_s']:7.0f}s lr {row['lr']} train ans {row['train_answer_loss'] or '-':>6} "
-                f"lm {row['train_lm_loss'] or '-':>6} probe {row['train_probe_loss'] or '-':>6} | val ans {m['loss']:.4f} (prior {chance:.4f}) acc {m['accuracy']:.3f} "
-                f"ece {m['ece']:.3f} gap {m['confidence_gap']:.3f} spread {m['spread']:.3f} "
+    def evaluate():
+        return {**evaluate_torch(model, enc, val_items, T), "chance": chance}
+
+    def row_extra(m):
+        return {"val_spread": f"{m['spread']:.4f}", **{f"val_{k}": f"{m['by_kind'].get(k, float('nan')):.4f}" for k in demo_tasks.KINDS}}
+
+    def log_extra(m):
+        return (f"(prior {chance:.4f}) acc {m['accuracy']:.3f} ece {m['ece']:.3f} gap {m['confidence_gap']:.3f} spread {m['spread']:.3f} "
                 f"[ret {m['by_kind'].get('retrieval', 0):.2f} cat {m['by_kind'].get('category', 0):.2f}]")
-            acc_a = acc_l = acc_p = 0.0
-            n_acc = 0
-            score = m["loss"]
-            if best is None or score < best[0]:
-                best = (score, step)
-                save_checkpoint(model, work / "checkpoint", tokdir, {"step": step, "val": m, "hparams": hp})
-            if deadline and time.time() > deadline:
-                log(f"time budget of {args.minutes} min reached at step {step}")
-                break
-        if step == args.steps:
-            break
+
+    def next_losses():
         items = [demo_tasks.make_item(rng, demo_tasks.sample_kind(rng), "train") for _ in range(hp["batch"])]
         ids, lm_mask, last, target, nopt, fits, opt_pos = enc.batch(items)
-        for g_ in opt.param_groups:
-            g_["lr"] = lr_at(step)
         a_loss, l_loss, _, p_loss = forward_losses(model, ids, lm_mask, last, target, T, enc.letters, hp["lm_weight"],
                                                    probe if hp["probe_weight"] > 0 else None, nopt, fits, opt_pos)
-        loss = a_loss + hp["lm_weight"] * l_loss + hp["probe_weight"] * p_loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hp["clip"])
-        opt.step()
-        acc_a += float(a_loss.detach())
-        acc_l += float(l_loss.detach())
-        acc_p += float(p_loss.detach())
-        n_acc += 1
-    curve.close()
-    elapsed = time.time() - t0
+        return a_loss, l_loss, p_loss
+
+    def save(step, m):
+        common.save_checkpoint(model, work / "checkpoint", tokdir, {"step": step, "val": m, "hparams": hp})
+
+    step, elapsed, best = common.train_loop(
+        model=model, probe=probe, hp=hp, args=args, log=log, evaluate=evaluate, row_extra=row_extra, log_extra=log_extra,
+        extra_fields=["val_spread"] + [f"val_{k}" for k in demo_tasks.KINDS], next_losses=next_losses, save=save)
     (work / "train_summary.json").write_text(json.dumps({
         "steps_run": step, "elapsed_s": elapsed, "best_val_loss": best[0], "best_step": best[1],
         "parameters": n_params, "tokenizer_size": T, "vocab_size": config.vocab_size, "hparams": hp, "arch": ARCH,
         "threads": args.threads, "seed": SEED, "versions": versions(),
     }, indent=1))
-    log(f"done: {step} steps in {elapsed / 60:.1f} min; best val answer loss {best[0]:.4f} at step {best[1]}; "
-        f"curve -> {curve_path}")
     return work / "checkpoint"
-
-
-def save_checkpoint(model, out: Path, tokdir: Path, meta: dict) -> None:
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    # The saved model must not carry the training-only delta rule (it is an attribute, not a weight).
-    model.save_pretrained(str(tmp))
-    model.generation_config.save_pretrained(str(tmp))
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
-        shutil.copyfile(tokdir / f, tmp / f)
-    (tmp / "train_meta.json").write_text(json.dumps(meta, indent=1, default=str))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-
-
-def versions() -> dict:
-    import importlib.metadata as md
-
-    out = {}
-    for dist in ("torch", "transformers", "optimum-intel", "openvino", "tokenizers"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = None
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------------------------------------------------
 
-def export_worker(checkpoint: str, out: str, dtype: str) -> None:
-    _block_broken_torchvision()
-    from optimum.exporters.openvino import main_export
-    from optimum.intel import OVConfig
-
-    main_export(checkpoint, output=out, task="text-generation-with-past", ov_config=OVConfig(dtype=dtype),
-                convert_tokenizer=False, stateful=True)
+TASK = "text-generation-with-past"
 
 
 def export(args) -> Path:
-    checkpoint = args.work / "checkpoint"
-    out = OUT
-    tmp = out.with_name(out.name + ".export")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    log(f"exporting {checkpoint} with optimum-intel ({args.dtype}) ...")
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, __file__, "export-worker", str(checkpoint), str(tmp), args.dtype],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=dict(os.environ, PYTHONHASHSEED="0"))
-    if proc.returncode != 0:
-        print(proc.stdout[-5000:])
-        raise SystemExit("export failed")
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
-        if not (tmp / f).exists():
-            shutil.copyfile(checkpoint / f, tmp / f)
-    for f in ("special_tokens_map.json",):  # the engine reads tokenizer.json only; keep the folder small and plain
-        if (tmp / f).exists():
-            (tmp / f).unlink()
-    config = json.loads((tmp / "config.json").read_text())
-    config["decider_demo"] = True
-    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (tmp / "DEMO").write_text(
-        "Decider demo model: a tiny Qwen3.5-architecture model trained on a few synthetic decision tasks.\n"
-        "It is not a general assistant. See MODEL_CARD.md.\n"
-    )
-    delta = parity(checkpoint, tmp)
-    log(f"parity: max |p_torch(float64) - p_engine| over 40 items' option probabilities {delta:.2e}")
-    (args.work / "parity.json").write_text(json.dumps({"max_abs_probability_delta": delta, "dtype": args.dtype}))
-    if delta > 1e-3:
-        raise SystemExit(f"export does not match the checkpoint (max probability delta {delta:.2e})")
-    if out.exists():
-        card = out / "MODEL_CARD.md"
-        if card.exists():
-            shutil.copyfile(card, tmp / "MODEL_CARD.md")
-        shutil.rmtree(out)
-    tmp.rename(out)
-    log(f"exported in {time.time() - t0:.0f}s -> {out} ({dir_size(out) / 1e6:.2f} MB): "
-        f"{', '.join(sorted(f.name for f in out.iterdir()))}")
-    return out
+    return common.export_folder(
+        script=__file__, worker_args=(args.dtype,), checkpoint=args.work / "checkpoint", dest=OUT, task=TASK, dtype=args.dtype,
+        log=log, copy_files=common.TOKENIZER_FILES, drop_files=("special_tokens_map.json",), parity=parity,
+        parity_path=args.work / "parity.json", card_from=OUT,
+        demo_text="Decider demo model: a tiny Qwen3.5-architecture model trained on a few synthetic decision tasks.\n"
+                  "It is not a general assistant. See MODEL_CARD.md.\n")
 
 
 def parity(checkpoint: Path, folder: Path, count: int = 40) -> float:
     """Largest |p_torch - p_engine| over the option-letter probabilities of `count` items: transformers (stock
     delta rule, float64) on the checkpoint against decide() on the exported folder."""
-    _block_broken_torchvision()
+    return common.parity(checkpoint, folder, load_float64=_load_float64, encoder_class=Encoder, tasks=demo_tasks, seed=SEED + 99,
+                         count=count, engine_probabilities=engine_probabilities, letter_probs=_letter_probs)
+
+
+def _load_float64(checkpoint: str):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from decider.engine.runner import ModelRunner
+    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float64).eval()
 
-    model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float64).eval()
-    enc = Encoder(checkpoint / "tokenizer.json")
-    T = enc.tok.size
-    rng = random.Random(SEED + 99)
-    items = [demo_tasks.make_item(rng, demo_tasks.sample_kind(rng), "any") for _ in range(count)]
-    engine_probs, _ = engine_probabilities(ModelRunner(folder), items)
-    worst = 0.0
-    with torch.no_grad():
-        for it, pe in zip(items, engine_probs):
-            ids = torch.tensor([enc.encode(it)])
-            logits = model(input_ids=ids, use_cache=False).logits[0, -1, :T]
-            pt = torch.softmax(logits[enc.letters[: len(it.options)]], -1)
-            worst = max(worst, max(abs(float(a) - b) for a, b in zip(pt, pe)))
-    return worst
+
+def _letter_probs(model, enc: Encoder, item: demo_tasks.Item):
+    import torch
+
+    logits = model(input_ids=torch.tensor([enc.encode(item)]), use_cache=False).logits[0, -1, :enc.tok.size]
+    return torch.softmax(logits[enc.letters[: len(item.options)]], -1)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Evaluation through the real engine (no torch)
 # ---------------------------------------------------------------------------------------------------------------------
 
-def engine_probabilities(runner, items):
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.settings import SamplingSettings
-
-    out, coverage = [], []
-    for it in items:
-        result = decide(runner, DecisionRequest(it.question, tuple(it.options), sampling=SamplingSettings(temperature=0.0)))
-        out.append([o.probability for o in result.options])
-        coverage.append(result.coverage)
-    return out, coverage
+engine_probabilities = common.engine_probabilities
 
 
 def test_items():
@@ -610,41 +274,13 @@ def test_items():
 def evaluate_engine(folder: Path = OUT) -> dict:
     from decider.engine.runner import ModelRunner
 
-    runner = ModelRunner(folder)
-    items, reshuffled = test_items()
-    t0 = time.time()
-    probs, coverage = engine_probabilities(runner, items)
-    probs2, _ = engine_probabilities(runner, reshuffled)
-    elapsed = time.time() - t0
-    m = demo_tasks.metrics(items, probs)
-    m2 = demo_tasks.metrics(reshuffled, probs2)
-    m["accuracy_reshuffled"] = m2["accuracy"]
-    m["shuffle_delta_points"] = abs(m["accuracy"] - m2["accuracy"]) * 100
-    m["ece_reshuffled"] = m2["ece"]
-    m["mean_coverage"] = sum(coverage) / len(coverage)
-    m["seconds"] = elapsed
-    m["items"] = len(items)
-    return m
-
-
-def print_metrics(m: dict) -> None:
-    log(f"engine, {m['items']} held-out items (+ the same reshuffled) in {m['seconds']:.1f}s:")
-    log(f"  accuracy (unambiguous) {m['accuracy'] * 100:.1f}%  reshuffled {m['accuracy_reshuffled'] * 100:.1f}%  "
-        f"delta {m['shuffle_delta_points']:.2f} points")
-    log(f"  ECE {m['ece']:.4f} (reshuffled {m['ece_reshuffled']:.4f})  confidence correct {m['confidence_correct']:.3f} "
-        f"vs wrong/ambiguous {m['confidence_other']:.3f}  gap {m['confidence_gap']:.3f}  coverage {m['mean_coverage']:.3f}")
-    log(f"  by kind (mean correctness): {json.dumps({k: round(v, 3) for k, v in m['by_kind'].items()})}")
-    for lo, hi, n, acc, conf in m["bins"]:
-        log(f"    bin ({lo:.1f},{hi:.1f}] n={n:3d} accuracy {acc:.3f} confidence {conf:.3f}")
+    return common.engine_metrics(ModelRunner(folder), *test_items())
 
 
 def evaluate(args) -> dict:
     m = evaluate_engine(OUT)
-    print_metrics(m)
-    path = args.work / "engine_metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(m, indent=1))
-    return m
+    common.print_metrics(log, m)
+    return common.save_metrics(args.work, m)
 
 
 def passes(m: dict) -> bool:
@@ -656,16 +292,7 @@ def passes(m: dict) -> bool:
 # Model card
 # ---------------------------------------------------------------------------------------------------------------------
 
-def curve_summary(curve_path: Path, every: int = 0) -> list[dict]:
-    rows = list(csv.DictReader(open(curve_path)))
-    if not rows:
-        return []
-    if every <= 0:
-        every = max(1, len(rows) // 12)
-    picked = rows[::every]
-    if picked[-1] is not rows[-1]:
-        picked.append(rows[-1])
-    return picked
+curve_summary = common.curve_summary
 
 
 OUT_OF_SCOPE = [  # (question, options, what is out of scope, index of the right option or None)
@@ -843,32 +470,21 @@ def write_card(args) -> Path:
         "- It is not a small Qwen3.5: same architecture, none of the knowledge. Download a real model for real decisions.",
         "",
     ]
-    path = OUT / "MODEL_CARD.md"
-    path.write_text("\n".join(lines))
-    log(f"model card -> {path}")
-    return path
+    return common.write_card_file(OUT, lines, log)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["train", "export", "evaluate", "card", "all", "export-worker"])
-    ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
-    ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help=f"training directory (default {DEFAULT_WORK})")
-    ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this many minutes (0: no limit)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap = common.base_parser(__doc__, ["train", "export", "evaluate", "card", "all", "export-worker"], DEFAULT_WORK, 5000)
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
-    for k in ("lr", "lm_weight", "probe_weight", "a_min", "a_max", "dt_bias", "init_std"):
+    for k in ("a_min", "a_max", "dt_bias", "init_std"):
         ap.add_argument(f"--{k.replace('_', '-')}", dest=k, type=float, default=None)
-    ap.add_argument("--batch", type=int, default=None)
-    ap.add_argument("--warmup", type=int, default=None)
-    ap.add_argument("--eval-every", dest="eval_every", type=int, default=None)
     ap.add_argument("--hidden", type=int, default=None)
     ap.add_argument("--inter", type=int, default=None)
     ap.add_argument("--layers", default=None, help="layer pattern, e.g. LLLF")
     args = ap.parse_args(argv)
     if args.command == "export-worker":
-        export_worker(*args.rest)
+        checkpoint, out, dtype = args.rest
+        common.export_worker(checkpoint, out, TASK, dtype)
         return 0
     if args.command in ("train", "all"):
         train(args)

@@ -23,33 +23,18 @@ prior; the exact one-chunk delta rule makes training faster, the export uses the
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import math
 import os
 import random
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT / "tools"
-for _p in (str(ROOT), str(TOOLS)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import demo_tasks  # noqa: E402  (metrics and argmax: the same definitions as the text demo's)
-import demo_vl_tasks as tasks  # noqa: E402
-from train_demo import _block_broken_torchvision, curve_summary, dir_size, fast_chunk_gated_delta_rule, versions  # noqa: E402
+import demo_tasks  # metrics and argmax: the same definitions as the text demo's
+import demo_training as common  # what both demo trainers share; sets the offline environment
+import demo_vl_tasks as tasks
+from demo_training import ROOT, curve_summary, dir_size, padded_vocab, versions
 
 OUT = ROOT / "resources" / "demo-vl-model"
 DOCS = ROOT / "docs" / "demo-model"
@@ -61,36 +46,13 @@ TEST_SEED = 8_2028  # tests/test_demo_vl_model.py uses the same seeds and counts
 TEST_SHUFFLE_SEED = 8_2029
 TEST_COUNTS = {"colour": 40, "star": 30, "door": 40, "colour_none": 10, "star_none": 10, "door_none": 10}
 
-PAD_MULTIPLE = 64
+TEXT = dict(common.LANGUAGE_MODEL, layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"])
 
-TEXT = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=4,
-    layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=32,
-    linear_conv_kernel_dim=4,
-    linear_num_key_heads=4,
-    linear_num_value_heads=4,
-    linear_key_head_dim=32,
-    linear_value_head_dim=32,
-)
-
-VISION = dict(
-    depth=2,
-    hidden_size=64,
-    intermediate_size=128,
-    num_heads=2,
-    in_channels=3,
-    patch_size=16,
-    spatial_merge_size=2,
-    temporal_patch_size=2,
-    out_hidden_size=TEXT["hidden_size"],
+VISION = dict(  # 2 blocks of width 64 (2 heads, MLP 128), patch 16, temporal patch 2, 2 × 2 merger to the text width
+    depth=2, hidden_size=64, intermediate_size=128, num_heads=2, in_channels=3,
+    patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=TEXT["hidden_size"],
     num_position_embeddings=36,  # a 6 × 6 table: exactly the patch grid of a 96 × 96 picture
-    hidden_act="gelu_pytorch_tanh",
-    initializer_range=0.02,
+    hidden_act="gelu_pytorch_tanh", initializer_range=0.02,
 )
 
 # The engine reads this file (engine/vision_preprocess.py). The budget keeps every picture small: a 96 × 96 scene is
@@ -114,22 +76,12 @@ PREPROCESSOR = {
 }
 
 HPARAMS = dict(
-    batch=16,
-    lr=3e-3,
-    min_lr_frac=0.05,
-    warmup=50,
-    weight_decay=0.01,
-    clip=1.0,
-    lm_weight=0.3,
-    probe_weight=1.0,
-    a_min=0.003,
-    a_max=0.3,
-    dt_bias=0.0,
-    eval_every=250,
+    common.HPARAMS,
     val_items=400,
-    style_share=0.5,       # share of each batch drawn in the training styles (other sizes, shapes, backgrounds)
-    style_smoothing=0.2,   # label smoothing on those: a styled picture's bar tops out near 0.9, not 1.0
+    style_share=0.7,       # share of each batch drawn in the training styles (other sizes, shapes, backgrounds)
+    style_smoothing=0.25,  # label smoothing on those: a styled picture's bar tops out near 0.9, not 1.0
     style_val_items=160,
+    anneal_by_time=True,   # with --minutes, the cosine ends by the budget (steps per minute vary on a shared machine)
 )
 
 # Set by train(): label smoothing for items in the training styles (0 for the 96 × 96 scenes, as before).
@@ -142,11 +94,7 @@ def soft_target(item: tasks.Item) -> list[float]:
     n = len(item.options)
     return [(1 - eps) * t + eps / n for t in item.target]
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
-
-
-def log(msg: str) -> None:
-    print(f"[train_demo_vl {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = common.make_log("train_demo_vl")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -200,22 +148,14 @@ def write_tokenizer(out: Path):
 # Data: items -> the engine's prompt ids (image tokens as <|image_pad|>) and the engine's patches
 # ---------------------------------------------------------------------------------------------------------------------
 
-class Encoder:
+class Encoder(common.PromptEncoder):
     def __init__(self, tokenizer_json: Path):
-        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-        from decider.engine.tokenizer import ChatTokenizer
         from decider.engine.vision_preprocess import ProcessorConfig
         from decider.engine.vision_tokens import IMAGE_PAD
 
-        self.tok = ChatTokenizer(tokenizer_json)
-        self._build = build_decision_prompt
+        super().__init__(tokenizer_json)
         self.processor = ProcessorConfig.from_dict(PREPROCESSOR, VISION)
-        self.letters = letter_ids(self.tok, 4)
-        self.letters_all = letter_ids(self.tok, 10)
-        self.pad = self.tok.end_of_text
         self.image_pad = self.tok.special_id(IMAGE_PAD)
-        self.dot = self.tok.encode_text(".")[0]
-        self.options_word = self.tok.encode_text("Options")[0]
 
     def encode(self, item: tasks.Item, pixels=None):
         """(prompt ids, patches): exactly the prompt the engine builds for this question about this picture."""
@@ -227,41 +167,20 @@ class Encoder:
         prompt = self._build(self.tok, item.question, list(item.options), think=False, images=[image_tokens("x", rows, cols)])
         return [int(i) for i in token_ids(prompt.ids, self.image_pad)], patches
 
-    def option_positions(self, ids: list[int], n: int) -> list[int]:
-        """Index of each option's (one-token) word: the token after 'X' '.' on its line."""
-        start = ids.index(self.options_word)
-        out = []
-        for i in range(n):
-            j = start
-            while not (ids[j] == self.letters_all[i] and ids[j + 1] == self.dot):
-                j += 1
-            out.append(j + 2)
-            start = j + 2
-        return out
+    def _text_only(self, s: list[int]):
+        """The LM loss predicts the prompt's text only: never an image placeholder (there is nothing to predict)."""
+        import torch
+
+        return (torch.tensor(s[1:]) != self.image_pad) & (torch.tensor(s[:-1]) != self.image_pad)
 
     def batch(self, items):
+        import numpy as np
         import torch
 
         encoded = [self.encode(it) for it in items]
-        S = max(len(ids) for ids, _ in encoded)
-        B = len(items)
-        ids = torch.full((B, S), self.pad, dtype=torch.long)
-        lm_mask = torch.zeros((B, S), dtype=torch.bool)
-        target = torch.zeros((B, 4))
-        fits = torch.zeros((B, 4))
-        opt_pos = torch.zeros((B, 4), dtype=torch.long)
-        last = torch.tensor([len(s) - 1 for s, _ in encoded])
-        nopt = torch.tensor([len(it.options) for it in items])
-        for b, ((s, _), it) in enumerate(zip(encoded, items)):
-            n = len(it.options)
-            ids[b, : len(s)] = torch.tensor(s)
-            nxt = torch.tensor(s[1:])
-            # The LM loss predicts the prompt's text only: never an image placeholder (there is nothing to predict).
-            lm_mask[b, : len(s) - 1] = (nxt != self.image_pad) & (torch.tensor(s[:-1]) != self.image_pad)
-            target[b, :n] = torch.tensor(soft_target(it))
-            fits[b, :n] = torch.tensor([0.0 if it.ambiguous else t for t in it.target])
-            opt_pos[b, :n] = torch.tensor(self.option_positions(s, n))
-        pixel_values = torch.from_numpy(__import__("numpy").concatenate([p.values for _, p in encoded]))
+        ids, lm_mask, last, target, nopt, fits, opt_pos = self.padded(
+            [s for s, _ in encoded], items, soft_target, lambda it: [0.0 if it.ambiguous else t for t in it.target], self._text_only)
+        pixel_values = torch.from_numpy(np.concatenate([p.values for _, p in encoded]))
         grid = torch.tensor([list(p.grid) for _, p in encoded], dtype=torch.long)
         seen = torch.tensor([SCENE_CLASSES.index(scene_answer(it)) for it in items])
         return ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos, seen
@@ -274,11 +193,9 @@ class Encoder:
 def config_for(tokenizer_size: int, special: dict):
     from transformers import Qwen3_5Config
 
-    vocab = int(math.ceil(tokenizer_size / PAD_MULTIPLE) * PAD_MULTIPLE)
     text = dict(
-        vocab_size=vocab, **TEXT, hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=4096, initializer_range=0.02,
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.25,
-                         "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        vocab_size=padded_vocab(tokenizer_size), **TEXT, hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=4096,
+        initializer_range=0.02, rope_parameters=dict(common.ROPE_PARAMETERS),
         tie_word_embeddings=True, eos_token_id=special["<|im_end|>"], pad_token_id=special["<|endoftext|>"], bos_token_id=None,
     )
     return Qwen3_5Config(
@@ -315,19 +232,9 @@ def language_layers(model):
 
 
 def build_model(config, seed: int, hp: dict):
-    import torch
     from transformers import Qwen3_5ForConditionalGeneration
 
-    torch.manual_seed(seed)
-    model = Qwen3_5ForConditionalGeneration(config)
-    with torch.no_grad():
-        for layer in language_layers(model):
-            if layer.layer_type == "linear_attention":
-                attn = layer.linear_attn
-                A = torch.logspace(math.log10(hp["a_min"]), math.log10(hp["a_max"]), attn.A_log.numel())
-                attn.A_log.copy_(A.log())
-                attn.dt_bias.fill_(hp["dt_bias"])
-    return model
+    return common.build_model(Qwen3_5ForConditionalGeneration, config, seed, hp, language_layers)
 
 
 def patch_fast_paths(model) -> None:
@@ -335,9 +242,7 @@ def patch_fast_paths(model) -> None:
     patch, so one output per patch) as the matrix product it is -- the Conv3d's backward was the slowest op."""
     import torch.nn.functional as F
 
-    for layer in language_layers(model):
-        if layer.layer_type == "linear_attention":
-            layer.linear_attn.chunk_gated_delta_rule = fast_chunk_gated_delta_rule
+    common.patch_fast_delta_rule(language_layers(model))
     embed = model.model.visual.patch_embed
 
     def linear_patch_embed(hidden_states):
@@ -347,49 +252,24 @@ def patch_fast_paths(model) -> None:
     embed.forward = linear_patch_embed
 
 
-def probe_layer(model) -> int:
-    types = [layer.layer_type for layer in language_layers(model)]
-    return max(i for i, t in enumerate(types) if t == "full_attention") - 1
-
-
 def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
     import torch
     import torch.nn.functional as F
 
     ids, pixel_values, grid, lm_mask, last, target, nopt, fits, opt_pos, seen = batch
     mask = (torch.arange(ids.shape[1])[None, :] <= last[:, None]).long()  # right padding
-    captured = {}
-    handles = []
-    if probe is not None:
-        layer = language_layers(model)[probe_layer(model)]
-        handles.append(layer.register_forward_hook(lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out)))
-        handles.append(model.model.visual.merger.register_forward_hook(lambda mod, inp, out: captured.__setitem__("image", out)))
-    try:
+    layers = language_layers(model)
+    hooks = {"h": layers[common.probe_layer(layers)], "image": model.model.visual.merger} if probe is not None else {}
+    with common.captured_outputs(hooks) as captured:
         model.model.rope_deltas = None  # every batch is a fresh prompt
         # The attention mask is not optional here: without one, transformers reads the image tokens' repeated
         # temporal positions as the starts of packed sequences and cuts the full attention at every image token.
         hidden = model.model(input_ids=ids, attention_mask=mask, pixel_values=pixel_values.to(model.dtype), image_grid_thw=grid,
                              use_cache=False).last_hidden_state
-    finally:
-        for handle in handles:
-            handle.remove()
-    logits = model.lm_head(hidden)[..., :T]
-    logp = F.log_softmax(logits.float(), dim=-1)
-    B = ids.shape[0]
-    letter_logp = logp[torch.arange(B), last][:, letters]
-    answer_loss = -(target * letter_logp).sum(-1).mean()
-    lm_loss = torch.zeros(())
-    if lm_weight > 0:
-        tok_logp = logp[:, :-1].gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        m = lm_mask[:, :-1]
-        lm_loss = -(tok_logp * m).sum() / m.sum()
+    answer_loss, lm_loss, letter_logp = common.answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T, letters, lm_weight)
     probe_loss = torch.zeros(())
     if probe is not None:
-        h = captured["h"]
-        at = h[torch.arange(B)[:, None], opt_pos]
-        z = probe(F.rms_norm(at, (at.shape[-1],))).squeeze(-1)
-        valid = torch.arange(4)[None, :] < nopt[:, None]
-        probe_loss = (F.binary_cross_entropy_with_logits(z, fits, reduction="none") * valid).sum() / valid.sum()
+        probe_loss = common.option_probe_loss(probe, captured["h"], opt_pos, nopt, fits)
         # The vision probe: what the scene shows (the answer word, or nothing), read from the image tokens' features,
         # each picture's token grid pooled to 3 × 3 (pictures of other sizes have other grids).
         feats, start = [], 0
@@ -404,24 +284,11 @@ def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
 
 
 def evaluate_torch(model, enc: Encoder, items, T: int) -> dict:
-    import torch
+    def letter_logp_of(chunk):
+        batch = enc.batch(chunk)
+        return forward_losses(model, batch, T, enc.letters, 0.0)[2], batch[5]
 
-    model.eval()
-    probs, losses = [], []
-    with torch.no_grad():
-        for i in range(0, len(items), 64):
-            chunk = items[i:i + 64]
-            batch = enc.batch(chunk)
-            _, _, letter_logp, _ = forward_losses(model, batch, T, enc.letters, 0.0)
-            target = batch[5]
-            for b, it in enumerate(chunk):
-                lp = letter_logp[b, : len(it.options)]
-                probs.append([float(x) for x in torch.softmax(lp, -1)])
-                losses.append(-float((target[b, : len(it.options)] * torch.log_softmax(lp, -1)).sum()))
-    model.train()
-    m = demo_tasks.metrics(items, probs)
-    m["loss"] = sum(losses) / len(losses)
-    return m
+    return common.evaluate_letters(model, items, 64, letter_logp_of)[1]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -429,17 +296,9 @@ def evaluate_torch(model, enc: Encoder, items, T: int) -> dict:
 # ---------------------------------------------------------------------------------------------------------------------
 
 def train(args) -> Path:
-    _block_broken_torchvision()
-    import torch
+    common.torch_setup(args.threads)
 
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    torch.use_deterministic_algorithms(True)
-    hp = dict(HPARAMS)
-    for k in ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every"):
-        v = getattr(args, k, None)
-        if v is not None:
-            hp[k] = v
+    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix", "keep_last"))
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     tokdir = work / "tokenizer"
@@ -450,6 +309,11 @@ def train(args) -> Path:
                                                    "<|vision_start|>", "<|vision_end|>")}
     config = config_for(T, special)
     model = build_model(config, SEED, hp)
+    if args.init:  # a continuation: the weights of an earlier run's checkpoint (the probes start afresh)
+        from transformers import Qwen3_5ForConditionalGeneration
+
+        model = Qwen3_5ForConditionalGeneration.from_pretrained(str(args.init))
+        log(f"continuing from {args.init} (step {json.loads((args.init / 'train_meta.json').read_text())['step']})")
     patch_fast_paths(model)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
@@ -459,193 +323,94 @@ def train(args) -> Path:
     log(f"hyperparameters {json.dumps(hp)}; steps {args.steps}; threads {args.threads}")
 
     probe = Probes(config.text_config.hidden_size, 9 * config.text_config.hidden_size)  # training-only; never exported
-    decay, no_decay = list(probe.parameters()), []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "norm" in name or name.endswith(("A_log", "dt_bias")) else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=hp["lr"], betas=(0.9, 0.98), eps=1e-8)
-
-    def lr_at(step):
-        if step < hp["warmup"]:
-            return hp["lr"] * (step + 1) / hp["warmup"]
-        progress = min(1.0, (step - hp["warmup"]) / max(1, args.steps - hp["warmup"]))
-        return hp["lr"] * (hp["min_lr_frac"] + (1 - hp["min_lr_frac"]) * 0.5 * (1 + math.cos(math.pi * progress)))
-
     rng = random.Random(SEED)
     vrng = random.Random(VAL_SEED)
     STYLE_SMOOTHING[0] = hp["style_smoothing"]
     val_items = [tasks.make_item(vrng, tasks.sample_kind(vrng), "heldout") for _ in range(hp["val_items"])]
     # Styled validation items are in the training styles: the held-out styles are for the final check only.
     val_items += [tasks.make_styled_item(vrng, tasks.sample_kind(vrng), "train") for _ in range(hp["style_val_items"])]
-    chance = sum(math.log(len(it.options)) for it in val_items) / len(val_items)
+    chance = common.chance_loss(val_items)
     log(f"validation: {len(val_items)} held-out items; answer loss of a uniform guess {chance:.4f}")
-    curve_path = work / "curve.csv"
-    fields = ["step", "elapsed_s", "lr", "train_answer_loss", "train_lm_loss", "train_probe_loss", "val_answer_loss",
-              "val_chance_loss", "val_accuracy", "val_ece", "val_conf_gap"] + [f"val_{k}" for k in tasks.KINDS]
-    curve = open(curve_path, "w", newline="")
-    writer = csv.DictWriter(curve, fieldnames=fields)
-    writer.writeheader()
 
-    t0 = time.time()
-    acc_a = acc_l = acc_p = 0.0
-    n_acc = 0
-    best = None
-    deadline = t0 + args.minutes * 60 if args.minutes else None
-    step = 0
-    for step in range(args.steps + 1):
-        out_of_time = bool(deadline and time.time() > deadline)
-        if step % hp["eval_every"] == 0 or step == args.steps or out_of_time:
-            m = evaluate_torch(model, enc, val_items, T)
-            row = {
-                "step": step, "elapsed_s": round(time.time() - t0, 1), "lr": f"{lr_at(step):.2e}",
-                "train_answer_loss": f"{acc_a / n_acc:.4f}" if n_acc else "",
-                "train_lm_loss": f"{acc_l / n_acc:.4f}" if n_acc else "",
-                "train_probe_loss": f"{acc_p / n_acc:.4f}" if n_acc else "",
-                "val_answer_loss": f"{m['loss']:.4f}", "val_chance_loss": f"{chance:.4f}",
-                "val_accuracy": f"{m['accuracy']:.4f}", "val_ece": f"{m['ece']:.4f}", "val_conf_gap": f"{m['confidence_gap']:.4f}",
-            }
-            for k in tasks.KINDS:
-                row[f"val_{k}"] = f"{m['by_kind'].get(k, float('nan')):.4f}"
-            writer.writerow(row)
-            curve.flush()
-            log(f"step {step:6d} {row['elapsed_s']:7.0f}s lr {row['lr']} train ans {row['train_answer_loss'] or '-':>6} "
-                f"lm {row['train_lm_loss'] or '-':>6} probe {row['train_probe_loss'] or '-':>6} | val ans {m['loss']:.4f} "
-                f"(uniform {chance:.4f}) acc {m['accuracy']:.3f} ece {m['ece']:.3f} "
+    style_mix = hp.get("style_mix") or tasks.TRAIN_MIX
+
+    def evaluate():
+        return {**evaluate_torch(model, enc, val_items, T), "chance": chance}
+
+    def log_extra(m):
+        return (f"(uniform {chance:.4f}) acc {m['accuracy']:.3f} ece {m['ece']:.3f} "
                 f"[{' '.join(f'{k} {v:.2f}' for k, v in m['by_kind'].items())}]")
-            acc_a = acc_l = acc_p = 0.0
-            n_acc = 0
-            if best is None or m["loss"] < best[0]:
-                best = (m["loss"], step)
-                save_checkpoint(model, work / "checkpoint", tokdir, {"step": step, "val": m, "hparams": hp})
-            if out_of_time:
-                log(f"time budget of {args.minutes} min reached at step {step}")
-                break
-        if step == args.steps:
-            break
+
+    def next_losses():
         styled = round(hp["batch"] * hp["style_share"])
         items = [tasks.make_item(rng, tasks.sample_kind(rng), "train") for _ in range(hp["batch"] - styled)]
-        items += [tasks.make_styled_item(rng, tasks.sample_kind(rng), "train") for _ in range(styled)]
-        batch = enc.batch(items)
-        for g_ in opt.param_groups:
-            g_["lr"] = lr_at(step)
-        a_loss, l_loss, _, p_loss = forward_losses(model, batch, T, enc.letters, hp["lm_weight"],
+        items += [tasks.make_styled_item(rng, tasks.sample_kind(rng, style_mix), "train") for _ in range(styled)]
+        a_loss, l_loss, _, p_loss = forward_losses(model, enc.batch(items), T, enc.letters, hp["lm_weight"],
                                                    probe if hp["probe_weight"] > 0 else None)
-        loss = a_loss + hp["lm_weight"] * l_loss + hp["probe_weight"] * p_loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hp["clip"])
-        opt.step()
-        acc_a += float(a_loss.detach())
-        acc_l += float(l_loss.detach())
-        acc_p += float(p_loss.detach())
-        n_acc += 1
-    curve.close()
-    elapsed = time.time() - t0
+        return a_loss, l_loss, p_loss
+
+    def save(step, m, name="checkpoint"):
+        common.save_checkpoint(model, work / name, tokdir, {"step": step, "val": m, "hparams": hp},
+                               {"preprocessor_config.json": json.dumps(PREPROCESSOR, indent=2) + "\n"})
+
+    step, elapsed, best = common.train_loop(
+        model=model, probe=probe, hp=hp, args=args, log=log, evaluate=evaluate, log_extra=log_extra,
+        row_extra=lambda m: {f"val_{k}": f"{m['by_kind'].get(k, float('nan')):.4f}" for k in tasks.KINDS},
+        extra_fields=[f"val_{k}" for k in tasks.KINDS], next_losses=next_losses, save=save)
     (work / "train_summary.json").write_text(json.dumps({
         "steps_run": step, "elapsed_s": elapsed, "best_val_loss": best[0], "best_step": best[1], "parameters": n_params,
         "vision_parameters": n_vision, "tokenizer_size": T, "vocab_size": config.text_config.vocab_size, "hparams": hp,
         "text": TEXT, "vision": VISION, "threads": args.threads, "seed": SEED, "versions": versions(),
+        "init": str(args.init) if args.init else None,
     }, indent=1))
-    log(f"done: {step} steps in {elapsed / 60:.1f} min; best val answer loss {best[0]:.4f} at step {best[1]}; curve -> {curve_path}")
     return work / "checkpoint"
-
-
-def save_checkpoint(model, out: Path, tokdir: Path, meta: dict) -> None:
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(str(tmp))
-    model.generation_config.save_pretrained(str(tmp))
-    for f in TOKENIZER_FILES:
-        shutil.copyfile(tokdir / f, tmp / f)
-    (tmp / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
-    (tmp / "train_meta.json").write_text(json.dumps(meta, indent=1, default=str))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------------------------------------------------
 
-def export_worker(checkpoint: str, out: str) -> None:
-    _block_broken_torchvision()
-    from optimum.exporters.openvino import main_export
-    from optimum.intel import OVConfig
+TASK = "image-text-to-text"
 
-    main_export(checkpoint, output=out, task="image-text-to-text", ov_config=OVConfig(dtype="fp32"),
-                convert_tokenizer=False, stateful=True)
+
+def _write_preprocessor(folder: Path) -> None:
+    (folder / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
 
 
 def export(args, dest: Path = OUT) -> Path:
     """Checkpoint → an OpenVINO folder at `dest` (its MODEL_CARD.md kept from resources/demo-vl-model)."""
-    checkpoint = args.work / "checkpoint"
-    tmp = dest.with_name(dest.name + ".export")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    log(f"exporting {checkpoint} with optimum-intel (image-text-to-text, fp32) ...")
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, __file__, "export-worker", str(checkpoint), str(tmp)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONHASHSEED="0"))
-    if proc.returncode != 0:
-        print(proc.stdout[-5000:])
-        raise SystemExit("export failed")
-    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json"):
-        if not (tmp / f).exists():
-            shutil.copyfile(checkpoint / f, tmp / f)
-    (tmp / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
-    for f in ("special_tokens_map.json", "openvino_config.json"):  # the engine reads neither; keep the folder plain
-        if (tmp / f).exists():
-            (tmp / f).unlink()
-    config = json.loads((tmp / "config.json").read_text())
-    config["decider_demo"] = True
-    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (tmp / "DEMO").write_text(
-        "Decider's seeing demo model: a tiny Qwen3.5 vision-language model trained on three synthetic picture\n"
-        "questions. It is not a general assistant and sees nothing but those scenes. See MODEL_CARD.md.\n"
-    )
-    delta = parity(checkpoint, tmp)
-    log(f"parity: max |p_torch(float64) - p_engine| over the option probabilities of 30 items {delta:.2e}")
-    (args.work / "parity.json").write_text(json.dumps({"max_abs_probability_delta": delta, "dtype": "fp32"}))
-    if delta > 1e-3:
-        raise SystemExit(f"export does not match the checkpoint (max probability delta {delta:.2e})")
-    if (OUT / "MODEL_CARD.md").exists():
-        shutil.copyfile(OUT / "MODEL_CARD.md", tmp / "MODEL_CARD.md")
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
-    log(f"exported in {time.time() - t0:.0f}s -> {dest} ({dir_size(dest) / 1e6:.2f} MB): {', '.join(sorted(f.name for f in dest.iterdir()))}")
-    return dest
+    return common.export_folder(
+        script=__file__, worker_args=(), checkpoint=args.work / "checkpoint", dest=dest, task=TASK, dtype="fp32", log=log,
+        copy_files=("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json"),
+        drop_files=("special_tokens_map.json", "openvino_config.json"), finish=_write_preprocessor, parity=parity,
+        parity_path=args.work / "parity.json", card_from=OUT,
+        demo_text="Decider's seeing demo model: a tiny Qwen3.5 vision-language model trained on three synthetic picture\n"
+                  "questions. It is not a general assistant and sees nothing but those scenes. See MODEL_CARD.md.\n")
 
 
 def parity(checkpoint: Path, folder: Path, count: int = 30) -> float:
     """Largest |p_torch - p_engine| over the option probabilities of `count` items: transformers (stock code,
     float64) on the checkpoint against decide() on the exported folder."""
-    _block_broken_torchvision()
+    return common.parity(checkpoint, folder, load_float64=_load_float64, encoder_class=Encoder, tasks=tasks, seed=SEED + 99,
+                         count=count, engine_probabilities=engine_probabilities, letter_probs=_letter_probs)
+
+
+def _load_float64(checkpoint: str):
     import torch
     from transformers import Qwen3_5ForConditionalGeneration
 
-    from decider.engine.runner import ModelRunner
+    return Qwen3_5ForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float64, attn_implementation="eager").eval()
 
-    model = Qwen3_5ForConditionalGeneration.from_pretrained(str(checkpoint), dtype=torch.float64, attn_implementation="eager").eval()
-    enc = Encoder(checkpoint / "tokenizer.json")
-    T = enc.tok.size
-    rng = random.Random(SEED + 99)
-    items = [tasks.make_item(rng, tasks.sample_kind(rng), "any") for _ in range(count)]
-    engine_probs, _ = engine_probabilities(ModelRunner(folder), items)
-    worst = 0.0
-    with torch.no_grad():
-        for it, pe in zip(items, engine_probs):
-            ids, patches = enc.encode(it)
-            model.model.rope_deltas = None
-            out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones((1, len(ids)), dtype=torch.long), pixel_values=torch.from_numpy(patches.values).double(),
-                        image_grid_thw=torch.tensor([list(patches.grid)]), use_cache=False)
-            pt = torch.softmax(out.logits[0, -1, :T][enc.letters[: len(it.options)]], -1)
-            worst = max(worst, max(abs(float(a) - b) for a, b in zip(pt, pe)))
-    return worst
+
+def _letter_probs(model, enc: Encoder, item: tasks.Item):
+    import torch
+
+    ids, patches = enc.encode(item)
+    model.model.rope_deltas = None
+    out = model(input_ids=torch.tensor([ids]), attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
+                pixel_values=torch.from_numpy(patches.values).double(), image_grid_thw=torch.tensor([list(patches.grid)]),
+                use_cache=False)
+    return torch.softmax(out.logits[0, -1, : enc.tok.size][enc.letters[: len(item.options)]], -1)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -654,16 +419,7 @@ def parity(checkpoint: Path, folder: Path, count: int = 30) -> float:
 
 def engine_probabilities(runner, items, pixels=None):
     """Bars from decide() with each item's picture (or the one `pixels` picture for every item)."""
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.settings import SamplingSettings
-
-    out, coverage = [], []
-    for it in items:
-        image = it.image() if pixels is None else pixels
-        result = decide(runner, DecisionRequest(it.question, tuple(it.options), images=(image,), sampling=SamplingSettings(temperature=0.0)))
-        out.append([o.probability for o in result.options])
-        coverage.append(result.coverage)
-    return out, coverage
+    return common.engine_probabilities(runner, items, (lambda it: it.image()) if pixels is None else (lambda it: pixels))
 
 
 def test_items():
@@ -700,22 +456,10 @@ def evaluate_engine(folder: Path = OUT) -> dict:
     from decider.engine.runner import ModelRunner
 
     runner = ModelRunner(folder)
-    items, reshuffled = test_items()
-    t0 = time.time()
-    probs, coverage = engine_probabilities(runner, items)
-    probs2, _ = engine_probabilities(runner, reshuffled)
-    elapsed = time.time() - t0
-    m = demo_tasks.metrics(items, probs)
-    m2 = demo_tasks.metrics(reshuffled, probs2)
-    m["accuracy_reshuffled"] = m2["accuracy"]
-    m["shuffle_delta_points"] = abs(m["accuracy"] - m2["accuracy"]) * 100
-    m["ece_reshuffled"] = m2["ece"]
-    m["mean_coverage"] = sum(coverage) / len(coverage)
+    m = common.engine_metrics(runner, *test_items(), image_of=lambda it: it.image())
     m["blank_deviation"] = blank_spread(runner)
     m["blank_max_deviation"] = max(m["blank_deviation"].values())
     m["untrained_blank_deviation"] = blank_spread(runner, UNTRAINED_BLANKS)
-    m["seconds"] = elapsed
-    m["items"] = len(items)
     return m
 
 
@@ -800,28 +544,13 @@ STYLE_VALUES_TEXT = ("styles no training picture had: aspect ratios 1:3 to 1:2.2
                      "two-grey gradient backgrounds")
 
 
-def print_metrics(m: dict) -> None:
-    log(f"engine, {m['items']} held-out items (+ the same reshuffled) in {m['seconds']:.1f}s:")
-    log(f"  accuracy (unambiguous) {m['accuracy'] * 100:.1f}%  reshuffled {m['accuracy_reshuffled'] * 100:.1f}%  "
-        f"delta {m['shuffle_delta_points']:.2f} points")
-    log(f"  ECE {m['ece']:.4f} (reshuffled {m['ece_reshuffled']:.4f})  confidence correct {m['confidence_correct']:.3f} "
-        f"vs wrong/ambiguous {m['confidence_other']:.3f}  gap {m['confidence_gap']:.3f}  coverage {m['mean_coverage']:.3f}")
-    log(f"  blank pictures: largest |bar - 1/n| {json.dumps(m['blank_deviation'])}; "
-        f"untrained colours {json.dumps(m['untrained_blank_deviation'])}")
-    log(f"  by kind (mean correctness): {json.dumps({k: round(v, 3) for k, v in m['by_kind'].items()})}")
-    for lo, hi, n, acc, conf in m["bins"]:
-        log(f"    bin ({lo:.1f},{hi:.1f}] n={n:3d} accuracy {acc:.3f} confidence {conf:.3f}")
-
-
 def evaluate(args, folder: Path = OUT) -> dict:
     m = evaluate_engine(folder)
     m["styles"] = evaluate_styles(folder)
-    print_metrics(m)
+    common.print_metrics(log, m, [f"  blank pictures: largest |bar - 1/n| {json.dumps(m['blank_deviation'])}; "
+                                  f"untrained colours {json.dumps(m['untrained_blank_deviation'])}"])
     print_style_metrics(m["styles"])
-    path = args.work / "engine_metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(m, indent=1))
-    return m
+    return common.save_metrics(args.work, m)
 
 
 def passes(m: dict) -> bool:
@@ -875,6 +604,38 @@ def write_curves(work: Path) -> None:
     shutil.copyfile(work / "curve.csv", DOCS / "curve_vl.csv")
     plot_curve(list(csv.DictReader(open(work / "curve.csv"))), DOCS / "curve_vl.png")
     log(f"curves -> {DOCS / 'curve_vl.csv'}, {DOCS / 'curve_vl.png'}")
+
+
+STYLE_TRAIN_TEXT = ("60 to 400 pixels a side at 1:2.15 to 2.15:1 for half of them, 1:4.5 to 1:3.2 or 3.2:1 to 4.5:1 for the "
+                    "rest; four-, five-, seven- and eight-point stars, filled or outlined; wide or narrow doors with the leaf "
+                    "inside the frame, half out of it or out of sight; white, black, red, green, grey, purple or orange "
+                    "frames; grey, tinted or noisy backgrounds, or banded and radial ones that may run from dark to light; small "
+                    "squares and triangles as distractors; half the 'no open door' scenes have no door at all")
+
+
+def training_run_lines(summary: dict) -> list[str]:
+    """The card's lines on how the exported checkpoint was trained: one run, or a run continued from another's."""
+    def run(s: dict, how: str) -> str:
+        hp = s["hparams"]
+        until = "the time budget" if hp.get("anneal_by_time") else "the planned steps"
+        extra = f", styled kinds weighted {json.dumps(hp['style_mix'])}" if hp.get("style_mix") else ""
+        if s.get("minutes_budget"):
+            until = f"a {s['minutes_budget']}-minute budget"
+        kept = s.get("note") or f"its checkpoint with the lowest validation answer loss (step {s['best_step']}) was kept"
+        return (f"{how}, seed {s['seed']}: {s['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, warmup "
+                f"{hp['warmup']}, cosine to {hp['min_lr_frac']}x planned by the end of {until}{extra}), {s['elapsed_s'] / 60:.0f} minutes; "
+                f"{kept}")
+    chain = [summary]  # this run, then the run it continued, and so on back to the one from scratch
+    while chain[-1].get("init"):
+        chain.append(json.loads((Path(chain[-1]["init"]).parent / "train_summary.json").read_text()))
+    chain.reverse()
+    lines = []
+    for i, s in enumerate(chain):
+        how = "From scratch" if i == 0 else "Continued from that checkpoint (the training-only probes afresh)"
+        lines.append(f"- Run {i + 1}. {run(s, how)}" + (", and exported." if i == len(chain) - 1 and not s.get("note") else "."))
+    lines.append(f"- {summary['threads']} CPU thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, "
+                 f"transformers {summary['versions'].get('transformers')}).")
+    return lines
 
 
 def write_card(args) -> Path:
@@ -972,22 +733,19 @@ def write_card(args) -> Path:
         *style_card_lines(m["styles"]),
         "## Training",
         "",
-        f"- From scratch, seed {summary['seed']}, {summary['steps_run']:,} steps of {hp['batch']} fresh scenes (AdamW, lr {hp['lr']}, "
-        f"cosine to {hp['min_lr_frac']}x over the planned steps, warmup {hp['warmup']}; stopped by the time budget), {summary['elapsed_s'] / 60:.0f} minutes on {summary['threads']} CPU "
-        f"thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, transformers "
-        f"{summary['versions'].get('transformers')}); the checkpoint with the lowest validation answer loss (step {summary['best_step']}) was exported.",
+        *training_run_lines(summary),
         f"- Loss: soft-label cross-entropy at the answer position + {hp['lm_weight']} × LM loss on the prompt's text + "
         f"{hp['probe_weight']} × two training-only probes (not exported): on each option's token, is this option the answer (as for",
         "  the text demo model); on the image tokens' features, what the scene shows (colour, side, or nothing). Without the",
         "  second, the answer stayed at the prior for 400 steps (docs/demo-model/TRAINING_VL.md).",
         "- Pixels go through the engine's own preprocessing in training too, so the model learnt on the patches the engine feeds.",
         f"- Each batch: {1 - hp.get('style_share', 0):.0%} 96×96 scenes as above, {hp.get('style_share', 0):.0%} scenes in the training "
-        "styles of `STYLE_VALUES['train']` (60 to 400 pixels a side at 1:2 to 2:1, four- and five-point stars filled or "
-        "outlined, wide or narrow doors with the leaf inside the frame, white/black/red frames, grey, tinted or noisy "
-        "backgrounds, small squares and triangles as distractors), their targets smoothed by "
-        f"{hp.get('style_smoothing', 0)} towards even, so a styled picture's bar tops out near {1 - hp.get('style_smoothing', 0) / 2:.2f} for two options.",
-        "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2). Curve:",
-        "  `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
+        f"styles of `STYLE_VALUES['train']` ({STYLE_TRAIN_TEXT}), their targets smoothed by "
+        f"{hp.get('style_smoothing', 0)} towards even, so a styled picture's bar tops out near {1 - hp.get('style_smoothing', 0) / 2:.2f} for two options."
+        + (f" {summary['data_changes']}" if summary.get("data_changes") else ""),
+        "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2)"
+        + (", then `train --init <previous run>/checkpoint` with each later run's options (docs/demo-model/TRAINING_VL.md)" if summary.get("init") else "")
+        + ". Curve (of the last run): `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
         "",
         f"Training curve (validation: {hp['val_items']} held-out layouts + {hp.get('style_val_items', 0)} scenes in the training styles; uniform guess = {float(rows[0]['val_chance_loss']):.3f}):",
         "",
@@ -1011,27 +769,20 @@ def write_card(args) -> Path:
         "- It is not a small Qwen3.5: same architecture, none of the knowledge.",
         "",
     ]
-    path = OUT / "MODEL_CARD.md"
-    path.write_text("\n".join(lines))
-    log(f"model card -> {path}")
-    return path
+    return common.write_card_file(OUT, lines, log)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["train", "export", "evaluate", "card", "all", "ship", "export-worker"])
-    ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
-    ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help=f"training directory (default {DEFAULT_WORK})")
-    ap.add_argument("--steps", type=int, default=4000)
-    ap.add_argument("--minutes", type=float, default=0.0, help="stop training after this many minutes (0: no limit)")
-    ap.add_argument("--threads", type=int, default=1)
-    for k in ("lr", "lm_weight", "probe_weight"):
-        ap.add_argument(f"--{k.replace('_', '-')}", dest=k, type=float, default=None)
-    for k in ("batch", "warmup", "eval_every"):
-        ap.add_argument(f"--{k.replace('_', '-')}", dest=k, type=int, default=None)
+    ap = common.base_parser(__doc__, ["train", "export", "evaluate", "card", "all", "ship", "export-worker"], DEFAULT_WORK, 4000)
+    ap.add_argument("--init", type=Path, default=None, help="start from this checkpoint's weights (continue a run)")
+    ap.add_argument("--keep-last", dest="keep_last", action="store_true", default=None,
+                    help="also keep the latest evaluated weights in <work>/checkpoint_last")
+    ap.add_argument("--style-mix", dest="style_mix", type=json.loads, default=None,
+                    help='kinds of the styled scenes, as JSON weights (default: the 96×96 mix), e.g. \'{"star": 0.4, ...}\'')
     args = ap.parse_args(argv)
     if args.command == "export-worker":
-        export_worker(*args.rest)
+        checkpoint, out = args.rest
+        common.export_worker(checkpoint, out, TASK, "fp32")
         return 0
     if args.command in ("train", "all"):
         train(args)
