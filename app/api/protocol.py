@@ -37,8 +37,6 @@ MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its b
 MAX_CHOICES = 16  # n: completions drawn from one prefill
 
 
-
-
 # The sampling fields, generated from the one list of sampling settings the CLI and the GUI use too.
 # (create_model's field definitions are (annotation, default) pairs it types as Any.)
 _SAMPLING_DEFINITIONS: dict[str, Any] = {
