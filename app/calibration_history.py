@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -14,6 +15,16 @@ from .config import config_dir
 from .history import HistoryRow, HistoryStore
 
 MIN_ROWS_TO_FIT = 10
+
+
+class CalibrationEntry(TypedDict):
+    """One model and mode's calibration, as `decider calibrate` prints it."""
+
+    model: str
+    think: bool
+    report: CalibrationReport
+    bias: list[dict]
+    fit: NotRequired[TemperatureFit]  # with --fit
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ from .cli_parser import build_parser
 from .requests import REQUEST_DECISION_SETTINGS, sampling_from
 
 if TYPE_CHECKING:
-    from .service import DecisionService
+    from decider.engine.settings import SamplingSettings
+
+    from .calibration_history import CalibrationEntry
+    from .service import DecisionService, EngineService
 
 
 def _device_options(args: argparse.Namespace):
@@ -32,7 +35,7 @@ def _device_options(args: argparse.Namespace):
     return DeviceOptions(cache_dir=compiled_cache_dir(), **kwargs)
 
 
-def _service(args: argparse.Namespace, history: bool = False):
+def _service(args: argparse.Namespace, history: bool = False) -> EngineService:
     from .service import open_local_service
 
     service = open_local_service(args.model, _device_options(args), history=history)
@@ -41,7 +44,7 @@ def _service(args: argparse.Namespace, history: bool = False):
     return service
 
 
-def _sampling(args: argparse.Namespace, service) -> object:
+def _sampling(args: argparse.Namespace, service: DecisionService) -> SamplingSettings:
     return sampling_from(vars(args), service.defaults)
 
 
@@ -145,22 +148,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
         config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
                               args.engine_method)
         service: DecisionService = RemoteService(config, None if args.no_history else default_store(_say))
+        local: EngineService | None = None
     else:
-        service = _service(args, history=not args.no_history)
+        service = local = _service(args, history=not args.no_history)
     if service.history is not None:
         service.history.image_hashes = not args.no_image_hash
     budget = None
-    if args.engine is None:
+    if local is not None:
         from .images import budget_for
 
-        budget = budget_for(service.runner, service.model_name)
+        budget = budget_for(local.runner, service.model_name)
     result = service.decide(decision_request(args, service.defaults, budget), source="cli")
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         from .config import demo_label
 
-        label = (args.engine is None and demo_label(service.runner.folder.path)) or service.model_name
+        label = (local is not None and demo_label(local.runner.folder.path)) or service.model_name
         print(render_decision(args.question, result, label))
     return 0
 
@@ -205,17 +209,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     store = default_store(_say)
     models = [args.model] if args.model else store.models()
     modes = [args.think] if args.think is not None else [False, True]
-    out = []
+    out: list[CalibrationEntry] = []
     for model in models:
         for think in modes:
             rows = calibration_history.labelled(store, model, think)
             if not rows:
                 continue
-            entry = {"model": model, "think": think, "report": calibration_history.report(rows, args.bins), "bias": calibration_history.bias(rows)}
+            entry: CalibrationEntry = {"model": model, "think": think, "report": calibration_history.report(rows, args.bins),
+                                       "bias": calibration_history.bias(rows)}
             if args.fit:
-                entry["fit"] = calibration_history.fit(rows, args.bins)
+                fitted = entry["fit"] = calibration_history.fit(rows, args.bins)
                 if args.apply:
-                    calibration_history.save_temperature(model, think, entry["fit"].temperature)
+                    calibration_history.save_temperature(model, think, fitted.temperature)
             out.append(entry)
     if not out:
         raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from decider.engine.types import DecisionResult
+
+if TYPE_CHECKING:
+    from .calibration_history import CalibrationEntry
 
 BAR_WIDTH = 24
 
@@ -74,7 +79,7 @@ def render_decision(question: str, result: DecisionResult, model: str) -> str:
     return "\n".join(lines)
 
 
-def render_calibration(entry: dict) -> str:
+def render_calibration(entry: CalibrationEntry) -> str:
     report = entry["report"]
     mode = "think" if entry["think"] else "no think"
     lines = [

@@ -55,6 +55,7 @@ def _read_letters(
     # One generator across both phases: a seed fixes the reasoning and the letter together.
     reasoning = None
     generated: list[int] = []
+    checkpoints: tuple[int, ...]
     if request.think:
         close = frozenset({tokenizer.think_close})
         reasoner = reasoner_for(runner, request.fast_reasoning)
@@ -114,7 +115,7 @@ def decide(
         tokenizer, request.question, options, system=request.system, context=request.context, think=request.think, images=images
     )
     clock.lap("tokenize_s")
-    encodes = runner.vision.stats.encodes if images else 0
+    encodes = _encodes(runner) if images else 0
     read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
     prefill_tokens, reused = runner.stats.last_prefill_tokens, runner.stats.last_prefill_reused
     option_logprobs = read.distribution.logprobs(letters)
@@ -145,7 +146,7 @@ def decide(
     }
     if images:
         usage["image_tokens"] = sum(len(tokens) for tokens in images)
-        usage["images_encoded"] = runner.vision.stats.encodes - encodes  # 0 when the screen was seen before
+        usage["images_encoded"] = _encodes(runner) - encodes  # 0 when the screen was seen before
     return DecisionResult.build(
         request, results, choice, mode="letters", coverage=float(np.exp(option_logprobs).sum()), timings=clock.total(),
         usage=usage, reasoning=read.reasoning, alternatives=alternatives, reasoning_precision=read.reasoning_precision,
@@ -154,6 +155,11 @@ def decide(
 
 def _image_tokens(runner: ModelRunner, request: DecisionRequest) -> list[tuple]:
     return [tuple(runner.image_tokens(pixels)) for pixels in request.images]
+
+
+def _encodes(runner: ModelRunner) -> int:
+    """Images the runner's vision encoder has encoded so far (a runner without one has encoded none)."""
+    return runner.vision.stats.encodes if runner.vision is not None else 0
 
 
 def _rotation_average(
@@ -182,7 +188,8 @@ def _score_sequences(runner: ModelRunner, prompt: DecisionPrompt, sequences: lis
                      should_stop: Callable[[], bool] | None) -> tuple[list[float], Distribution]:
     """Each sequence's summed logprob after the prompt, branching from one state; and the first position's
     distribution (the alternatives)."""
-    sums, first = [], None
+    sums: list[float] = []
+    first: Distribution | None = None
     for sequence in sequences:
         if should_stop is not None and should_stop():
             raise Cancelled("decision cancelled")
@@ -199,6 +206,8 @@ def _score_sequences(runner: ModelRunner, prompt: DecisionPrompt, sequences: lis
                 logits = runner.step(token)
         sums.append(total)
         usage["completion_tokens"] += len(sequence)
+    if first is None:  # a request has at least two options
+        raise ValueError("no option sequences to score")
     return sums, first
 
 
@@ -213,7 +222,9 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest, rng: np.ra
     sequences = [tokenizer.encode_text(text) + [tokenizer.im_end] for text in options]
     usage = {"prompt_tokens": 0, "prefill_tokens": 0, "reused_tokens": 0, "completion_tokens": 0}
     images = _image_tokens(runner, request)
-    sums, first, debiased = None, None, None
+    sums: np.ndarray | None = None
+    first: Distribution | None = None
+    debiased: np.ndarray | None = None
     for shift in range(count if request.permute else 1):
         order = [(i + shift) % count for i in range(count)]  # position j lists option order[j]
         prompt = build_decision_prompt(tokenizer, request.question, [options[i] for i in order], system=request.system,
@@ -226,6 +237,8 @@ def _decide_by_scoring(runner: ModelRunner, request: DecisionRequest, rng: np.ra
             usage["prompt_tokens"] = len(prompt.ids)
         if request.permute:
             debiased = softmax(np.array(scored)) if debiased is None else debiased + softmax(np.array(scored))
+    if sums is None or first is None:  # the first order always runs
+        raise ValueError("no option order was scored")
     probabilities = softmax(sums)
     if debiased is not None:
         debiased = debiased / count

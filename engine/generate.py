@@ -220,15 +220,13 @@ class _Assembler:
         if request.top_logprobs is not None:
             completion.logprobs = []
 
-    def _entry(self, step: Step, offset: int) -> ContentToken:
+    def _entry(self, token: int, entry: TokenLogprob, offset: int) -> ContentToken:
         tok = self.tokenizer
         alternatives = tuple(
             Alternative(tok.token_text(a.token_id), a.token_id, a.logprob, tok.token_bytes(a.token_id))
-            for a in step.entry.top
+            for a in entry.top
         )
-        return ContentToken(
-            step.token_id, tok.token_text(step.token_id), tok.token_bytes(step.token_id), step.entry.logprob, alternatives, offset
-        )
+        return ContentToken(token, tok.token_text(token), tok.token_bytes(token), entry.logprob, alternatives, offset)
 
     def add(self, step: Step) -> Delta:
         delta = Delta()
@@ -237,17 +235,17 @@ class _Assembler:
             # No text, but a generated token: a scoring client (lm-eval reads token_logprobs[ctxlen:-1])
             # needs its entry, as usage.completion_tokens counts it. Its offset is fixed when the text is.
             if step.entry is not None and self.request.end_of_turn_entry:
-                self.end_entry = self._entry(step, 0)
+                self.end_entry = self._entry(token, step.entry, 0)
             return delta
         if self.in_reasoning:
             if token == self.tokenizer.think_close:
                 self.in_reasoning = False
                 self.after_think = True
                 delta.reasoning = self.reasoning_stream.flush()
-                self.completion.reasoning = (self.completion.reasoning + delta.reasoning).strip("\n")
+                self.completion.reasoning = ((self.completion.reasoning or "") + delta.reasoning).strip("\n")
                 return delta
             delta.reasoning = self.reasoning_stream.push(token)
-            self.completion.reasoning += delta.reasoning
+            self.completion.reasoning = (self.completion.reasoning or "") + delta.reasoning  # "" since the block opened
             return delta
         text = self.content_stream.push(token)
         if self.after_think:
@@ -257,7 +255,7 @@ class _Assembler:
             text = text.lstrip("\n")
         offset = len(self.completion.content) + len(self.held)
         if step.entry is not None:
-            self.held_entries.append(self._entry(step, offset))
+            self.held_entries.append(self._entry(token, step.entry, offset))
         self.held += text
         return self._release(delta)
 
@@ -294,7 +292,7 @@ class _Assembler:
         delta = Delta()
         if self.in_reasoning:
             tail = self.reasoning_stream.flush()
-            self.completion.reasoning += tail
+            self.completion.reasoning = (self.completion.reasoning or "") + tail
             delta.reasoning = tail
         else:
             self.held += self.content_stream.flush()
@@ -362,7 +360,9 @@ def generate(
     rng: np.random.Generator | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Completion:
-    completion = None
+    completion: Completion | None = None
     for _, completion in stream_generation(runner, request, rng, should_stop):
         pass
+    if completion is None:  # the stream always ends on the finished completion
+        raise RuntimeError("the generation ended without a completion")
     return completion

@@ -32,7 +32,7 @@ from .types import LABELS, DecisionRequest, DecisionResult, OptionResult
 from .decision_prompt import load_templates, user_segments
 from .errors import SettingsError
 from .generate import make_rng
-from .info import EngineInfo
+from .info import EngineInfo, LogprobExactness
 from .remote_http import JsonClient, RemoteError
 from .remote_probe import ServerProfile, model_entries, probe
 from .remote_precision import note as precision_note, unreported_precision
@@ -136,7 +136,9 @@ class RemoteEngine:
     def info(self, method: str | None = None, notes: list[str] | None = None) -> EngineInfo:
         """What computes (or computed, with the method and notes of a decision) the bars."""
         method = method or (None if self.config.method == "auto" else self.config.method)  # None: no decision yet
-        logprobs = {"decide": "exact", "forced letters": "letters", TOOLS_EXACT: "exact", TOOLS_CALL_ONLY: "none"}.get(method, "top_n")
+        exactness: dict[str | None, LogprobExactness] = {
+            "decide": "exact", "forced letters": "letters", TOOLS_EXACT: "exact", TOOLS_CALL_ONLY: "none"}
+        logprobs = exactness.get(method, "top_n")
         return EngineInfo(
             kind="remote", model=self._model, logprobs=logprobs, constraint=self.config.constraint,
             url=self.config.base_url, top_logprobs=TOP_LOGPROBS, server=self._profile.kind if self._profile else None,
@@ -154,7 +156,7 @@ class RemoteEngine:
         if method == "auto" and profile is not None:
             method = "decide" if profile.decide else ("forced" if profile.completions else "chat")
         constrained = self.config.constraint != "none"
-        if constrained and method != "chat":
+        if constrained and method != "chat" and profile is not None:  # not chat: the server was probed
             # A constraint is a chat method (the server's template, estimates at best): it never moves a
             # decision off a more exact path the server offers.
             profile = replace(profile, notes=[*profile.notes, f"constraint {self.config.constraint} not used: the server "

@@ -43,7 +43,8 @@ def read_reasoning(client: JsonClient, api: str, model: str, kind: str, body: di
     """body: the reasoning request (its `prompt` the decision prompt, ending in the open think block); choice,
     usage: the server's answer to it."""
     prompt = body["prompt"]
-    text = choice.get("text") if isinstance(choice.get("text"), str) else ""
+    raw_text = choice.get("text")
+    text = raw_text if isinstance(raw_text, str) else ""
     tokens = usage.get("completion_tokens")
     tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
     said_closed = _closed_by_finish(choice)

@@ -221,3 +221,18 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_
 SAMPLING_NAMES: tuple[str, ...] = tuple(s.name for s in SAMPLING_SETTINGS if s.exposed)
 # name: (min, max, integer?) of every numeric setting
 RANGES: dict[str, tuple[float, float, bool]] = {name: s.range for name, s in SETTINGS.items() if s.kind is not bool}
+
+
+# A decision setting's default, typed for a dataclass field (Setting.default holds any kind of setting's value).
+def bool_default(name: str) -> bool:
+    value = SETTINGS[name].default
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} is not a true/false setting")
+    return value
+
+
+def int_default(name: str) -> int:
+    value = SETTINGS[name].default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} is not an integer setting")
+    return value

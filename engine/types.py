@@ -14,7 +14,7 @@ import numpy as np
 from .errors import SettingsError
 from .info import EngineInfo
 from .logprobs import Alternative
-from .settings import SETTINGS, SamplingSettings
+from .settings import SETTINGS, SamplingSettings, bool_default, int_default
 from .tools import Tool, ToolCall
 from .vision_preprocess import check_pixels
 
@@ -29,16 +29,16 @@ class DecisionRequest:
     options: tuple[str, ...]
     system: str | None = None
     context: str | None = None
-    think: bool = SETTINGS["think"].default
-    reasoning_budget: int = SETTINGS["reasoning_budget"].default
-    permute: bool = SETTINGS["permute"].default
-    score_options: bool = SETTINGS["score_options"].default
+    think: bool = bool_default("think")
+    reasoning_budget: int = int_default("reasoning_budget")
+    permute: bool = bool_default("permute")
+    score_options: bool = bool_default("score_options")
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
-    alternatives: int = SETTINGS["alternatives"].default
+    alternatives: int = int_default("alternatives")
     # Pixel arrays ([H, W, 3] uint8 RGB) shown before the context; not compared (arrays have no ==).
     images: tuple[np.ndarray, ...] = field(default=(), compare=False)
-    sample_choice: bool = SETTINGS["sample_choice"].default  # draw the choice instead of taking the largest bar
-    fast_reasoning: bool = SETTINGS["fast_reasoning"].default  # reasoning from a fast compile; the answer stays exact
+    sample_choice: bool = bool_default("sample_choice")  # draw the choice instead of taking the largest bar
+    fast_reasoning: bool = bool_default("fast_reasoning")  # reasoning from a fast compile; the answer stays exact
     # Functions as the options (engine/tool_decide.py): the options are their names, in order; the bars are how
     # likely the model calls each, and the result carries the chosen call's arguments.
     tools: tuple[Tool, ...] = ()

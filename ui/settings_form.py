@@ -7,6 +7,8 @@ A field is registered under the setting's name; `_edit(name, value)` (the subcla
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
@@ -27,6 +29,8 @@ from PySide6.QtWidgets import (
 )
 
 from .ports import Settings
+
+_T = TypeVar("_T")
 
 LIST_SEPARATOR = ", "  # how a list setting reads in its one-line field
 
@@ -153,8 +157,10 @@ class SettingsForm(QScrollArea):
 
 
 def _show_value(widget: QWidget, value: object) -> None:
-    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
-        widget.setValue(value)
+    if isinstance(widget, QSpinBox):
+        widget.setValue(int(_number(value)))  # Qt takes a whole float here too
+    elif isinstance(widget, QDoubleSpinBox):
+        widget.setValue(_number(value))
     elif isinstance(widget, QCheckBox):
         widget.setChecked(bool(value))
     elif isinstance(widget, QComboBox) and widget.property("byData"):
@@ -164,17 +170,32 @@ def _show_value(widget: QWidget, value: object) -> None:
     elif isinstance(widget, QComboBox) and widget.property("editableText"):
         widget.setEditText("" if value is None else str(value))
     elif isinstance(widget, QComboBox):
-        if widget.findText(value) < 0:
-            widget.addItem(value)
-        widget.setCurrentText(value)
+        text = _kind(str, value)
+        if widget.findText(text) < 0:
+            widget.addItem(text)
+        widget.setCurrentText(text)
     elif isinstance(widget, QSlider):
-        widget.setValue(int(round(value * 100)))
+        widget.setValue(int(round(_number(value) * 100)))
     elif isinstance(widget, QKeySequenceEdit):
-        widget.setKeySequence(QKeySequence(value))
+        widget.setKeySequence(QKeySequence(_kind(str, value)))
     elif isinstance(widget, QPlainTextEdit):
         if widget.toPlainText() != value:
-            widget.setPlainText(value)
+            widget.setPlainText(_kind(str, value))
     elif isinstance(widget, QLineEdit) and isinstance(value, (tuple, list)):
         widget.setText(LIST_SEPARATOR.join(value))
     elif isinstance(widget, QLineEdit):
         widget.setText("" if value is None else str(value))
+
+
+# A field's value arrives as the settings store holds it (object); the widget takes one kind. A mismatch is a
+# programming error, raised as the TypeError Qt would have raised for it.
+def _kind(kind: type[_T], value: object) -> _T:
+    if not isinstance(value, kind):
+        raise TypeError(f"a {kind.__name__} field was given {value!r}")
+    return value
+
+
+def _number(value: object) -> float:
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"a number field was given {value!r}")
+    return value

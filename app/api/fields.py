@@ -86,12 +86,18 @@ EngineFloat = Annotated[int | float | None, BeforeValidator(_engine_number(integ
 Ignored = Annotated[Any, Field(default=None, exclude=True)]  # OpenAI bookkeeping (user, metadata, …)
 
 
-def int_in(low: int, high: int | None = None) -> Any:
-    return Annotated[int | None, BeforeValidator(_int_in(low, high))]
+# Refused: a field a client may only leave neutral, dropped from the model's data; `refused(...)` says what passes.
+Refused = Annotated[None, Field(default=None, exclude=True)]
 
 
-def refused(accepted: Callable[[object], bool], why: str) -> Any:
-    return Annotated[None, BeforeValidator(_refused(accepted, why)), Field(default=None, exclude=True)]
+# The metadata of a parametrised field, written `Annotated[int | None, int_in(1, 16)]` and
+# `Annotated[Refused, refused(absent, "why")]`, so a type checker reads the field's type.
+def int_in(low: int, high: int | None = None) -> BeforeValidator:
+    return BeforeValidator(_int_in(low, high))
+
+
+def refused(accepted: Callable[[object], bool], why: str) -> BeforeValidator:
+    return BeforeValidator(_refused(accepted, why))
 
 
 def one(value: object) -> bool:

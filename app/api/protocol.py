@@ -9,7 +9,7 @@ the engine's own settings check (sampling, reasoning budget) are checked there, 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, ValidationInfo, create_model, model_validator
 
@@ -25,7 +25,9 @@ from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tool_
 from ..requests import REQUEST_DECISION_SETTINGS, SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
 from .errors import ApiError, field_error
-from .fields import Boolean, EngineFloat, EngineInt, Ignored, Name, Strict, Text, absent, empty, int_in, one, refused
+from .fields import (
+    Boolean, EngineFloat, EngineInt, Ignored, Name, Refused, Strict, Text, absent, empty, int_in, one, refused,
+)
 
 MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is loaded
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -35,13 +37,16 @@ MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its b
 MAX_CHOICES = 16  # n: completions drawn from one prefill
 
 
-
-
 # The sampling fields, generated from the one list of sampling settings the CLI and the GUI use too.
-SamplingFields: type[Strict] = create_model(
-    "SamplingFields", __base__=Strict,
-    **{name: (EngineInt if kind is int else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()},
-)
+# (create_model's field definitions are (annotation, default) pairs it types as Any.)
+_SAMPLING_DEFINITIONS: dict[str, Any] = {
+    name: (EngineInt if kind is int else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()}
+if TYPE_CHECKING:
+    # A class made at run time cannot be a base class to a type checker: it sees the base, and the generated
+    # fields are read by name (_sampling, DecideRequest.to_request), never as typed attributes.
+    SamplingFields = Strict
+else:
+    SamplingFields = create_model("SamplingFields", __base__=Strict, **_SAMPLING_DEFINITIONS)
 
 
 def _sampling(request: BaseModel, defaults: SamplingSettings) -> SamplingSettings:
@@ -115,7 +120,7 @@ class _Generation(SamplingFields):
     stream_options: StreamOptions | None = None
     logit_bias: Annotated[tuple[tuple[int, float], ...], BeforeValidator(_logit_bias), Field(default=())]
     response_format: Annotated[ResponseFormat | None, BeforeValidator(_response_format)] = None
-    n: int_in(1, MAX_CHOICES) = None  # several draws from one prefill of the prompt
+    n: Annotated[int | None, int_in(1, MAX_CHOICES)] = None  # several draws from one prefill of the prompt
     user: Ignored
     metadata: Ignored
     store: Ignored
@@ -190,10 +195,10 @@ def _tool_choice(value: object) -> str | None:
 
 class ChatCompletionRequest(_Generation):
     messages: Annotated[list[ChatMessage], BeforeValidator(check_messages), Field(default=None, validate_default=True)]
-    max_tokens: int_in(1) = None
-    max_completion_tokens: int_in(1) = None
+    max_tokens: Annotated[int | None, int_in(1)] = None
+    max_completion_tokens: Annotated[int | None, int_in(1)] = None
     logprobs: Boolean = None
-    top_logprobs: int_in(0, MAX_TOP_LOGPROBS) = None
+    top_logprobs: Annotated[int | None, int_in(0, MAX_TOP_LOGPROBS)] = None
     think: Boolean = None
     enable_thinking: Boolean = None
     chat_template_kwargs: ChatTemplateKwargs | None = None
@@ -201,14 +206,14 @@ class ChatCompletionRequest(_Generation):
     tools: Annotated[tuple[Tool, ...] | None, BeforeValidator(_tools)] = None
     tool_choice: Annotated[str | None, BeforeValidator(_tool_choice)] = None
     parallel_tool_calls: Boolean = None
-    functions: refused(empty([]), "the deprecated functions field: use tools")
-    function_call: refused(empty("none"), "the deprecated function_call field: use tool_choice")
+    functions: Annotated[Refused, refused(empty([]), "the deprecated functions field: use tools")]
+    function_call: Annotated[Refused, refused(empty("none"), "the deprecated function_call field: use tool_choice")]
     _tool_format: ResponseFormat | None = PrivateAttr(None)
-    modalities: refused(empty(["text"]), "text output only")
-    audio: refused(absent, "text output only")
-    prediction: refused(absent, "no predicted outputs")
-    web_search_options: refused(absent, "no web search")
-    reasoning_effort: refused(absent, "use think (or enable_thinking) to turn reasoning on")
+    modalities: Annotated[Refused, refused(empty(["text"]), "text output only")]
+    audio: Annotated[Refused, refused(absent, "text output only")]
+    prediction: Annotated[Refused, refused(absent, "no predicted outputs")]
+    web_search_options: Annotated[Refused, refused(absent, "no web search")]
+    reasoning_effort: Annotated[Refused, refused(absent, "use think (or enable_thinking) to turn reasoning on")]
 
     @model_validator(mode="after")
     def _together(self) -> "ChatCompletionRequest":
@@ -292,18 +297,18 @@ class ChatCompletionRequest(_Generation):
         request = replace(request, **self._output_controls(runner.tokenizer, runner.vocab_size))
         if self._tool_format is not None:  # checked at validation; compiled again with this tokenizer's tag ids
             grammar_tokenizer(runner.tokenizer)
-            grammar = tool_grammar(self.tools, self.tool_choice or "auto", self.parallel_tool_calls is not False,
+            grammar = tool_grammar(self.tools or (), self.tool_choice or "auto", self.parallel_tool_calls is not False,
                                    tag_ids(runner.tokenizer))
             request = replace(request, response_format=grammar)
         if self.guided_choice is not None:  # answer with one of these (single-token) strings
-            return replace(request, allowed=self._choice_ids(runner.tokenizer), max_tokens=1)
+            return replace(request, allowed=self._choice_ids(runner.tokenizer, self.guided_choice), max_tokens=1)
         if self.limit is None:  # as OpenAI: bounded only by the context
             return replace(request, max_tokens=runner.context_length - len(request.prompt_ids))
         return request
 
-    def _choice_ids(self, tokenizer) -> tuple[int, ...]:
+    def _choice_ids(self, tokenizer, choices: tuple[str, ...]) -> tuple[int, ...]:
         ids = []
-        for choice in self.guided_choice:
+        for choice in choices:
             encoded = tokenizer.encode_text(choice)
             if len(encoded) != 1:
                 raise ApiError("unsupported_parameter", f"guided_choice {choice!r} is {len(encoded)} tokens; each choice must be one token",
@@ -359,13 +364,13 @@ def _normalization(value: object) -> object:
 
 class CompletionRequest(_Generation):
     prompt: Annotated[tuple[Prompt, ...], BeforeValidator(_prompts), Field(default=None, validate_default=True)]
-    max_tokens: int_in(0) = None
-    logprobs: Annotated[int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
+    max_tokens: Annotated[int | None, int_in(0)] = None
+    logprobs: Annotated[int | None, int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
     echo: Boolean = None
     # Decider's extension: what prompt logprobs are normalised over (engine/logprobs.py); None: the server's default
     logprob_normalization: Annotated[str | None, BeforeValidator(_normalization)] = None
-    best_of: refused(one, "best_of=1 only (n draws several completions from one prefill)")
-    suffix: refused(empty(""), "no insertion (suffix)")
+    best_of: Annotated[Refused, refused(one, "best_of=1 only (n draws several completions from one prefill)")]
+    suffix: Annotated[Refused, refused(empty(""), "no insertion (suffix)")]
 
     @model_validator(mode="after")
     def _together(self) -> "CompletionRequest":
@@ -469,10 +474,12 @@ def _question(value: object) -> object:
 
 
 # The decision settings a /v1/decide request may give (absent: the declared default), from the same schema.
-DecisionFields: type[Strict] = create_model(
-    "DecisionFields", __base__=SamplingFields,
-    **{s.name: (Boolean if s.kind is bool else EngineInt, None) for s in REQUEST_DECISION_SETTINGS},
-)
+_DECISION_DEFINITIONS: dict[str, Any] = {
+    s.name: (Boolean if s.kind is bool else EngineInt, None) for s in REQUEST_DECISION_SETTINGS}
+if TYPE_CHECKING:  # as SamplingFields
+    DecisionFields = SamplingFields
+else:
+    DecisionFields = create_model("DecisionFields", __base__=SamplingFields, **_DECISION_DEFINITIONS)
 
 
 class DecideRequest(DecisionFields):
