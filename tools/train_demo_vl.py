@@ -533,6 +533,10 @@ def style_card_lines(sm: dict) -> list[str]:
         f"| target (held-out styles) | ≥ {STYLE_TARGETS['accuracy'] * 100:.0f} % | | | ≤ {STYLE_TARGETS['largest_wrong_bar']:.2f} | "
         f"≤ {STYLE_TARGETS['blank_max_deviation']:.2f} |",
         "",
+        "The held-out styles were never drawn in training, but their results chose each continued training run "
+        "(docs/demo-model/TRAINING_VL.md): they served as a validation set; fresh draws of the same styles are recorded "
+        "there, and styles outside every axis above (other shapes and door drawings, photographs) are untested.",
+        "",
         "`tests/test_demo_vl_model.py` measures the held-out styles the same way.",
         "",
     ]
