@@ -307,7 +307,7 @@ class RemoteEngine:
                 kinds = ["upper" if k == "upper" else ("estimate" if bounded else "exact") for k in reading.labels]
                 server = self._profile.kind if self._profile is not None else None
                 reduced = unreported_precision(server, values, kinds)  # engine/remote_precision.py
-                if reduced is not None:
+                if reduced is not None and server is not None:  # (a reduction names its server kind)
                     kinds, low, high = reduced
                     reading.notes.append(precision_note(server))
         shown = probabilities

@@ -61,11 +61,12 @@ class ChatTokenizer:
                 f"{path}: tokenizer has {self.size} tokens but the model has only {logits_width} logits; "
                 "the tokenizer does not belong to this model"
             )
-        self.im_start = self._tok.token_to_id(IM_START)
-        self.im_end = self._tok.token_to_id(IM_END)
-        self.end_of_text = self._tok.token_to_id(END_OF_TEXT)
-        self.think_open = self._tok.token_to_id(THINK_OPEN)
-        self.think_close = self._tok.token_to_id(THINK_CLOSE)
+        # ints, checked (typed tokenizers say token_to_id may give None); <|endoftext|> alone is optional
+        self.im_start: int = self.special_id(IM_START)
+        self.im_end: int = self.special_id(IM_END)
+        self.end_of_text: int | None = self._tok.token_to_id(END_OF_TEXT)
+        self.think_open: int = self.special_id(THINK_OPEN)
+        self.think_close: int = self.special_id(THINK_CLOSE)
         self.stop_ids = frozenset(i for i in (self.im_end, self.end_of_text) if i is not None)
         added = self._tok.get_added_tokens_decoder()
         self._added = {a.content for a in added.values()}
