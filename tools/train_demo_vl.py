@@ -36,6 +36,8 @@ import demo_training as common  # what both demo trainers share; sets the offlin
 import demo_vl_tasks as tasks
 from demo_training import ROOT, curve_summary, dir_size, padded_vocab, versions
 
+from modelkit.qwen35_config import preprocessor_config
+
 OUT = ROOT / "resources" / "demo-vl-model"
 DOCS = ROOT / "docs" / "demo-model"
 DEFAULT_WORK = Path(os.environ.get("DECIDER_DEMO_VL_WORK", "/tmp/decider-demo-vl-train"))
@@ -59,21 +61,7 @@ VISION = dict(  # 2 blocks of width 64 (2 heads, MLP 128), patch 16, temporal pa
 # used as it is (9 image tokens); a larger picture is scaled down into at most 128 × 128 pixels' worth (16 tokens).
 # 96 × 96 was too small a budget for thin pictures: a 120 × 300 one became 32 × 128, a single token column, and
 # left from right was a 6-pixel star inside one token (issue 27 item 8).
-PREPROCESSOR = {
-    "image_processor_type": "Qwen2VLImageProcessor",
-    "do_convert_rgb": True,
-    "do_resize": True,
-    "size": {"shortest_edge": 64 * 64, "longest_edge": 128 * 128},
-    "resample": 3,
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-    "patch_size": VISION["patch_size"],
-    "temporal_patch_size": VISION["temporal_patch_size"],
-    "merge_size": VISION["spatial_merge_size"],
-}
+PREPROCESSOR = preprocessor_config(64 * 64, 128 * 128, VISION)
 
 HPARAMS = dict(
     common.HPARAMS,
