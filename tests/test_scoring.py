@@ -68,7 +68,9 @@ def test_prompts_longer_than_a_chunk_equal_generation_logprobs():
     assert len(scores.entries) == len(text) - 1
     for entry, step in zip(scores.entries[len(prompt) - 1 :], steps):
         assert entry.token_id == step.token_id
-        assert abs(entry.logprob - step.entry.logprob) < 1e-5
+        # decoding runs each DeltaNet layer's one-token path (engine/decode_graph.py), the scorer the fused chunk
+        # kernel: the same f32 arithmetic in another order, within 5e-5 on these random fixtures (test_decode_graph)
+        assert abs(entry.logprob - step.entry.logprob) < 5e-5
         assert [t.token_id for t in entry.top] == [t.token_id for t in step.entry.top]
 
 
