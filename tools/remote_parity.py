@@ -25,13 +25,14 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 for path in (str(ROOT), str(ROOT / "tools")):
     if path not in sys.path:
         sys.path.insert(0, path)
+
+from local_server import wait_until_answering  # noqa: E402 (after the path set-up above)
 
 SEED = 7_2028  # tests/test_demo_model.py's held-out seed: items training never saw
 MIX = {"retrieval": 0.3, "category": 0.3, "retrieval_none": 0.14, "category_none": 0.14, "category_two": 0.12}
@@ -78,17 +79,10 @@ def start_llama_server(python: str, gguf: Path, timeout: float = 180.0, extra: t
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"llama-cpp-python's server exited: {process.stderr.read()[-800:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2):
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise RuntimeError(f"llama-cpp-python's server did not answer within {timeout:.0f} s")
+    why = wait_until_answering(process, url, timeout, interval=0.5)
+    if why is not None:
+        raise RuntimeError(f"llama-cpp-python's server {why}: {process.stderr.read()[-800:]}")
+    return process, url
 
 
 def stop(process: subprocess.Popen) -> None:

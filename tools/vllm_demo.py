@@ -32,8 +32,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +40,7 @@ for path in (str(ROOT), str(ROOT / "tools")):
         sys.path.insert(0, path)
 
 import demo_gguf  # noqa: E402 (after the path set-up above)
+from local_server import wait_until_answering  # noqa: E402
 
 SHIM = ROOT / "tools" / "vllm_shim"  # Qwen3.5 without torchvision (its docstring)
 HEAD = 128  # the head dim vLLM's CPU Gated DeltaNet kernel takes
@@ -187,16 +186,10 @@ def start_server(python: str, model: str | Path, port: int, timeout: float = 900
             stdout=sink, stderr=subprocess.STDOUT, env=server_env(python),
         )
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2):
-                return process, url
-        except OSError:
-            time.sleep(2)
-    process.kill()
-    process.wait()
-    raise RuntimeError("vLLM's server did not come up:\n" + log.read_text(errors="replace")[-2000:])
+    why = wait_until_answering(process, url, timeout, interval=2)
+    if why is not None:
+        raise RuntimeError(f"vLLM's server {why}:\n" + log.read_text(errors="replace")[-2000:])
+    return process, url
 
 
 def main(argv: list[str] | None = None) -> int:
