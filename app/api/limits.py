@@ -15,6 +15,15 @@ MAX_JSON_VALUES = 1 << 20  # every value and key counted: a full 262k-token prom
 MAX_NESTED_CONTAINERS = 10_000  # messages, content parts, tools, prompt batches: far more than any real request
 
 
+def refuse_bracket_floods(data: bytes) -> None:
+    """Before parsing: a body with more `[` and `{` than MAX_JSON_VALUES. Parsing and freeing millions of empty
+    containers holds the GIL about a second for 7 MB (every other client waits); text needs no million brackets."""
+    brackets = data.count(b"[") + data.count(b"{")  # C speed: a few ms for 8 MiB
+    if brackets > MAX_JSON_VALUES:
+        raise ApiError("request_too_large", f"the body holds more than {MAX_JSON_VALUES:,} JSON values "
+                       f"({brackets:,} `[` and `{{`, counted before parsing)")
+
+
 def check_body(body: object) -> None:
     """Refuse, naming where, a body with more values than MAX_JSON_VALUES, an array or object
     holding more than MAX_NESTED_CONTAINERS objects or arrays, or a lone surrogate ("\\ud800" in JSON is valid JSON but not

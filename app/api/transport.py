@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from decider.engine.errors import Cancelled
 
 from .errors import ApiError, dumps
-from .limits import check_body
+from .limits import check_body, refuse_bracket_floods
 from .policy import Policy, check_content_type, header
 from .state import ApiState
 
@@ -138,6 +138,7 @@ async def read_json(request: Request, max_body: int, timeout: float) -> dict:
         raise ApiError("request_timeout", f"the body did not arrive within {timeout:g} s") from None
     if len(data) <= PARSE_ON_LOOP_BYTES:
         return _parse_json(data)
+    refuse_bracket_floods(data)
     # megabytes of JSON take a while: off the loop (json.loads itself holds the GIL, the rest of the walk does not)
     return await anyio.to_thread.run_sync(_parse_json, data)
 
