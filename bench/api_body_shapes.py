@@ -2,7 +2,7 @@
 another client polls `GET /v1/models`: each body's status and time, and the slowest /v1/models answer meanwhile
 (issue #25 item 9; the limits are app/api/limits.check_body's).
 
-    python -m bench.api_body_shapes
+    python -m bench.api_body_shapes ["7 MB of {}" ...]   # only the bodies whose names start so
 """
 
 from __future__ import annotations
@@ -59,7 +59,10 @@ def _measure(path: str, body: bytes) -> tuple[int, float, float]:
     def poll() -> None:
         while not done.is_set():
             start = time.monotonic()
-            _request("GET", "/v1/models", timeout=60)
+            try:
+                _request("GET", "/v1/models", timeout=120)
+            except OSError:  # no answer in 120 s: counted as the stall it was
+                pass
             worst[0] = max(worst[0], time.monotonic() - start)
             time.sleep(0.01)
 
@@ -87,7 +90,10 @@ def main() -> None:
             except OSError:
                 time.sleep(0.1)
         print(f"{'body':26s} {'MB':>5s} status  answer  slowest /v1/models")
+        chosen = sys.argv[1:]
         for name, (path, body) in SHAPES.items():
+            if chosen and not any(name.startswith(prefix) for prefix in chosen):
+                continue
             status, took, worst = _measure(path, body)
             print(f"{name:26s} {len(body) / 1e6:5.1f} {status:6d} {took:6.2f} s {worst:8.2f} s", flush=True)
     finally:
