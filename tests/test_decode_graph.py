@@ -85,3 +85,27 @@ def test_the_rewrite_applies_once_and_leaves_other_loops_alone():
         if op.get_type_name() == "Loop":
             op.input(3).replace_source_output(op.input_value(2))  # k := q: not the l2-normalised k the match needs
     assert one_token_deltanet(counter) == 0
+
+
+def test_the_deltanet_states_are_read_without_the_beam_reorder_and_the_kv_caches_keep_it():
+    model = ov.Core().read_model(model_dir("qwen35-text") / "openvino_model.xml")
+
+    def reordered(model) -> dict[str, int]:
+        """How many states of each kind reach their readers through Gather(state, beam_idx)."""
+        kinds = {"fixed": 0, "kv": 0}
+        for op in model.get_ordered_ops():
+            if op.get_type_name() == "ReadValue" and any(t.get_node().get_type_name() == "Gather"
+                                                         for t in op.output(0).get_target_inputs()):
+                kinds["kv" if op.get_output_partial_shape(0).is_dynamic and
+                      not all(d.is_static for d in list(op.get_output_partial_shape(0))[1:]) else "fixed"] += 1
+        return kinds
+
+    layer_types = inspect_folder(model_dir("qwen35-text")).text_config["layer_types"]
+    linear, full = layer_types.count("linear_attention"), layer_types.count("full_attention")
+    assert reordered(model) == {"fixed": 2 * linear, "kv": 2 * full}  # as exported: recurrent + conv; key + value
+    one_token_deltanet(model)
+    assert reordered(model) == {"fixed": 0, "kv": 2 * full}
+    compiled = ov.Core().compile_model(model, "CPU", EXACT)
+    kinds = [op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ordered_ops()]
+    assert kinds.count("ScaledDotProductAttention") == full  # the plugin still folds the KV reorder into attention
+    assert kinds.count("GatedDeltaNet") == linear
