@@ -10,6 +10,8 @@ from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, N
 from decider.engine.remote import CONSTRAINTS, METHODS
 from decider.engine.settings import SAMPLING_SETTINGS, SETTINGS
 
+from .convert import WEIGHTS
+
 
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model folder (an optimum-intel OpenVINO export)")
@@ -203,7 +205,7 @@ def _convert_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p = sub.add_parser("convert", help="export a Qwen3.5 checkpoint to OpenVINO (needs decider[convert])")
     p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face checkpoint folder (config.json + safetensors)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="new folder for the OpenVINO export")
-    p.add_argument("--weights", choices=("fp16", "int8", "int4-npu"), default="int4-npu",
+    p.add_argument("--weights", choices=tuple(WEIGHTS), default="int4-npu",
                    help="weight format (default int4-npu: int4 symmetric channel-wise, the NPU's preferred)")
     p.add_argument("--no-validate", action="store_true", help="skip the test decision on CPU")
     p.add_argument("--report", metavar="FILE", help="also write the outcome as JSON to FILE (for the app's convert dialog)")

@@ -53,3 +53,19 @@ def test_decode_rows_give_the_ratio_and_the_share_of_the_memory_bound():
 
 def test_nothing_measured_renders_nothing():
     assert report_paired.section({"m/paired/decode": {"error": "exit 1"}}, ["m"], None) == []
+
+
+def test_projection_variants_run_round_robin_against_the_exact_compile(tmp_path):
+    from bench import w_projections
+
+    out = tmp_path / "projections.json"
+    fixture = str(model_dir("qwen35-text"))
+    argv = ["--model", fixture, "--model", fixture, "--variants", "exact,dq32", "--rounds", "2", "--steps", "3",
+            "--prompt", "8", "--out", str(out)]
+    assert w_projections.main(argv) == 0
+    rows = json.loads(out.read_text())["variants"]
+    assert list(rows) == ["qwen35-text#0/exact", "qwen35-text#0/dq32", "qwen35-text#1/exact", "qwen35-text#1/dq32"]
+    first = rows["qwen35-text#0/exact"]
+    assert first["ratio_to_exact"]["median"] == 1.0 and first["drift_max_abs_logit"] == 0.0
+    assert rows["qwen35-text#1/exact"]["drift_max_abs_logit"] == 0.0  # the same IR, the same compile: the same logits
+    assert all(row["step_ms"]["n"] == 2 and row["fully_connected_kernels"] for row in rows.values())

@@ -665,3 +665,30 @@ def test_convert_exports_int4_npu_and_runs_a_decision(capsys, tmp_path):
     assert "test decision on CPU" in out and "chose " in out
     assert (out_dir / "tokenizer.json").is_file()
     assert run(capsys, "doctor", str(out_dir))[0] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.extra
+@pytest.mark.skipif(not _optimum_importable(), reason="optimum-intel (decider[convert]) is not installed")
+def test_convert_exports_symmetric_int8_weights(capsys, tmp_path):
+    out_dir = tmp_path / "qwen35-text-int8-sym"
+    code, out, err = run(capsys, "convert", str(CHECKPOINT), str(out_dir), "--weights", "int8-sym")
+    assert code == 0, err[-2000:]
+    assert "int8-sym" in out and "chose " in out
+    import openvino as ov
+
+    types = {str(op.get_output_element_type(0)) for op in ov.Core().read_model(out_dir / "openvino_model.xml").get_ops()
+             if op.get_type_name() == "Constant"}
+    assert "<Type: 'int8_t'>" in types and "<Type: 'uint8_t'>" not in types  # signed weights, no zero points
+
+
+def test_every_weight_format_is_offered_by_the_cli_and_the_convert_dialog():
+    from decider.app.cli_parser import build_parser
+    from decider.app.convert import WEIGHTS
+    from decider.ui.convert_dialog import WEIGHT_CHOICES
+
+    assert sorted(name for name, _ in WEIGHT_CHOICES) == sorted(WEIGHTS)
+    for weights in WEIGHTS:
+        assert build_parser().parse_args(["convert", "in", "out", "--weights", weights]).weights == weights
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["convert", "in", "out", "--weights", "int3"])

@@ -29,6 +29,7 @@ from .theme import set_role
 WEIGHT_CHOICES = (
     ("int4-npu", "int4 symmetric, channel-wise, every layer: the NPU's preferred format (smallest)"),
     ("int8", "int8 weights: a middle ground for CPU and GPU"),
+    ("int8-sym", "int8 symmetric weights: the CPU's exact decoding ~10% faster than int8"),
     ("fp16", "16-bit weights: the most faithful, twice the size of int8"),
 )
 
