@@ -81,7 +81,7 @@ class Reasoner:
 
 def precision_of(runner: RunnerBase) -> str:
     """The precision a runner computes in, as read back from its compiled model and, once it ran, from the kernels
-    its FullyConnected layers ran (engine/precision.py): int8 activations only where int8 kernels ran."""
+    its FullyConnected layers ran (engine/precision.py): int8 activations only where the plugin's probe saw them."""
     return as_ran(runner.precision, fully_connected_kernels(getattr(runner, "compiled", None))).label
 
 

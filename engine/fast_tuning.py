@@ -3,7 +3,7 @@
 Which reduced-precision compile decodes fastest depends on the CPU (AVX2 only, AVX-512 with VNNI and bf16, AMX),
 the model's weight format and OpenVINO's kernels: measured on an AVX-512/bf16 EPYC, a bf16 twin with int8
 activations ran u8 weights through bf16 brgemm kernels and was only 0.89x the exact step, while the exact answer
-then had to prefill the reasoning again. So each candidate below is compiled, its decode steps timed after a
+then had to prefill the reasoning again; int8 activations in groups of 32 ran slower than in groups of 128. So each candidate below is compiled, its decode steps timed after a
 short prompt, its drift from the exact runner measured in nats, and the kernels it really runs read back from
 its runtime model. The fastest (with the number of threads it ran best at) is kept per model, device, CPU and
 OpenVINO version in the cache folder, and reported. Fast reasoning is then worth it only when a twin step saves
@@ -47,6 +47,11 @@ def candidates(capabilities: tuple[str, ...]) -> dict[str, dict[str, object]]:
                                       "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
     out["f32, u8 KV, int8 activations"] = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8",
                                            "DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}
+    # Larger activation groups mean fewer int32→f32 rescales inside the int8 kernel: on an AVX-512/VNNI EPYC, groups
+    # of 32 ran 1.01-1.09x the exact step, groups of 128 0.93x (bench/w_projections.py, 0.8B int8, 1 thread). 128
+    # still divides a grouped int4 export's weight groups, which the plugin requires of it.
+    out["f32, u8 KV, int8 activations (groups of 128)"] = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "u8",
+                                                           "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}
     return out
 
 
@@ -56,7 +61,7 @@ class Measured:
     properties: dict[str, object]
     step_ms: float  # median decode step
     drift_nats: float  # max |Δ logprob| of the drawn tokens' distributions vs exact, over the timed steps
-    precision: str  # read back from the compiled model, int8 activations only where an int8 kernel ran
+    precision: str  # read back from the compiled model, int8 activations only where the probe saw them run
     kernels: list[str] = field(default_factory=list)  # the heavy layers' primitive types the runtime model reports
     compile_ms: float = 0.0  # the twin's compile (paid once per runner, before its first reasoning)
 

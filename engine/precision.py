@@ -36,7 +36,8 @@ GPU_FAST: dict[str, object] = {"INFERENCE_PRECISION_HINT": "f16", "KV_CACHE_PREC
 NPUW_PRECISION_ENV = "DECIDER_NPUW_PRECISION"
 NPUW_PRECISIONS = ("f32", "f16")
 
-_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "uint8_t": "u8", "int8_t": "i8", "u8": "u8"}
+_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "uint8_t": "u8", "int8_t": "i8", "u8": "u8",
+          "uint4_t": "u4", "int4_t": "i4"}
 
 
 def short_type(value: object) -> str:
@@ -166,11 +167,6 @@ def _read(source, name: str, *args) -> str:
         return "?"
 
 
-# A FullyConnected primitive type ends in the precision its arithmetic runs in ("brgemm_avx512_bf16",
-# "gemm_mlas_f32"); int8 dot products show as an i8/u8 suffix or a VNNI/AMX-int8 kernel.
-_INT8_KERNEL = ("_i8", "_u8", "_s8", "int8", "vnni")
-
-
 def fully_connected_kernels(compiled) -> tuple[str, ...]:
     """The primitive types the compiled model's FullyConnected layers ran, from its runtime model. Read after an
     inference: before one (and on devices without the CPU's exec graph) there is nothing to read (())."""
@@ -191,23 +187,70 @@ def fully_connected_kernels(compiled) -> tuple[str, ...]:
 
 
 def as_ran(precision: Precision, kernels: Sequence[str]) -> Precision:
-    """The precision with what the FullyConnected layers really ran: int8 activations are claimed only where an
-    int8 kernel ran (requested dynamic quantisation does not run on f32 weights, and on an AVX-512/bf16 CPU
-    measured u8 weights widened into bf16 brgemm kernels), and the kernels are named. Unread: unchanged."""
+    """The precision with the FullyConnected kernels that ran named. Whether activations were quantised is
+    read_cpu_precision's answer (a probe): kernel names do not tell — the plugin's int8 path for f32 activations
+    runs inside a kernel named brgemm_avx512_f32. Unread: unchanged."""
     if not kernels or precision.exact:
         return precision
-    int8 = any(mark in kernel.lower() for kernel in kernels for mark in _INT8_KERNEL)
-    return replace(precision, activations_int8_group=precision.activations_int8_group if int8 else 0,
-                   kernels=", ".join(kernels))
+    return replace(precision, kernels=", ".join(kernels))
 
 
-def read_cpu_precision(compiled, kv_cache: str | None = None) -> Precision:
-    """What a CPU-compiled model runs, from its own properties. kv_cache overrides where the host keeps it."""
+_INT_WEIGHTS = ("u8", "i8", "u4", "i4")
+
+
+def has_int_weights(model) -> bool:
+    """Whether the model stores weights as integers the plugin decompresses (an int8 or int4 export)."""
+    return any(op.get_type_name() == "Constant" and short_type(op.get_output_element_type(0)) in _INT_WEIGHTS
+               for op in model.get_ops())
+
+
+def dynamic_quantization_runs(core, properties: dict[str, object]) -> bool:
+    """Whether the CPU plugin, compiled with these properties on this CPU, quantises f32 activations to int8 in
+    front of u8 weights. Asked of the plugin, not of a table: it does so only for f32 activations (not under bf16
+    inference), on a CPU with VNNI, for group sizes it accepts (OpenVINO 2026.4), and names no kernel for it.
+
+    The probe is one u8-weight projection whose answer tells the two apart: 2x with x = [1000, -1000, 1, 1, …]
+    against weights [0, 0, 1, 1, …] is 2,044 in f32 or bf16 (sums of twos, exact in both), but an 8-bit
+    quantisation of the first group, symmetric or not, has a step of ~16 and moves each of its twos by up to half.
+    """
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    group = str(properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE", "0")).strip()
+    if group in ("", "0"):
+        return False
+    width, rows = 1024, 16
+    weights = np.ones((rows, width), np.uint8)
+    weights[:, :2] = 0
+    decompressed = ops.multiply(
+        ops.subtract(ops.convert(ops.constant(weights), np.float32), ops.convert(ops.constant(np.zeros((rows, 1), np.uint8)), np.float32)),
+        ops.constant(np.ones((rows, 1), np.float32)))
+    x = ops.parameter([1, width], np.float32)
+    # As in a model, the projection reads another node's output (under bf16 inference that output is bf16, and the
+    # plugin quantises only f32 activations), not the parameter itself.
+    doubled = ops.multiply(x, ops.constant(np.full((1, width), 2.0, np.float32)))
+    model = ov.Model([ops.matmul(doubled, decompressed, False, True)], [x])
+    settings = {k: v for k, v in properties.items() if k in ("INFERENCE_PRECISION_HINT", "DYNAMIC_QUANTIZATION_GROUP_SIZE")}
+    try:
+        compiled = core.compile_model(model, "CPU", {**settings, "INFERENCE_NUM_THREADS": 1})
+    except RuntimeError:
+        return False
+    probe = np.ones((1, width), np.float32)
+    probe[0, :2] = (1000.0, -1000.0)
+    answer = float(np.asarray(compiled(probe)[0])[0, 0])
+    return abs(answer - 2 * (width - 2)) > 16
+
+
+def read_cpu_precision(compiled, kv_cache: str | None = None, *, int8_activations: bool = True) -> Precision:
+    """What a CPU-compiled model runs, from its own properties. kv_cache overrides where the host keeps it;
+    int8_activations False: the requested dynamic quantisation does not run (dynamic_quantization_runs said so, or
+    the model has no integer weights for it to run in front of)."""
     group = _read(compiled, "DYNAMIC_QUANTIZATION_GROUP_SIZE")
     return Precision(
         inference=short_type(_read(compiled, "INFERENCE_PRECISION_HINT")),
         kv_cache=kv_cache or short_type(_read(compiled, "KV_CACHE_PRECISION")),
-        activations_int8_group=int(group) if group.isdigit() else 0,
+        activations_int8_group=int(group) if group.isdigit() and int8_activations else 0,
     )
 
 

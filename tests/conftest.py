@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Before any QApplication exists (pytest-qt creates one for any test that takes qtbot): a test file run on its own
+# needs no display either, not only the ones importing tests/support/gui.py.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def _import_this_checkout() -> None:

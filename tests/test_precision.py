@@ -171,3 +171,46 @@ def test_the_window_and_overlay_never_call_reduced_bars_exact(qtbot):
     assert engine_summary(exact.engine)[0] == "exact logprobs (f32)"
     overlay.show_result("Which road?", exact)
     assert "precision" not in overlay.hint.text()
+
+
+def _u8_projection(rows: int = 64, width: int = 1024, seed: int = 5) -> ov.Model:
+    """A model of one int8-compressed projection as optimum-intel exports them (u8 weights, zero points, scales),
+    with random weights: not the probe's crafted input."""
+    from openvino import opset13 as ops
+
+    rng = np.random.default_rng(seed)
+    weights = ops.constant(rng.integers(0, 256, (rows, width), dtype=np.uint8))
+    zero = ops.constant(rng.integers(100, 156, (rows, 1), dtype=np.uint8))
+    scale = ops.constant((rng.random((rows, 1)) * 0.02 + 0.001).astype(np.float32))
+    decompressed = ops.multiply(ops.subtract(ops.convert(weights, np.float32), ops.convert(zero, np.float32)), scale)
+    x = ops.parameter([1, width], np.float32)
+    return ov.Model([ops.matmul(ops.multiply(x, ops.constant(np.float32(1.5))), decompressed, False, True)], [x])
+
+
+@pytest.mark.parametrize("hint,group", [("f32", "32"), ("f32", "128"), ("bf16", "32"), ("f32", "24"), ("f32", "0")])
+def test_the_int8_activation_probe_agrees_with_an_int8_projection_of_random_weights(hint, group):
+    """Whether requested dynamic quantisation runs is the plugin's (CPU, precision, group size); the probe's answer
+    must match what a random u8-weight projection computes: int8 activations change its output by far more than
+    the arithmetic's own rounding."""
+    from decider.engine.precision import dynamic_quantization_runs, has_int_weights
+
+    core = ov.Core()
+    model = _u8_projection()
+    assert has_int_weights(model)
+    x = np.random.default_rng(7).standard_normal((1, 1024)).astype(np.float32)
+    plain = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint, "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"})
+    asked = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint, "DYNAMIC_QUANTIZATION_GROUP_SIZE": group})
+    moved = float(np.max(np.abs(np.asarray(plain(x)[0]) - np.asarray(asked(x)[0]))))
+    ran = dynamic_quantization_runs(core, {"INFERENCE_PRECISION_HINT": hint, "DYNAMIC_QUANTIZATION_GROUP_SIZE": group})
+    assert ran == (moved > 1e-3), (ran, moved)
+    if group == "0":
+        assert not ran
+
+
+def test_a_runner_on_float_weights_never_claims_int8_activations():
+    from decider.engine.precision import has_int_weights
+
+    model = ov.Core().read_model(model_dir("qwen35-text") / "openvino_model.xml")
+    assert not has_int_weights(model)  # the fixtures' weights are f32: requested int8 activations have nothing to run on
+    runner = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False))
+    assert runner.precision.activations_int8_group == 0 and "int8 activations" not in runner.precision.label
