@@ -1,6 +1,7 @@
 """Shared pieces of the benchmark: paths, model geometries, interpreters, timing statistics, memory.
 
-Nothing here imports OpenVINO, torch or the engine: the orchestrator stays importable by any Python.
+Nothing here imports OpenVINO, torch or the engine at import time: the orchestrator stays importable by any
+Python (a worker's `stamp()` reads the CPU flags through the engine's /proc/cpuinfo reader, which needs neither).
 """
 
 from __future__ import annotations
@@ -252,6 +253,22 @@ def write_json(path: Path, data) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str))
     os.replace(tmp, path)
+
+
+def stamp(**about) -> dict:
+    """What every worker's result starts with: the CPU flags that change OpenVINO's choices, the date and the load
+    average before the run (and `about`: the worker's own settings). `finish` adds the rest and writes it."""
+    from decider.engine.precision import isa_summary
+
+    return {"cpu_flags": isa_summary(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "load_before": os.getloadavg()[0], **about}
+
+
+def finish(path: Path, result: dict) -> None:
+    """The load average after the run and the process's peak RSS, then the result written to `path`."""
+    result["load_after"] = os.getloadavg()[0]
+    result["peak_rss_mib"] = peak_rss_mib()
+    write_json(path, result)
 
 
 def read_json(path: Path):

@@ -14,7 +14,6 @@ kinds), which says what the step is made of before and after. Each result carrie
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import defaultdict
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import peak_rss_mib, summary, write_json
+from .common import finish, stamp, summary
 from .w_profile import kind_of
 
 VARIANTS = ("exported", "one-token path")
@@ -152,13 +151,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="INFERENCE_NUM_THREADS (default: the plugin's)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    from decider.engine.precision import isa_summary
-
     path = Path(args.model) / "openvino_model.xml"
     prompt = [1000 + i for i in range(args.prompt)]
-    out = {"model": str(args.model), "cpu_flags": isa_summary(), "threads": args.threads or "plugin default",
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": os.getloadavg()[0],
-           "prompt_tokens": args.prompt}
+    out = stamp(model=str(args.model), threads=args.threads or "plugin default", prompt_tokens=args.prompt)
     out["paired"] = paired_steps(path, prompt, args.pairs, args.threads)
     paired = out["paired"]
     print(f"  step {paired['step_ms'][VARIANTS[0]]['median']:.1f} → {paired['step_ms'][VARIANTS[1]]['median']:.1f} ms, "
@@ -169,9 +164,7 @@ def main(argv=None) -> int:
             out["profile"][variant] = node_profile(path, variant != VARIANTS[0], prompt, args.profile_steps, args.threads)
             print(f"  {variant}: " + ", ".join(f"{k} {v:.1f}" for k, v in out["profile"][variant]["by_kind_ms"].items()),
                   file=sys.stderr, flush=True)
-    out["load_after"] = os.getloadavg()[0]
-    out["peak_rss_mib"] = peak_rss_mib()
-    write_json(Path(args.out), out)
+    finish(Path(args.out), out)
     return 0
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import peak_rss_mib, read_json, summary, write_json
+from .common import finish, read_json, stamp, summary
 
 
 def decider_runner(model: str, device: str, exact: bool, threads: int):
@@ -229,14 +229,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.reasoning = [int(x) for x in args.reasoning.split(",") if x]
     prompts = read_json(args.prompts)
-    from decider.engine.precision import isa_summary
-
-    stamp = {"cpu_flags": isa_summary(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "model": args.model, "load_before": os.getloadavg()[0]}
-    result = {**stamp, **{"decode": task_decode, "think": task_think}[args.task](args, prompts)}
-    result["load_after"] = os.getloadavg()[0]
-    result["peak_rss_mib"] = peak_rss_mib()
-    write_json(Path(args.out), result)
+    result = stamp(model=args.model)
+    result.update({"decode": task_decode, "think": task_think}[args.task](args, prompts))
+    finish(Path(args.out), result)
     return 0
 
 

@@ -17,7 +17,6 @@ a weight-layout variant: it is another model, so its drift is the export's, not 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import defaultdict
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import peak_rss_mib, summary, write_json
+from .common import finish, stamp, summary
 
 
 def _precision(hint: str, kv: str, group: int) -> dict[str, object]:
@@ -116,18 +115,13 @@ def main(argv=None) -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or variants[0] != "exact":
         parser.error(f"variants come from {', '.join(VARIANTS)} and start with exact (got {args.variants})")
-    from decider.engine.precision import isa_summary
-
-    out = {"models": args.model, "cpu_flags": isa_summary(), "threads": args.threads, "rounds": args.rounds,
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": os.getloadavg()[0],
-           "prompt_tokens": args.prompt, "steps_per_round": args.steps}
+    out = stamp(models=args.model, threads=args.threads, rounds=args.rounds, prompt_tokens=args.prompt,
+                steps_per_round=args.steps)
     out["variants"] = measure([Path(m) for m in args.model], variants, args.threads, args.rounds, args.prompt, args.steps)
     for name, row in out["variants"].items():
         print(f"  {name:34s} {row['step_ms']['median']:6.1f} ms  ×{row['ratio_to_exact']['median']:.3f}  "
               f"drift {row['drift_max_abs_logit']:.2g}  {','.join(row['fully_connected_kernels'])}", file=sys.stderr)
-    out["load_after"] = os.getloadavg()[0]
-    out["peak_rss_mib"] = peak_rss_mib()
-    write_json(Path(args.out), out)
+    finish(Path(args.out), out)
     return 0
 
 
