@@ -266,11 +266,10 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
         reader.replace_source_output(merged_state.output(0))
 
 
-def _drop_state_reorders(model: ov.Model) -> int:
+def _drop_state_reorders(model: ov.Model) -> None:
     """Read each fixed-size state (every dimension static but the batch: the DeltaNet recurrent and conv states, not
-    the KV caches) without its beam reorder, the identity for one sequence; return how many were dropped."""
+    the KV caches) without its beam reorder, the identity for one sequence."""
     beams = [p for p in model.get_parameters() if "beam_idx" in p.output(0).get_names()]
-    dropped = 0
     for op in model.get_ordered_ops():
         shape = op.get_output_partial_shape(0) if _is(op, "ReadValue") else None
         if shape is None or shape.rank.is_dynamic or not all(d.is_static for d in list(shape)[1:]):
@@ -282,8 +281,6 @@ def _drop_state_reorders(model: ov.Model) -> int:
                     and int(axis.get_data().ravel()[0]) == 0):
                 for reader in list(gather.output(0).get_target_inputs()):
                     reader.replace_source_output(op.output(0))
-                dropped += 1
-    return dropped
 
 
 def one_token_deltanet(model: ov.Model) -> int:
@@ -292,13 +289,12 @@ def one_token_deltanet(model: ov.Model) -> int:
     A Loop that is not laid out as optimum-intel 2.2 exports it is left as it is, and so is a model with none (its
     states keep their beam reorder too).
     """
-    if any(_is(op, "Loop") and _match(op) is not None for op in model.get_ordered_ops()):
-        _drop_state_reorders(model)
     layers = [layer for op in model.get_ordered_ops() if _is(op, "Loop") and (layer := _match(op)) is not None]
-    if layers:
-        routing = _Routing.of(layers[0].sequences[0].get_source_output())
+    if not layers:
+        return 0
+    _drop_state_reorders(model)  # before the rewrite: each Loop then reads its state as the ReadValue gives it
+    routing = _Routing.of(layers[0].sequences[0].get_source_output())
     for layer in layers:
         _rewrite(layer, routing)
-    if layers:
-        model.validate_nodes_and_infer_types()
+    model.validate_nodes_and_infer_types()
     return len(layers)

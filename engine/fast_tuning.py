@@ -29,6 +29,11 @@ from .devices import DeviceOptions
 from .precision import as_ran, cpu_capabilities, fully_connected_kernels, isa_summary
 
 STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
+# The winner of the screen is then timed against the exact runner in alternating rounds: a host's speed drifts
+# more between two measurements minutes apart than some candidates differ (seen on a cloud EPYC: ±20 % round to
+# round), so it is chosen only if it beats exact by MARGIN in the median of the per-round ratios.
+CONFIRM_ROUNDS = 5
+MARGIN = 0.97
 PROMPT = 48  # prompt tokens before the timed steps
 CACHE_NAME = "fast-tuning.json"
 # The reasoning a twin's compile is amortised over when deciding whether fast reasoning pays: one think-mode
@@ -77,6 +82,8 @@ class Tuning:
     measured: list[Measured]
     # The winner's median step by INFERENCE_NUM_THREADS: "default" (the plugin's choice), "1", "2"…
     thread_ms: dict[str, float] = field(default_factory=dict)
+    # The screen's winner against exact, median of CONFIRM_ROUNDS alternating rounds' ratios (None: nothing to confirm)
+    paired_ratio: float | None = None
 
     @property
     def winner(self) -> Measured | None:
@@ -109,6 +116,8 @@ class Tuning:
                 + (f"; kernels {', '.join(m.kernels)}" if m.kernels else "") + ")" for m in self.measured]
         verdict = (f"chosen: {self.chosen}" + (f" at {self.threads} threads" if self.threads else " at the plugin's default threads")
                    if self.chosen else "chosen: none (no reduced compile beat the exact step)")
+        if self.paired_ratio is not None:
+            verdict += f"; paired against exact: {self.paired_ratio:.2f}x (needs < {MARGIN:.2f}x)"
         if self.thread_ms:
             verdict += " (" + ", ".join(f"{count} threads {ms:.2f} ms" for count, ms in self.thread_ms.items()) + ")"
         gain = f"{self.reasoning_gain_ms / 1000:+.2f} s per {REASONING_TOKENS} reasoning tokens" if self.winner else ""
@@ -225,6 +234,18 @@ def _as_measured(name: str, seconds: list[float]) -> list[float]:
     return seconds
 
 
+def _paired_ratio(runner, twin, name: str, prompt: list[int], tokens: list[int], timings: Timings,
+                  clock: Callable[[], float]) -> float:
+    """The twin's step over the exact runner's, median of CONFIRM_ROUNDS rounds that alternate which goes first."""
+    ratios = []
+    for round_ in range(CONFIRM_ROUNDS):
+        step = {}
+        for label, measured in ((("exact", runner), (name, twin)) if round_ % 2 == 0 else ((name, twin), ("exact", runner))):
+            step[label] = statistics.median(timings(label, _steps(measured, prompt, tokens, clock)[0]))
+        ratios.append(step[name] / step["exact"])
+    return statistics.median(ratios)
+
+
 def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: tuple[int, ...] | None = None,
          store: bool = True) -> Tuning:
     """Measure every candidate against the exact runner and keep the fastest. `timings` sees each measurement
@@ -260,6 +281,7 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
     best_threads: int | None = None
     by_threads: dict[int, float] = {}
     by_thread_text: dict[str, float] = {}
+    paired: float | None = None
     if best is not None and chosen is not None:
         # 1 and 2 threads (as the bench rows compare with llama.cpp) and all of them, beside the plugin's default
         counts = threads if threads is not None else tuple(sorted({1, min(2, os.cpu_count() or 1), os.cpu_count() or 1}))
@@ -272,8 +294,14 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
         if by_threads[fastest] < best.step_ms:
             best_threads, best.step_ms = fastest, by_threads[fastest]
         by_thread_text = {"default": default_ms, **{str(count): ms for count, ms in by_threads.items()}}
+        threads_property = {"INFERENCE_NUM_THREADS": best_threads} if best_threads else {}
+        twin = runner.twin(DeviceOptions(device=runner.device, exact=False), {**best.properties, **threads_property})
+        paired = _paired_ratio(runner, twin, best.name, prompt, tokens, timings, clock)
+        del twin
+        if paired >= MARGIN:
+            chosen, best_threads = None, None
     tuning = Tuning(tuning_key(runner), isa_summary(), exact_ms, prefill_per_token * 1000, best_threads, chosen, measured,
-                    by_thread_text)
+                    by_thread_text, paired)
     if store:
         _store(runner, tuning)
         if _cache_file(runner) is None:

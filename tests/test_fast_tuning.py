@@ -144,3 +144,26 @@ def test_without_a_cache_folder_the_measurement_is_kept_for_the_process(monkeypa
     first = fast_properties(runner)
     assert fast_properties(runner) == first and len(calls) == 1
     assert cached(runner) is not None
+
+
+def test_a_screen_winner_within_the_margin_is_not_chosen(runner):
+    """The screen times candidates one after another; its winner must also beat exact by MARGIN in rounds that
+    alternate the two (a host's drift between measurements minutes apart exceeds a 1 % difference)."""
+    from decider.engine.fast_tuning import CONFIRM_ROUNDS, MARGIN
+
+    winner = list(candidates(cpu_capabilities(runner._core)))[-1]
+    seen: list[str] = []
+
+    def timings(name, measured):
+        seen.append(name)
+        return fixed({"exact": 0.010, "exact prefill": 0.0001, winner: 0.0099})(name, measured)
+
+    close = tune(runner, timings, threads=(1,))
+    assert close.chosen is None and close.properties is None and close.threads is None
+    assert close.paired_ratio == pytest.approx(0.99) and close.paired_ratio >= MARGIN
+    assert "paired against exact: 0.99x" in close.summary() and "chosen: none" in close.summary()
+    # the confirmation ran alternating rounds: exact and the winner each timed once per round, after the screen
+    confirm = seen[-2 * CONFIRM_ROUNDS:]
+    assert sorted(set(confirm)) == sorted({"exact", winner}) and confirm[0] == "exact" and confirm[2] == winner
+    clear = tune(runner, fixed({"exact": 0.010, "exact prefill": 0.0001, winner: 0.0090}), threads=(1,))
+    assert clear.chosen == winner and clear.paired_ratio == pytest.approx(0.90)
