@@ -126,12 +126,11 @@ class ModelRunner(RunnerBase):
         capabilities = cpu_capabilities(core)
         properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
         if _extra is None and not self.options.exact and self.device.startswith("CPU"):
-            # --fast: the compile measured fastest on this machine (engine/fast_tuning.py), by `decider doctor
-            # --tune`, a think-mode decision or now, on first use — exact where no reduced compile beat it (its bars
-            # are then exact and say so); unmeasured (no cache folder), the stated default above.
+            # --fast: the reduced compile measured fastest on this machine (engine/fast_tuning.py), by `decider
+            # doctor --tune`, a think-mode decision or now, on first use; else the stated default above.
             measured = cached_tuning(self) or tune_on_first_use(self)
-            if measured is not None:
-                properties.update(measured.properties or compile_properties(self.device, replace(self.options, exact=True), capabilities))
+            if measured is not None and measured.properties is not None:
+                properties.update(measured.properties)
         prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:
