@@ -28,7 +28,8 @@ VARIANTS = ("exported", "one-token path")
 STEP_TOKEN = 198
 
 
-def _model(path: Path, rewrite: bool):
+def decode_model(path: Path, rewrite: bool):
+    """The IR with the engine's last-position head, and (rewrite) its one-token DeltaNet path: (model, layers)."""
     import openvino as ov
 
     from decider.engine.decode_graph import one_token_deltanet
@@ -40,7 +41,8 @@ def _model(path: Path, rewrite: bool):
     return model, layers
 
 
-def _feed(names: set[str], ids, past: int) -> dict:
+def step_feed(names: set[str], ids, past: int) -> dict:
+    """One infer's inputs for `ids` after `past` tokens, as the runner feeds them (those the model has)."""
     ids = np.asarray(ids, dtype=np.int64)
     feed = {
         "input_ids": ids[None], "attention_mask": np.ones((1, past + len(ids)), np.int64),
@@ -69,20 +71,20 @@ def paired_steps(path: Path, prompt: list[int], pairs: int, threads: int | None)
     core = ov.Core()
     requests, names, layers = {}, {}, {}
     for variant in VARIANTS:
-        model, layers[variant] = _model(path, variant != VARIANTS[0])
+        model, layers[variant] = decode_model(path, variant != VARIANTS[0])
         compiled = core.compile_model(model, "CPU", _properties(threads, perf=False))
         names[variant] = {p.get_any_name() for p in compiled.inputs}
         requests[variant] = compiled.create_infer_request()
     prefill = {}
     for variant, request in requests.items():
-        request.infer(_feed(names[variant], prompt, 0))
+        request.infer(step_feed(names[variant], prompt, 0))
         prefill[variant] = request.get_tensor("logits").data[0, -1].copy()
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     drift = []
     for i in range(pairs):
         logits = {}
         for variant in (VARIANTS if i % 2 == 0 else VARIANTS[::-1]):
-            feed = _feed(names[variant], [STEP_TOKEN], len(prompt) + i)
+            feed = step_feed(names[variant], [STEP_TOKEN], len(prompt) + i)
             started = time.perf_counter()
             requests[variant].infer(feed)
             times[variant].append((time.perf_counter() - started) * 1e3)
@@ -102,18 +104,18 @@ def paired_steps(path: Path, prompt: list[int], pairs: int, threads: int | None)
 def node_profile(path: Path, rewrite: bool, prompt: list[int], steps: int, threads: int | None) -> dict:
     import openvino as ov
 
-    model, _ = _model(path, rewrite)
+    model, _ = decode_model(path, rewrite)
     compiled = ov.Core().compile_model(model, "CPU", _properties(threads, perf=True))
     names = {p.get_any_name() for p in compiled.inputs}
     request = compiled.create_infer_request()
-    request.infer(_feed(names, prompt, 0))
+    request.infer(step_feed(names, prompt, 0))
     per_type: dict[str, list[float]] = defaultdict(list)
     per_kind: dict[str, list[float]] = defaultdict(list)
     wall, summed = [], []
     totals: dict[str, float] = {}
     for i in range(steps):
         started = time.perf_counter()
-        request.infer(_feed(names, [STEP_TOKEN], len(prompt) + i))
+        request.infer(step_feed(names, [STEP_TOKEN], len(prompt) + i))
         wall.append((time.perf_counter() - started) * 1e3)
         types: dict[str, float] = defaultdict(float)
         kinds: dict[str, float] = defaultdict(float)

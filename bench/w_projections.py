@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .common import finish, stamp, summary
+from .w_decode_graph import STEP_TOKEN, decode_model, step_feed
 
 
 def _precision(hint: str, kv: str, group: int) -> dict[str, object]:
@@ -42,24 +43,6 @@ VARIANTS: dict[str, dict[str, object]] = {
     "bf16": _precision("bf16", "f32", 0),
     "bf16-dq32-u8kv": _precision("bf16", "u8", 32),
 }
-STEP_TOKEN = 198
-
-
-def _compile(core, folder: Path, properties: dict[str, object]):
-    from decider.engine.decode_graph import one_token_deltanet
-    from decider.engine.graph import slice_to_last_position
-
-    model = core.read_model(folder / "openvino_model.xml")
-    slice_to_last_position(model)
-    one_token_deltanet(model)
-    return core.compile_model(model, "CPU", properties)
-
-
-def _feed(names: set[str], ids: list[int], past: int) -> dict:
-    array = np.asarray(ids, dtype=np.int64)
-    feed = {"input_ids": array[None], "attention_mask": np.ones((1, past + len(ids)), np.int64),
-            "position_ids": np.arange(past, past + len(ids))[None], "beam_idx": np.zeros(1, np.int32)}
-    return {k: v for k, v in feed.items() if k in names}
 
 
 def measure(folders: list[Path], variants: list[str], threads: int, rounds: int, prompt: int, steps: int) -> dict:
@@ -73,8 +56,9 @@ def measure(folders: list[Path], variants: list[str], threads: int, rounds: int,
     for folder, label in zip(folders, labels):
         for variant in variants:
             name = f"{label}/{variant}"
-            compiled = _compile(core, folder, {**VARIANTS[variant], "INFERENCE_NUM_THREADS": threads,
-                                               "PERFORMANCE_HINT": "LATENCY"})
+            model, _ = decode_model(folder / "openvino_model.xml", rewrite=True)
+            compiled = core.compile_model(model, "CPU", {**VARIANTS[variant], "INFERENCE_NUM_THREADS": threads,
+                                                         "PERFORMANCE_HINT": "LATENCY"})
             runs[name] = (compiled, compiled.create_infer_request(), {p.get_any_name() for p in compiled.inputs})
     ids = [1000 + i for i in range(prompt)]
     times: dict[str, list[float]] = defaultdict(list)
@@ -84,11 +68,11 @@ def measure(folders: list[Path], variants: list[str], threads: int, rounds: int,
         for name in (names if round_ % 2 == 0 else names[::-1]):
             _, request, inputs = runs[name]
             request.reset_state()
-            request.infer(_feed(inputs, ids, 0))
+            request.infer(step_feed(inputs, ids, 0))
             step_ms = []
             for i in range(steps):
                 started = time.perf_counter()
-                request.infer(_feed(inputs, [STEP_TOKEN], prompt + i))
+                request.infer(step_feed(inputs, [STEP_TOKEN], prompt + i))
                 step_ms.append((time.perf_counter() - started) * 1e3)
             times[name].append(float(np.median(step_ms[2:] or step_ms)))  # the first steps build one-token kernels
             last[name] = request.get_tensor("logits").data[0, -1].copy()
