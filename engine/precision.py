@@ -242,10 +242,26 @@ def dynamic_quantization_runs(core, properties: dict[str, object]) -> bool:
     return abs(answer - 2 * (width - 2)) > 16
 
 
+# The plugin's answer per (inference precision, group size): the CPU and OpenVINO do not change within a process,
+# so a --fast runner, its fast-reasoning twin and the tuning's candidates ask once each.
+_PROBED: dict[tuple[str, str], bool] = {}
+
+
+def int8_activations_run(core, model, properties: dict[str, object]) -> bool:
+    """Whether a CPU compile of `model` with these properties quantises its activations to int8: a group size asked
+    for, integer weights to quantise in front of, and the plugin's own answer (dynamic_quantization_runs)."""
+    group = str(properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE", "0")).strip()
+    if group in ("", "0") or not has_int_weights(model):
+        return False
+    key = (str(properties.get("INFERENCE_PRECISION_HINT", "")), group)
+    if key not in _PROBED:
+        _PROBED[key] = dynamic_quantization_runs(core, properties)
+    return _PROBED[key]
+
+
 def read_cpu_precision(compiled, kv_cache: str | None = None, *, int8_activations: bool = True) -> Precision:
     """What a CPU-compiled model runs, from its own properties. kv_cache overrides where the host keeps it;
-    int8_activations False: the requested dynamic quantisation does not run (dynamic_quantization_runs said so, or
-    the model has no integer weights for it to run in front of)."""
+    int8_activations False: the requested dynamic quantisation does not run (int8_activations_run said so)."""
     group = _read(compiled, "DYNAMIC_QUANTIZATION_GROUP_SIZE")
     return Precision(
         inference=short_type(_read(compiled, "INFERENCE_PRECISION_HINT")),

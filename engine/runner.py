@@ -20,8 +20,7 @@ from .fast_tuning import cached as cached_tuning, tune_on_first_use
 from .decode_graph import one_token_deltanet
 from .graph import slice_to_last_position
 from .model_folder import ModelFolder, inspect_folder
-from .precision import (cpu_capabilities, dynamic_quantization_runs, gpu_precision, has_int_weights, npu_precision, prepare_core,
-                        read_cpu_precision)
+from .precision import cpu_capabilities, gpu_precision, int8_activations_run, npu_precision, prepare_core, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .runner_base import RunnerBase, RunnerStats, first_line
 from .vision_device import open_vision_encoder
@@ -149,7 +148,7 @@ class ModelRunner(RunnerBase):
         self.precision = (
             npu_precision(core, self.options.exact, emulated=npu_emulated() is not None) if family == "NPU"
             else gpu_precision(compiled) if family == "GPU"
-            else read_cpu_precision(compiled, int8_activations=has_int_weights(model) and dynamic_quantization_runs(core, properties))
+            else read_cpu_precision(compiled, int8_activations=int8_activations_run(core, model, properties))
         )
         if _loaded_from_cache(compiled):
             # The imported model holds its own weights; the IR's memory-mapped weights were read only to hash the

@@ -22,8 +22,7 @@ import numpy as np
 import openvino as ov
 
 from .devices import DeviceCaps, DeviceOptions, choose_device, npu_emulated, static_compile_properties, visible_devices
-from .precision import (cpu_capabilities, dynamic_quantization_runs, gpu_precision, has_int_weights, npu_precision, prepare_core,
-                        read_cpu_precision)
+from .precision import cpu_capabilities, gpu_precision, int8_activations_run, npu_precision, prepare_core, read_cpu_precision
 from .errors import DeviceError, SettingsError
 from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, first_line, split_chunks
@@ -89,7 +88,7 @@ class StaticRunner(RunnerBase):
             npu_precision(core, self.options.exact, emulated=npu_emulated() is not None) if family == "NPU"
             else gpu_precision(compiled) if family == "GPU"
             else read_cpu_precision(compiled, kv_cache="host",
-                                    int8_activations=has_int_weights(model) and dynamic_quantization_runs(core, properties))
+                                    int8_activations=int8_activations_run(core, model, properties))
         )
         self._embed = None
         if embeddings is not None:

@@ -192,7 +192,7 @@ def test_the_int8_activation_probe_agrees_with_an_int8_projection_of_random_weig
     """Whether requested dynamic quantisation runs is the plugin's (CPU, precision, group size); the probe's answer
     must match what a random u8-weight projection computes: int8 activations change its output by far more than
     the arithmetic's own rounding."""
-    from decider.engine.precision import dynamic_quantization_runs, has_int_weights
+    from decider.engine.precision import dynamic_quantization_runs, has_int_weights, int8_activations_run
 
     core = ov.Core()
     model = _u8_projection()
@@ -203,6 +203,7 @@ def test_the_int8_activation_probe_agrees_with_an_int8_projection_of_random_weig
     moved = float(np.max(np.abs(np.asarray(plain(x)[0]) - np.asarray(asked(x)[0]))))
     ran = dynamic_quantization_runs(core, {"INFERENCE_PRECISION_HINT": hint, "DYNAMIC_QUANTIZATION_GROUP_SIZE": group})
     assert ran == (moved > 1e-3), (ran, moved)
+    assert int8_activations_run(core, model, {"INFERENCE_PRECISION_HINT": hint, "DYNAMIC_QUANTIZATION_GROUP_SIZE": group}) == ran
     if group == "0":
         assert not ran
 
