@@ -5,7 +5,7 @@ decode step's time goes. Every ratio is a median of per-round ratios from one pr
 from __future__ import annotations
 
 from .common import table_head
-from .w_profile import kind_of
+from .step_profile import kind_of
 
 
 QUIET_CORES = 0.5  # other processes' load above which a row's absolute times are not the machine's

@@ -7,8 +7,8 @@ One process, raw OpenVINO on the CPU with the engine's exact compile properties 
 the same IR read twice, both with the last-position head, one of them also rewritten by one_token_deltanet. Both
 prefill the same prompt, then step one token at a time, interleaved (A B, then B A, …) so a busy machine's drift
 falls on both; the ratio is the median of the per-round ratios. Every step's logits are compared (max |Δ|). Then each
-variant is compiled again with PERF_COUNT=YES and its steps profiled per node type and per kind (bench.w_profile's
-kinds), which says what the step is made of before and after. Each result carries the CPU flags and the load average.
+variant is compiled again with PERF_COUNT=YES and its steps profiled per node type and per kind (bench/step_profile.py),
+which says what the step is made of before and after. Each result carries the CPU flags and the load average.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from .common import finish, stamp, summary
-from .w_profile import kind_of
+from .step_profile import profile_steps
 
 VARIANTS = ("exported", "one-token path")
 STEP_TOKEN = 198
@@ -102,46 +101,10 @@ def paired_steps(path: Path, prompt: list[int], pairs: int, threads: int | None)
 
 
 def node_profile(path: Path, rewrite: bool, prompt: list[int], steps: int, threads: int | None) -> dict:
-    import openvino as ov
-
     model, _ = decode_model(path, rewrite)
-    compiled = ov.Core().compile_model(model, "CPU", _properties(threads, perf=True))
-    names = {p.get_any_name() for p in compiled.inputs}
-    request = compiled.create_infer_request()
-    request.infer(step_feed(names, prompt, 0))
-    per_type: dict[str, list[float]] = defaultdict(list)
-    per_kind: dict[str, list[float]] = defaultdict(list)
-    wall, summed = [], []
-    totals: dict[str, float] = {}
-    for i in range(steps):
-        started = time.perf_counter()
-        request.infer(step_feed(names, [STEP_TOKEN], len(prompt) + i))
-        wall.append((time.perf_counter() - started) * 1e3)
-        types: dict[str, float] = defaultdict(float)
-        kinds: dict[str, float] = defaultdict(float)
-        for info in request.profiling_info:
-            # The CPU plugin reports each node's mean over every infer of the request (OpenVINO 2026.4.1: the counters
-            # of a step right after a 256-token prefill are mostly the prefill's). The step's own time is the growth
-            # of mean × infers (the prefill and i + 1 steps).
-            total = info.real_time.total_seconds() * 1e3 * (i + 2)
-            ms, totals[info.node_name] = total - totals.get(info.node_name, 0.0), total
-            if info.status.name != "EXECUTED" or ms <= 0.0:
-                continue
-            key = f"{info.node_type} ({info.exec_type})"
-            types[key] += ms
-            kinds[kind_of(info.node_type)] += ms
-        for k, v in types.items():
-            per_type[k].append(v)
-        for k, v in kinds.items():
-            per_kind[k].append(v)
-        summed.append(sum(types.values()))
-    warm = slice(4, None)
-
-    def medians(table):
-        return {k: float(np.median(v[warm] or v)) for k, v in sorted(table.items(), key=lambda kv: -np.median(kv[1]))}
-
-    return {"step_wall_ms": summary(wall[warm]), "step_nodes_ms": summary(summed[warm]),
-            "by_kind_ms": medians(per_kind), "by_type_ms": dict(list(medians(per_type).items())[:25])}
+    names = {p.get_any_name() for p in model.inputs}
+    return profile_steps(model, "CPU", _properties(threads, perf=False), step_feed(names, prompt, 0),
+                         lambda i: step_feed(names, [STEP_TOKEN], len(prompt) + i), steps)
 
 
 def main(argv=None) -> int:

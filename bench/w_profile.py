@@ -2,10 +2,11 @@
 
     python -m bench.w_profile --model IR_DIR --prompts prompts.json --out result.json [--steps 48] [--fast]
 
-One process: the runner's compiled model, recompiled with PERF_COUNT=YES (the same properties
-otherwise), runs the think prompt and then `--steps` one-token infers. request.profiling_info gives
-every executed node's real time; they are summed per node type (and per kind: the weight-reading
-FullyConnected/MatMul, the DeltaNet node, state ReadValue/Assign, conversions, the rest). Beside it the
+One process: the runner's compiled model (its last-position head and one-token DeltaNet path), recompiled with
+PERF_COUNT=YES (the same properties otherwise), runs the think prompt and then `--steps` one-token infers, profiled
+on a request of their own (bench/step_profile.py says why). Every executed node's time per step is summed per node
+type (and per kind: the weight-reading FullyConnected/MatMul, the DeltaNet node, state ReadValue/Assign,
+conversions, the rest). Beside it the
 host work the generation loop does per step on the 248k-wide logits is timed piece by piece
 (float64 conversion, penalties, the draw, a top-5 logprob entry, the tokenizer's stream), so the
 "neither weights nor arithmetic" part has names and milliseconds.
@@ -22,26 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from .common import peak_rss_mib, read_json, summary, write_json
-
-KINDS = {
-    "MatMul": "matmul (weights)", "Gather": "embedding/gather",
-    "GatedDeltaNet": "deltanet", "ReadValue": "state read/assign", "Assign": "state read/assign",
-    "ReadValueWithSubgraph": "state read/assign", "ScaledDotProductAttention": "attention",
-    "ScaledDotProductAttentionWithKVCache": "attention", "Convert": "conversion", "Reorder": "conversion",
-}
+from .step_profile import profile_steps
 
 
-def kind_of(node_type: str) -> str:
-    """The kind of a profiled node type (FullyConnected comes as FullyConnectedCompressed and others)."""
-    if node_type.startswith("FullyConnected"):
-        return "matmul (weights)"
-    return KINDS.get(node_type, "other")
-
-
-def _compile(runner, perf: bool):
-    """The runner's graph (last-position head) and properties, optionally with PERF_COUNT."""
+def _graph(runner):
+    """The runner's graph (last-position head, one-token DeltaNet path on the CPU) and compile properties."""
     import openvino as ov
 
+    from decider.engine.decode_graph import one_token_deltanet
     from decider.engine.devices import compile_properties
     from decider.engine.graph import slice_to_last_position
     from decider.engine.precision import cpu_capabilities
@@ -49,62 +38,17 @@ def _compile(runner, perf: bool):
     core = ov.Core()
     model = core.read_model(runner.folder.language_ir)
     slice_to_last_position(model)
-    props = dict(compile_properties(runner.device, runner.options, cpu_capabilities(core)))
-    if perf:
-        props["PERF_COUNT"] = "YES"
-    compiled = core.compile_model(model, runner.device, props)
-    return compiled, props
+    if runner.device.startswith("CPU"):
+        one_token_deltanet(model)  # as the runner compiles it (engine/runner.py)
+    return model, dict(compile_properties(runner.device, runner.options, cpu_capabilities(core)))
 
 
 def node_profile(runner, ids: list[int], steps: int) -> dict:
-    compiled, props = _compile(runner, perf=True)  # the runner's graph edits, and PERF_COUNT
-    request = compiled.create_infer_request()
-    feed = runner._layout.inputs(np.asarray(ids, dtype=np.int64), 0)
-    request.infer(feed)
-    per_type: dict[str, list[float]] = defaultdict(list)
-    per_kind: dict[str, list[float]] = defaultdict(list)
-    per_node: dict[str, list[float]] = defaultdict(list)
-    node_type: dict[str, str] = {}
-    exec_type: dict[str, str] = {}
-    wall, summed = [], []
-    for i in range(steps):
-        step_feed = runner._layout.inputs(np.asarray([198], dtype=np.int64), len(ids) + i)
-        started = time.perf_counter()
-        request.infer(step_feed)
-        wall.append((time.perf_counter() - started) * 1e3)
-        types: dict[str, float] = defaultdict(float)
-        kinds: dict[str, float] = defaultdict(float)
-        total = 0.0
-        for info in request.profiling_info:
-            ms = info.real_time.total_seconds() * 1e3
-            if info.status.name != "EXECUTED" or ms == 0.0:
-                continue
-            types[info.node_type] += ms
-            kinds[kind_of(info.node_type)] += ms
-            per_node[info.node_name].append(ms)
-            node_type[info.node_name] = info.node_type
-            exec_type[info.node_name] = info.exec_type
-            total += ms
-        for k, v in types.items():
-            per_type[k].append(v)
-        for k, v in kinds.items():
-            per_kind[k].append(v)
-        summed.append(total)
-    warm = slice(4, None)  # the first steps build kernels for the new shape
-    top = sorted(per_node, key=lambda n: -float(np.median(per_node[n][warm] or per_node[n])))[:25]
-    return {
-        "properties": {k: str(v) for k, v in props.items()},
-        "runtime": {k: str(compiled.get_property(k)) for k in (
-            "INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION", "DYNAMIC_QUANTIZATION_GROUP_SIZE",
-            "INFERENCE_NUM_THREADS", "NUM_STREAMS", "PERFORMANCE_HINT", "SCHEDULING_CORE_TYPE",
-            "ENABLE_HYPER_THREADING", "ENABLE_CPU_PINNING")},
-        "step_wall_ms": summary(wall[warm]),
-        "step_nodes_ms": summary(summed[warm]),
-        "by_type_ms": {k: float(np.median(v[warm] or v)) for k, v in sorted(per_type.items(), key=lambda kv: -np.median(kv[1]))},
-        "by_kind_ms": {k: float(np.median(v[warm] or v)) for k, v in sorted(per_kind.items(), key=lambda kv: -np.median(kv[1]))},
-        "top_nodes": [{"name": n, "type": node_type[n], "exec": exec_type[n], "ms": float(np.median(per_node[n][warm] or per_node[n]))}
-                      for n in top],
-    }
+    model, props = _graph(runner)
+    out = profile_steps(model, runner.device, props, runner._layout.inputs(np.asarray(ids, dtype=np.int64), 0),
+                        lambda i: runner._layout.inputs(np.asarray([198], dtype=np.int64), len(ids) + i), steps)
+    out["properties"] = {k: str(v) for k, v in props.items()}
+    return out
 
 
 def host_profile(runner, ids: list[int], steps: int) -> dict:
@@ -158,6 +102,7 @@ VARIANTS = {
 def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> dict:
     import openvino as ov
 
+    from decider.engine.decode_graph import one_token_deltanet
     from decider.engine.devices import DeviceOptions, compile_properties
     from decider.engine.graph import fuse_parallel_projections, slice_to_last_position
     from decider.engine.precision import cpu_capabilities
@@ -169,6 +114,8 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     for name, (mode, fuse, extra) in VARIANTS.items():
         model = core.read_model(Path(model_dir) / "openvino_model.xml")
         slice_to_last_position(model)
+        if device.startswith("CPU"):
+            one_token_deltanet(model)
         if fuse:
             fuse_parallel_projections(model)
         props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact"), cpu_capabilities(core)))

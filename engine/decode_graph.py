@@ -17,8 +17,7 @@ torch_recurrent_gated_delta_rule; q and k l2-normalised with the exported eps, q
 Both paths stay in one graph: one compiled model and one infer request keep the state (a second compile for decode
 would hold a second copy of the repacked weights, +847 MiB at 0.8B int8, and copy every state between requests). The
 batch rows route the work. For a one-token infer every input of the fused kernel is cut to zero rows, so it has no
-rows to run (the plugin still spends ~0.15 ms a layer on it, 2.7 ms of a 70 ms step at 0.8B, 1 thread: measured,
-not ours to remove), and the one-token path computes the row; for a longer chunk it is the other way round, and the chunk runs
+work, and the one-token path computes the row; for a longer chunk it is the other way round, and the chunk runs
 exactly as exported (bit-identical logits). The plugin's fusion needs its Loop, the q/k normalisation in front of it
 and the flattening Concat behind it as exported (another reader of the normalised q or k stops it: measured with
 OpenVINO 2026.4.1), so the rows are cut before the normalisation and the transposes, and the one-token path reads q

@@ -69,3 +69,30 @@ def test_projection_variants_run_round_robin_against_the_exact_compile(tmp_path)
     assert first["ratio_to_exact"]["median"] == 1.0 and first["drift_max_abs_logit"] == 0.0
     assert rows["qwen35-text#1/exact"]["drift_max_abs_logit"] == 0.0  # the same IR, the same compile: the same logits
     assert all(row["step_ms"]["n"] == 2 and row["fully_connected_kernels"] for row in rows.values())
+
+
+def test_a_step_profile_holds_the_steps_not_the_prefill():
+    """The plugin's counters are means over every infer of a compiled model, whichever request ran it: read after a
+    long prefill, every step carries a share of it. bench/step_profile.py profiles the steps on a compile that never
+    prefilled (the states copied in), so a step's node time stays within its wall time."""
+    import openvino as ov
+
+    from bench.step_profile import profile_steps
+    from bench.w_decode_graph import _properties, decode_model, step_feed
+
+    model, layers = decode_model(model_dir("qwen35-text") / "openvino_model.xml", rewrite=True)
+    assert layers > 0
+    names = {p.get_any_name() for p in model.inputs}
+    prompt, steps = [1000 + i % 3000 for i in range(4000)], 10
+    profile = profile_steps(model, "CPU", _properties(1, perf=False), step_feed(names, prompt, 0),
+                            lambda i: step_feed(names, [198], len(prompt) + i), steps)
+    assert 0 < profile["step_nodes_ms"] <= 1.5 * profile["step_wall_ms"]["max"]
+    assert profile["by_kind_ms"]["matmul (weights)"] > 0 and profile["top_nodes"]
+    assert profile["runtime"]["INFERENCE_NUM_THREADS"] == "1"
+    # the same steps read the old way, on the compile that prefilled: the means carry the prefill
+    request = ov.Core().compile_model(model, "CPU", _properties(1, perf=True)).create_infer_request()
+    request.infer(step_feed(names, prompt, 0))
+    for i in range(steps):
+        request.infer(step_feed(names, [198], len(prompt) + i))
+    carried = sum(info.real_time.total_seconds() * 1e3 for info in request.profiling_info if info.status.name == "EXECUTED")
+    assert carried > 2 * profile["step_nodes_ms"]
