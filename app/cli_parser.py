@@ -21,8 +21,9 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
                              "NPU: images scaled into a fixed budget)")
     parser.add_argument(
         "--fast", action="store_true",
-        help="compile reduced precision, stated: the CPU's fastest float (bf16, f16, else f32), a u8 KV cache and int8 "
-             "activations (f16 on a GPU); faster, bars labelled reduced precision, never exact",
+        help="compile for speed, stated: the reduced-precision compile measured fastest on this CPU (by default the "
+             "CPU's fastest float: bf16, f16, else f32, a u8 KV cache and int8 activations; f16 on a GPU), or exact "
+             "where none measured faster; the bars are labelled with what ran",
     )
     parser.add_argument("--npu-max-prompt", type=int, default=None, help="NPU static prompt limit in tokens (default 1024)")
     parser.add_argument(

@@ -6,8 +6,9 @@ activations ran u8 weights through bf16 brgemm kernels and was only 0.89x the ex
 then had to prefill the reasoning again; int8 activations in groups of 32 ran slower than in groups of 128. So each candidate below is compiled, its decode steps timed after a
 short prompt, its drift from the exact runner measured in nats, and the kernels it really runs read back from
 its runtime model. The fastest (with the number of threads it ran best at) is kept per model, device, CPU and
-OpenVINO version in the cache folder, and reported. Fast reasoning is then worth it only when a twin step saves
-more than an exact prefill of that token costs (`Tuning.reasoning_pays`); otherwise the runner reasons itself.
+OpenVINO version in the cache folder, and reported; where none beats the exact compile, --fast compiles exact.
+Fast reasoning is then worth it only when a twin step saves more than an exact prefill of that token costs
+(`Tuning.reasoning_pays`); otherwise the runner reasons itself.
 
 Every candidate states its precision explicitly (engine/precision.py): no plugin default is ever measured.
 """
@@ -78,7 +79,7 @@ class Tuning:
     exact_step_ms: float
     exact_prefill_ms_per_token: float
     threads: int | None  # INFERENCE_NUM_THREADS the winner ran best at (None: the plugin's choice)
-    chosen: str | None  # None: no candidate beat the exact step
+    chosen: str | None  # None: no candidate beat the exact step (--fast then compiles exact)
     measured: list[Measured]
     # The winner's median step by INFERENCE_NUM_THREADS: "default" (the plugin's choice), "1", "2"…
     thread_ms: dict[str, float] = field(default_factory=dict)
@@ -115,7 +116,7 @@ class Tuning:
         rows = [f"{m.name}: {m.step_ms:.2f} ms/step ({m.precision}; drift {m.drift_nats:.2g} nats"
                 + (f"; kernels {', '.join(m.kernels)}" if m.kernels else "") + ")" for m in self.measured]
         verdict = (f"chosen: {self.chosen}" + (f" at {self.threads} threads" if self.threads else " at the plugin's default threads")
-                   if self.chosen else "chosen: none (no reduced compile beat the exact step)")
+                   if self.chosen else "chosen: none (no reduced compile beat the exact step: --fast compiles exact)")
         if self.paired_ratio is not None:
             verdict += f"; paired against exact: {self.paired_ratio:.2f}x (needs < {MARGIN:.2f}x)"
         if self.thread_ms:
@@ -135,12 +136,18 @@ class Tuning:
 
 
 def tuning_key(runner) -> str:
-    """What a measurement holds for: the model's files, the device, the CPU's ISA and OpenVINO's version."""
+    """The key of the runner's measurement (see key_for)."""
+    return key_for(runner.folder.path, runner.device)
+
+
+def key_for(folder: Path | str, device: str) -> str:
+    """What a measurement holds for: the model's files, the device, the CPU's ISA and OpenVINO's version. Apart
+    from tuning_key so a key can be named without compiling a runner (the tests pin their fixtures' choice)."""
     import openvino as ov
 
-    folder = Path(runner.folder.path)
+    folder = Path(folder)
     files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.glob("*.bin"))
-    text = json.dumps({"folder": str(folder.resolve()), "files": files, "device": runner.device, "cpu": isa_summary(),
+    text = json.dumps({"folder": str(folder.resolve()), "files": files, "device": device, "cpu": isa_summary(),
                        "openvino": ov.get_version()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

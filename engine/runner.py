@@ -125,11 +125,15 @@ class ModelRunner(RunnerBase):
         capabilities = cpu_capabilities(core)
         properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
         if _extra is None and not self.options.exact and self.device.startswith("CPU"):
-            # --fast: the reduced compile measured fastest on this machine (engine/fast_tuning.py), by `decider
-            # doctor --tune`, a think-mode decision or now, on first use; else the stated default above.
+            # --fast asks for the fastest compile, and which one that is was measured on this machine
+            # (engine/fast_tuning.py) by `decider doctor --tune`, a think-mode decision or now, on first use. Where
+            # no reduced compile beat the exact one, the exact compile is the fastest: the stated reduced default
+            # above would be slower and its bars drift for nothing, so --fast compiles exact (and its precision,
+            # read back below, says exact). Unmeasured (no cache folder: the engine as a library), the stated default.
             measured = cached_tuning(self) or tune_on_first_use(self)
-            if measured is not None and measured.properties is not None:
-                properties.update(measured.properties)
+            if measured is not None:
+                exact = compile_properties(self.device, replace(self.options, exact=True), capabilities)
+                properties.update(measured.properties or exact)
         prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:

@@ -10,12 +10,13 @@ import sys
 
 import pytest
 
+from support.fast_pin import stated_candidate
 from support.models import model_dir
 from decider.engine import fast_reasoning, fast_tuning
 from decider.engine.devices import DeviceOptions
 from decider.engine.fast_reasoning import fast_properties, reasoner_for, release, twin_of
 from decider.engine.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
-from decider.engine.precision import cpu_capabilities
+from decider.engine.precision import cpu_capabilities, short_type
 from decider.engine.runner import ModelRunner
 
 
@@ -123,8 +124,8 @@ def test_the_first_fast_runner_measures_and_compiles_the_choice(tmp_path):
         assert fast.precision.inference == tuning.properties["INFERENCE_PRECISION_HINT"]
         if tuning.threads:
             assert compiled["INFERENCE_NUM_THREADS"] == str(tuning.threads)
-    else:  # nothing beat the exact step: the stated default compile
-        assert fast.precision.kv_cache == "u8"
+    else:  # nothing beat the exact step: --fast compiles exact, and its label says so
+        assert fast.precision.exact and fast.precision.label == "f32"
     stored = (tmp_path / CACHE_NAME).stat().st_mtime_ns
     code = ("from decider.engine.runner import ModelRunner; from decider.engine.devices import DeviceOptions; "
             f"ModelRunner({str(model_dir('qwen35-text'))!r}, DeviceOptions(device='CPU', exact=False, cache_dir={str(tmp_path)!r}))")
@@ -167,3 +168,23 @@ def test_a_screen_winner_within_the_margin_is_not_chosen(runner):
     assert sorted(set(confirm)) == sorted({"exact", winner}) and confirm[0] == "exact" and confirm[2] == winner
     clear = tune(runner, fixed({"exact": 0.010, "exact prefill": 0.0001, winner: 0.0090}), threads=(1,))
     assert clear.chosen == winner and clear.paired_ratio == pytest.approx(0.90)
+
+
+def test_fast_compiles_exact_where_no_reduced_compile_beat_it(runner, tmp_path):
+    """--fast asks for the fastest compile; where that is the exact one, --fast is exact and its label says so
+    (not the stated reduced default, which measured slower)."""
+    tuning = tune(runner, fixed({"exact": 0.005, "exact prefill": 0.0001}, default=0.010), threads=(1,))
+    assert tuning.chosen is None and "--fast compiles exact" in tuning.summary()
+    fast = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path))
+    assert fast.precision.exact and fast.precision.label == "f32"
+    assert short_type(fast.compiled.get_property("KV_CACHE_PRECISION")) == "f32"
+
+
+def test_the_session_pins_the_stated_reduced_compile_for_the_fixture_models():
+    """tests/support/fast_pin.py: a fast runner with no cache folder of its own reads the session's pinned choice
+    (the stated reduced default) instead of measuring on first use, so the suite's --fast bars are reduced on any CPU."""
+    fast = ModelRunner(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False))
+    tuning = cached(fast)
+    assert tuning is not None and tuning.chosen == stated_candidate(cpu_capabilities(fast._core))
+    assert "not measured" in tuning.winner.precision and not tuning.reasoning_pays
+    assert not fast.precision.exact and fast.precision.kv_cache == "u8"

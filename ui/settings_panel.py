@@ -148,7 +148,7 @@ class SettingsPanel(SettingsForm):
         self.history_image_hashes = self._check(grid, "history_image_hashes", "History keeps image hashes",
                                                 "on: the history keeps each image's size and the sha256 of its pixels; "
                                                 "off: the size only. Never the picture.")
-        self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off compiles reduced precision (bf16/f16 where the device has it, a u8 KV cache, int8 activations): faster, bars drift and are labelled reduced. Reloads the model.")
+        self.exact = self._check(grid, "exact", "Exact logprobs (f32)", "off compiles the reduced precision measured fastest here (bf16/f16 where the device has it, a u8 KV cache, int8 activations): faster, bars drift and are labelled reduced; exact where nothing measured faster on this CPU. Reloads the model.")
 
     def _build_remote(self) -> None:
         """The remote server's rows, its buttons and connection status."""
