@@ -192,8 +192,8 @@ def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
     qᵀS and kᵀS are one MatMul (one read of S); exp(g)·S + k ⊗ delta is one eltwise node (the plugin fuses the
     chain: S read once, S' written once), whose only reader is then the state's merge. (Written per step as in
     transformers, the decay and the outer product as separate nodes cost ~2× the state traffic; o as qᵀS' read S'
-    a third time: the decode step's node time 72.7 → 70.7 ms without it, 0.8B int8, 1 thread; logits within 3.3e-5
-    of the fused kernel's.)
+    a third time: the paired step against the exported graph went 0.932× → 0.890× without it, bench/w_decode_graph.py,
+    0.8B int8, 1 thread, two runs on one machine; logits within 3.3e-5 of the fused kernel's.)
     """
     last_axis = _i64([-1])
     decay = ops.unsqueeze(ops.exp(g), last_axis)  # [b,H,1,1]
