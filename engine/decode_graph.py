@@ -171,9 +171,14 @@ def _rows(x, rows) -> ov.Node:
 
 
 def _last_token(x, rows) -> ov.Output:
-    """x [B, S, H(, D)] → its last token for `rows` rows, head-first [rows, H, 1(, D)]."""
+    """x [B, S, H(, D)] → its last token for `rows` rows, head-first [rows, H, 1(, D)]. With one token that is the same
+    memory order: a Reshape (no copy) where the head dims are static, as exported, else a Transpose."""
     last = ops.slice(x, _i64([0, -1]), ops.concat([rows, _i64([_END])], 0), _i64([1, 1]), _i64([0, 1]))
-    order = [0, 2, 1, 3] if x.get_partial_shape().rank.get_length() == 4 else [0, 2, 1]
+    heads = list(x.get_partial_shape())[2:]
+    if all(d.is_static for d in heads):
+        sizes = [d.get_length() for d in heads]
+        return ops.reshape(last, _i64([0, sizes[0], 1, *sizes[1:]]), True).output(0)  # 0: the rows as they are
+    order = [0, 2, 1, 3] if len(heads) == 2 else [0, 2, 1]
     return ops.transpose(last, _i64(order)).output(0)
 
 
@@ -191,16 +196,20 @@ def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
 
     qᵀS and kᵀS are one MatMul (one read of S); exp(g)·S + k ⊗ delta is one eltwise node (the plugin fuses the
     chain: S read once, S' written once), whose only reader is then the state's merge. (Written per step as in
-    transformers, the decay and the outer product as separate nodes cost ~2× the state traffic; o as qᵀS' read S'
-    a third time: the paired step against the exported graph went 0.932× → 0.890× without it, bench/w_decode_graph.py,
-    0.8B int8, 1 thread, two runs on one machine; logits within 3.3e-5 of the fused kernel's.)
+    transformers, the decay and the outer product as separate nodes cost ~2× the state traffic. o as qᵀS' read S' a
+    third time; with that and the transposes now reshapes, the step's nodes outside the projections went 16.6 → 13.9
+    ms, 0.8B int8, 1 thread, `bench/w_decode_graph.py --earlier`; decoded logprobs within 2.8e-5 of transformers
+    float64 on the fixtures, 2.3e-5 before.)
     """
     last_axis = _i64([-1])
     decay = ops.unsqueeze(ops.exp(g), last_axis)  # [b,H,1,1]
     both = ops.matmul(ops.concat([q, k], 2), state, False, False)  # [b,H,2,Dv]: qᵀS and kᵀS, one read of S
     q_s, k_s = (_cut(both, _i64([i]), _i64([i + 1]), 2) for i in (0, 1))
     delta = ops.multiply(ops.subtract(v, ops.multiply(k_s, decay)), ops.unsqueeze(beta, last_axis))
-    outer = ops.multiply(ops.transpose(k, _i64([0, 1, 3, 2])), delta)  # k ⊗ delta by broadcasting: fuses with the rest
+    heads, width = (k.get_output_partial_shape(0)[axis] for axis in (1, 3))
+    k_column = (ops.reshape(k, _i64([0, heads.get_length(), width.get_length(), 1]), True)  # [b,H,Dk,1], no copy
+                if heads.is_static and width.is_static else ops.transpose(k, _i64([0, 1, 3, 2])))
+    outer = ops.multiply(k_column, delta)  # k ⊗ delta by broadcasting: fuses with the rest
     new_state = ops.add(ops.multiply(state, decay), outer)
     q_k = ops.reduce_sum(ops.multiply(q, k), last_axis, True)  # [b,H,1,1]
     out = ops.add(ops.multiply(q_s, decay), ops.multiply(q_k, delta))

@@ -142,7 +142,10 @@ def test_the_mask_restricts_the_draw_not_the_logprobs(service):
     scored = service.score(list(prompt) + completion.token_ids).entries[len(prompt) - 1 :]
     got = [e.logprob for e in completion.logprobs]
     assert len(got) == len(scored)
-    assert max(abs(a - b.logprob) for a, b in zip(got, scored)) < 1e-5
+    # Decoded steps run the one-token DeltaNet path, the scorer the plugin's fused kernel: the same f32 arithmetic in
+    # another order, within 5e-5 on these random fixtures (as tests/test_scoring.py holds them); a masked distribution
+    # would be off by nats.
+    assert max(abs(a - b.logprob) for a, b in zip(got, scored)) < 5e-5
     assert min(got) < -0.5  # the grammar forced tokens the model did not want: their logprobs say so
 
 

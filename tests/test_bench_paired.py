@@ -96,3 +96,27 @@ def test_a_step_profile_holds_the_steps_not_the_prefill():
         request.infer(step_feed(names, [198], len(prompt) + i))
     carried = sum(info.real_time.total_seconds() * 1e3 for info in request.profiling_info if info.status.name == "EXECUTED")
     assert carried > 2 * profile["step_nodes_ms"]
+
+
+def test_the_decode_graph_bench_measures_a_change_against_the_path_it_replaces(tmp_path):
+    """bench/w_decode_graph.py --earlier FILE: an earlier decode_graph.py's one-token path joins the same rounds
+    (here a copy whose update is written wrongly, so its logits must come out different, and the bench says so)."""
+    from pathlib import Path
+
+    from bench import w_decode_graph
+
+    source = (Path(w_decode_graph.__file__).parent.parent / "engine" / "decode_graph.py").read_text(encoding="utf-8")
+    wrong = source.replace("delta = ops.multiply(ops.subtract(v, ", "delta = ops.multiply(ops.add(v, ")
+    assert wrong != source
+    earlier = tmp_path / "earlier_decode_graph.py"
+    earlier.write_text(wrong, encoding="utf-8")
+    out = tmp_path / "graph.json"
+    argv = ["--model", str(model_dir("qwen35-text")), "--prompt", "16", "--pairs", "6", "--profile-steps", "5",
+            "--threads", "1", "--earlier", str(earlier), "--out", str(out)]
+    assert w_decode_graph.main(argv) == 0
+    result = json.loads(out.read_text())
+    paired = result["paired"]
+    assert set(paired["step_ms"]) == {"exported", "one-token path", "earlier one-token path"}
+    assert paired["step_max_abs_delta"] < 1e-4 < paired["earlier"]["step_max_abs_delta"]
+    assert paired["earlier"]["now_over_earlier"]["n"] == 2 and paired["prefill_max_abs_delta"] == 0.0
+    assert set(result["profile"]) == set(paired["step_ms"]) and result["cpu_flags"] is not None
