@@ -24,23 +24,19 @@ import numpy as np
 
 from .common import peak_rss_mib, read_json, summary, write_json
 from .step_profile import profile_steps
+from .w_decode_graph import decode_model
 
 
 def _graph(runner):
-    """The runner's graph (last-position head, one-token DeltaNet path on the CPU) and compile properties."""
+    """The runner's graph (last-position head, one-token DeltaNet path on the CPU, as engine/runner.py compiles it)
+    and its compile properties."""
     import openvino as ov
 
-    from decider.engine.decode_graph import one_token_deltanet
     from decider.engine.devices import compile_properties
-    from decider.engine.graph import slice_to_last_position
     from decider.engine.precision import cpu_capabilities
 
-    core = ov.Core()
-    model = core.read_model(runner.folder.language_ir)
-    slice_to_last_position(model)
-    if runner.device.startswith("CPU"):
-        one_token_deltanet(model)  # as the runner compiles it (engine/runner.py)
-    return model, dict(compile_properties(runner.device, runner.options, cpu_capabilities(core)))
+    model, _ = decode_model(runner.folder.language_ir, rewrite=runner.device.startswith("CPU"))
+    return model, dict(compile_properties(runner.device, runner.options, cpu_capabilities(ov.Core())))
 
 
 def node_profile(runner, ids: list[int], steps: int) -> dict:
@@ -102,9 +98,8 @@ VARIANTS = {
 def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> dict:
     import openvino as ov
 
-    from decider.engine.decode_graph import one_token_deltanet
     from decider.engine.devices import DeviceOptions, compile_properties
-    from decider.engine.graph import fuse_parallel_projections, slice_to_last_position
+    from decider.engine.graph import fuse_parallel_projections
     from decider.engine.precision import cpu_capabilities
     from decider.engine.runner import _TextLayout
 
@@ -112,10 +107,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     requests, execs = {}, {}
     layout = None
     for name, (mode, fuse, extra) in VARIANTS.items():
-        model = core.read_model(Path(model_dir) / "openvino_model.xml")
-        slice_to_last_position(model)
-        if device.startswith("CPU"):
-            one_token_deltanet(model)
+        model, _ = decode_model(Path(model_dir) / "openvino_model.xml", rewrite=device.startswith("CPU"))
         if fuse:
             fuse_parallel_projections(model)
         props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact"), cpu_capabilities(core)))
