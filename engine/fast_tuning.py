@@ -3,10 +3,11 @@
 Which reduced-precision compile decodes fastest depends on the CPU (AVX2 only, AVX-512 with VNNI and bf16, AMX),
 the model's weight format and OpenVINO's kernels: measured on an AVX-512/bf16 EPYC, a bf16 twin with int8
 activations ran u8 weights through bf16 brgemm kernels and was only 0.89x the exact step, while the exact answer
-then had to prefill the reasoning again; int8 activations in groups of 32 ran slower than in groups of 128. So each candidate below is compiled, its decode steps timed after a
-short prompt, its drift from the exact runner measured in nats, and the kernels it really runs read back from
-its runtime model. The fastest (with the number of threads it ran best at) is kept per model, device, CPU and
-OpenVINO version in the cache folder, and reported; where none beats the exact compile, --fast compiles exact.
+then had to prefill the reasoning again; int8 activations in groups of 32 ran slower than in groups of 128. So
+each candidate below is compiled, its decode steps timed after a short prompt, its drift from the exact runner
+measured in nats, and the kernels it really runs read back from its runtime model. The fastest (with the number
+of threads it ran best at) is kept per model, device, CPU and OpenVINO version in the cache folder, and reported;
+where none beats the exact compile, --fast compiles exact.
 Fast reasoning is then worth it only when a twin step saves more than an exact prefill of that token costs
 (`Tuning.reasoning_pays`); otherwise the runner reasons itself.
 

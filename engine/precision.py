@@ -204,6 +204,12 @@ def has_int_weights(model) -> bool:
                for op in model.get_ops())
 
 
+def _quantisation_group(properties: dict[str, object]) -> str | None:
+    """The activation group size the properties ask the plugin to quantise in, None where they ask for none."""
+    group = str(properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE", "0")).strip()
+    return None if group in ("", "0") else group
+
+
 def dynamic_quantization_runs(core, properties: dict[str, object]) -> bool:
     """Whether the CPU plugin, compiled with these properties on this CPU, quantises f32 activations to int8 in
     front of u8 weights. Asked of the plugin, not of a table: it does so only for f32 activations (not under bf16
@@ -217,8 +223,7 @@ def dynamic_quantization_runs(core, properties: dict[str, object]) -> bool:
     import openvino as ov
     from openvino import opset13 as ops
 
-    group = str(properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE", "0")).strip()
-    if group in ("", "0"):
+    if _quantisation_group(properties) is None:
         return False
     width, rows = 1024, 16
     weights = np.ones((rows, width), np.uint8)
@@ -250,8 +255,8 @@ _PROBED: dict[tuple[str, str], bool] = {}
 def int8_activations_run(core, model, properties: dict[str, object]) -> bool:
     """Whether a CPU compile of `model` with these properties quantises its activations to int8: a group size asked
     for, integer weights to quantise in front of, and the plugin's own answer (dynamic_quantization_runs)."""
-    group = str(properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE", "0")).strip()
-    if group in ("", "0") or not has_int_weights(model):
+    group = _quantisation_group(properties)
+    if group is None or not has_int_weights(model):
         return False
     key = (str(properties.get("INFERENCE_PRECISION_HINT", "")), group)
     if key not in _PROBED:

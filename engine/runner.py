@@ -132,8 +132,8 @@ class ModelRunner(RunnerBase):
             # read back below, says exact). Unmeasured (no cache folder: the engine as a library), the stated default.
             measured = cached_tuning(self) or tune_on_first_use(self)
             if measured is not None:
-                exact = compile_properties(self.device, replace(self.options, exact=True), capabilities)
-                properties.update(measured.properties or exact)
+                properties.update(measured.properties
+                                  or compile_properties(self.device, replace(self.options, exact=True), capabilities))
         prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:
