@@ -654,26 +654,35 @@ def _optimum_importable() -> bool:
         return False
 
 
-@pytest.mark.slow
-@pytest.mark.extra
-@pytest.mark.skipif(not _optimum_importable(), reason="optimum-intel (decider[convert]) is not installed")
+def with_exporter(test):
+    """A test that runs optimum-intel's real exporter (decider[convert]): slow, and part of CI's extras step."""
+    for mark in (pytest.mark.slow, pytest.mark.extra,
+                 pytest.mark.skipif(not _optimum_importable(), reason="optimum-intel (decider[convert]) is not installed")):
+        test = mark(test)
+    return test
+
+
+def _exported(capsys, folder, weights: str) -> str:
+    """`decider convert` of the fixture checkpoint into `folder` with these weights; its standard output."""
+    code, out, err = run(capsys, "convert", str(CHECKPOINT), str(folder), "--weights", weights)
+    assert code == 0, err[-2000:]
+    return out
+
+
+@with_exporter
 def test_convert_exports_int4_npu_and_runs_a_decision(capsys, tmp_path):
     out_dir = tmp_path / "qwen35-text-int4"
-    code, out, err = run(capsys, "convert", str(CHECKPOINT), str(out_dir), "--weights", "int4-npu")
-    assert code == 0, err[-2000:]
+    out = _exported(capsys, out_dir, "int4-npu")
     assert "weights int4-sym channel-wise" in out and "NPU preferred" in out
     assert "test decision on CPU" in out and "chose " in out
     assert (out_dir / "tokenizer.json").is_file()
     assert run(capsys, "doctor", str(out_dir))[0] == 0
 
 
-@pytest.mark.slow
-@pytest.mark.extra
-@pytest.mark.skipif(not _optimum_importable(), reason="optimum-intel (decider[convert]) is not installed")
+@with_exporter
 def test_convert_exports_symmetric_int8_weights(capsys, tmp_path):
     out_dir = tmp_path / "qwen35-text-int8-sym"
-    code, out, err = run(capsys, "convert", str(CHECKPOINT), str(out_dir), "--weights", "int8-sym")
-    assert code == 0, err[-2000:]
+    out = _exported(capsys, out_dir, "int8-sym")
     assert "int8-sym" in out and "chose " in out
     import openvino as ov
 
