@@ -130,6 +130,7 @@ class Precision:
     activations_int8_group: int = 0  # dynamic int8 quantisation of activations (0: off)
     where: str = ""  # a qualifier: "NPU" (the hardware's arithmetic), "NPU emulated on CPU"
     kernels: str = ""  # the FullyConnected kernels read back after inference ("brgemm_avx512_bf16"); "" not read
+    projections: str = ""  # our kernel where it computes projections (engine/kernels/adoption.py); "" the plugin's
 
     @property
     def exact(self) -> bool:
@@ -144,7 +145,7 @@ class Precision:
         if self.where == "NPU":
             return "f16 on the NPU"
         if self.exact:
-            text = "f32"
+            text = f"f32; {self.projections}" if self.projections else "f32"
         else:
             parts = [f"{self.inference} inference"]
             if self.kv_cache != "host":

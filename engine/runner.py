@@ -19,6 +19,9 @@ from .errors import DeviceError
 from .fast_tuning import cached as cached_tuning, tune_on_first_use
 from .decode_graph import one_token_deltanet
 from .graph import slice_to_last_position
+from .kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
+from .kernels.adoption import KernelPlan, without_cache_if_routed
+from .kernels.projection_op import KERNEL_TOKENS
 from .model_folder import ModelFolder, inspect_folder
 from .precision import cpu_capabilities, gpu_precision, int8_activations_run, npu_precision, prepare_core, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
@@ -37,6 +40,7 @@ class _TextLayout:
     def __init__(self, compiled: ov.CompiledModel):
         self.request = compiled.create_infer_request()
         self.names = {p.get_any_name() for p in compiled.inputs}
+        self.kernel_tokens = np.zeros(1, dtype=np.int64)  # engine/kernels: which infers our int8 kernel takes
 
     def inputs(self, ids: np.ndarray | Sequence[Item], past: int, history=()) -> dict[str, np.ndarray]:
         ids = np.asarray(ids)  # token ids only (a text export sees no images): already an array
@@ -46,6 +50,7 @@ class _TextLayout:
             "attention_mask": np.ones((1, past + length), dtype=np.int64),
             "position_ids": np.arange(past, past + length, dtype=np.int64)[None, :],
             "beam_idx": np.zeros(1, dtype=np.int32),
+            KERNEL_TOKENS: self.kernel_tokens,
         }
         return {k: v for k, v in feed.items() if k in self.names}
 
@@ -63,6 +68,7 @@ class _VisionLanguageLayout:
     ):
         self.request = compiled.create_infer_request()
         self.names = {p.get_any_name() for p in compiled.inputs}
+        self.kernel_tokens = np.zeros(1, dtype=np.int64)
         self._embedder = ChunkEmbedder(embeddings, vision, image_pad)
 
     def inputs(self, chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = ()) -> dict[str, np.ndarray]:
@@ -72,6 +78,7 @@ class _VisionLanguageLayout:
             "attention_mask": np.ones((1, past + len(chunk)), dtype=np.int64),
             "position_ids": position_ids(chunk, past, history),
             "beam_idx": np.zeros(1, dtype=np.int32),
+            KERNEL_TOKENS: self.kernel_tokens,
         }
         return {k: v for k, v in feed.items() if k in self.names}
 
@@ -121,6 +128,7 @@ class ModelRunner(RunnerBase):
                 # fused kernel (engine/decode_graph.py). CPU only: the routing relies on the CPU plugin skipping a node
                 # with an empty input.
                 one_token_deltanet(model)
+        self.kernel_plan: KernelPlan = route_kernel(model, self.device, self.options.exact, _twin_of.kernel_plan if _twin_of else None)
         self._core, self._model = core, model
         capabilities = cpu_capabilities(core)
         properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
@@ -137,7 +145,7 @@ class ModelRunner(RunnerBase):
         prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:
-            compiled = core.compile_model(model, self.device, properties)
+            compiled = core.compile_model(model, self.device, without_cache_if_routed(properties, model))
             if self.folder.layout == "vl" and _twin_of is not None:
                 embeddings = _twin_of._embeddings  # one table lookup: the exact one serves both
             elif self.folder.layout == "vl":
@@ -170,6 +178,19 @@ class ModelRunner(RunnerBase):
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._request = self._layout.request
+        self._adopt_kernel(compiled)
+
+    def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
+        """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
+        twin compiles its parent's model, routed already, and feeds it 0 unless it is exact too."""
+        tokens, self.kernel_note = adopt_kernel(self.kernel_plan, compiled, self._scratch_step)
+        self._layout.kernel_tokens[0] = tokens
+        if tokens:
+            self.precision = replace(self.precision, projections=KERNEL_DESCRIPTION)
+
+    def _scratch_step(self, past: int) -> dict[str, np.ndarray]:
+        """A one-token feed at position `past`, for timing on a request of its own."""
+        return self._layout.inputs(np.zeros(1, dtype=np.int64), past, ())
 
     def twin(self, options: DeviceOptions, extra: dict[str, object] | None = None) -> ModelRunner:
         """The same model compiled again on the same device with other options (plus `extra` compile

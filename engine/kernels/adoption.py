@@ -1,0 +1,83 @@
+"""Whether a runner's exact few-token infers use our int8 kernel, decided on the runner's own compiled model.
+
+`route(model, device, exact)` routes the int8 projections (projection_op) where the kernel can run: a CPU compile,
+exact arithmetic (the reduced compiles have kernels of their own), llvmlite and VNNI present, int8 weights in the
+model. `adopt(...)` then times one-token infers of the compiled model on a scratch request with the kernel and
+without, interleaved, and keeps the kernel only where it was faster (the guide's rule: adopt it where it measurably
+beats the plugin in the same process). DECIDER_EXACT_KERNEL=kernel adopts it without measuring, =plugin never routes.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+
+from . import vnni_jit
+from .projection_op import KERNEL_TOKENS, route_int8_projections
+
+DESCRIPTION = "few-token int8 projections: VNNI kernel, 31-bit activations, int32 dot products"
+_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    routed: int  # MatMuls routed (0: the plugin's path only)
+    reason: str  # why not routed, or "" when routed
+
+
+def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None = None) -> KernelPlan:
+    """Route `model` in place where the kernel can run. A twin (twin_of: its parent's plan) compiles the parent's
+    model, routed already: exact, it shares the plan; reduced, it feeds the routed model 0 (the plugin's path)."""
+    if twin_of is not None:
+        return twin_of if exact else KernelPlan(0, "reduced precision: the plugin's reduced kernels run")
+    if not device.startswith("CPU"):
+        return KernelPlan(0, f"{device}: the kernel runs on the CPU plugin only")
+    if not exact:
+        return KernelPlan(0, "reduced precision: the plugin's reduced kernels run")
+    why = vnni_jit.unavailable()
+    if why:
+        return KernelPlan(0, why)
+    routed = route_int8_projections(model, vnni_jit.compiled())
+    return KernelPlan(routed, "" if routed else "no int8 projections in this model")
+
+
+def without_cache_if_routed(properties: dict[str, object], model: ov.Model) -> dict[str, object]:
+    """Python operations can be neither exported to the compiled-model cache nor imported from it."""
+    if KERNEL_TOKENS in {p.get_any_name() for p in model.inputs}:
+        return {k: v for k, v in properties.items() if k != "CACHE_DIR"}
+    return properties
+
+
+def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]]) -> tuple[int, str]:
+    """(the KERNEL_TOKENS value to feed, a one-line note): MAX_TOKENS where the kernel won on this model, else 0."""
+    if not plan.routed:
+        return 0, plan.reason
+    if os.environ.get("DECIDER_EXACT_KERNEL", "").lower() == "kernel":
+        return vnni_jit.MAX_TOKENS, "adopted: DECIDER_EXACT_KERNEL=kernel"
+    kernel_ms, plugin_ms = _paired_steps(compiled, step_feed)
+    if kernel_ms < plugin_ms:
+        return vnni_jit.MAX_TOKENS, f"adopted: a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
+    return 0, f"not adopted: a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
+
+
+def _paired_steps(compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]]) -> tuple[float, float]:
+    """Median one-token infer times with and without the kernel, interleaved, on a scratch request (its states are
+    its own: the runner's conversation is untouched)."""
+    request = compiled.create_infer_request()
+    times: dict[int, list[float]] = {vnni_jit.MAX_TOKENS: [], 0: []}
+    past = 0
+    for round_ in range(_ROUNDS + 1):
+        for limit in times:
+            feed = {**step_feed(past), KERNEL_TOKENS: np.array([limit], dtype=np.int64)}
+            started = time.perf_counter()
+            request.infer(feed)
+            past += 1
+            if round_:  # the first round warms both paths up
+                times[limit].append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times[vnni_jit.MAX_TOKENS]), statistics.median(times[0])
