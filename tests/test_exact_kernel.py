@@ -197,3 +197,22 @@ def test_without_vnni_the_plugin_path_stays_and_says_why(monkeypatch):
     assert KERNEL_TOKENS not in {p.get_any_name() for p in runner.compiled.inputs}
     assert runner.precision.label == "f32"
 
+
+
+@needs_vnni
+@pytest.mark.parametrize("threads", [2, 3])
+def test_rows_shared_between_threads_give_the_same_bits(threads):
+    from decider.engine.kernels.row_split import MIN_SPLIT_BYTES, RowSplit
+
+    rng = np.random.default_rng(threads)
+    matrices = [Int8Matrix(rng.integers(0, 256, size=(rows, 1024)).astype(np.uint8), rng.integers(0, 256, rows),
+                           rng.random(rows), vnni_jit.compiled()) for rows in (1030, 3, 517)]
+    assert sum(m.weights.nbytes for m in matrices) >= MIN_SPLIT_BYTES  # large enough to be split
+    x = rng.standard_normal((2, 1024)).astype(np.float32)
+    pieces, coef = matrices[0].pieces(x)
+    split = RowSplit()
+    split.set_threads(threads)
+    outs = [np.full((2, m.rows), np.nan, np.float32) for m in matrices]
+    split.products(list(zip(matrices, outs)), pieces, coef)
+    for matrix, out in zip(matrices, outs):
+        np.testing.assert_array_equal(out, matrix @ x)

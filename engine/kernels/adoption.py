@@ -13,13 +13,14 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import openvino as ov
 
 from . import vnni_jit
 from .projection_op import KERNEL_TOKENS, route_int8_projections
+from .row_split import RowSplit
 
 DESCRIPTION = "few-token int8 projections: VNNI kernel, 31-bit activations, int32 dot products"
 _ROUNDS = 5
@@ -29,6 +30,7 @@ _ROUNDS = 5
 class KernelPlan:
     routed: int  # MatMuls routed (0: the plugin's path only)
     reason: str  # why not routed, or "" when routed
+    split: RowSplit = field(default_factory=RowSplit)  # the routed operations' threads (adopt sets them)
 
 
 def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None = None) -> KernelPlan:
@@ -43,8 +45,9 @@ def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None 
     why = vnni_jit.unavailable()
     if why:
         return KernelPlan(0, why)
-    routed = route_int8_projections(model, vnni_jit.compiled())
-    return KernelPlan(routed, "" if routed else "no int8 projections in this model")
+    split = RowSplit()
+    routed = route_int8_projections(model, vnni_jit.compiled(), split)
+    return KernelPlan(routed, "" if routed else "no int8 projections in this model", split)
 
 
 def without_cache_if_routed(properties: dict[str, object], model: ov.Model) -> dict[str, object]:
@@ -58,12 +61,21 @@ def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int
     """(the KERNEL_TOKENS value to feed, a one-line note): MAX_TOKENS where the kernel won on this model, else 0."""
     if not plan.routed:
         return 0, plan.reason
+    plan.split.set_threads(_threads(compiled))
     if os.environ.get("DECIDER_EXACT_KERNEL", "").lower() == "kernel":
         return vnni_jit.MAX_TOKENS, "adopted: DECIDER_EXACT_KERNEL=kernel"
     kernel_ms, plugin_ms = _paired_steps(compiled, step_feed)
     if kernel_ms < plugin_ms:
         return vnni_jit.MAX_TOKENS, f"adopted: a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
     return 0, f"not adopted: a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
+
+
+def _threads(compiled: ov.CompiledModel) -> int:
+    """The threads the plugin runs this compile's infers on: the kernel's rows are shared among as many."""
+    try:
+        return max(1, int(compiled.get_property("INFERENCE_NUM_THREADS")) or (os.cpu_count() or 1))
+    except (RuntimeError, TypeError, ValueError):
+        return 1
 
 
 def _paired_steps(compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]]) -> tuple[float, float]:

@@ -26,6 +26,7 @@ import openvino.opset13 as ops
 from openvino import Op
 
 from .int8_matvec import Int8Matrix
+from .row_split import RowSplit
 from .vnni_jit import MAX_TOKENS, Kernels
 
 _END = np.iinfo(np.int64).max
@@ -96,8 +97,9 @@ def int8_weights(matmul: ov.Node) -> _Int8Weights | None:
 class Int8Projections(Op):
     """x [B, T, K] f32 → one output [B, T, N_i] per int8 matrix, with B·T ≤ MAX_TOKENS (no rows: empty outputs)."""
 
-    def __init__(self, inputs=None, matrices: tuple[Int8Matrix, ...] = ()):
+    def __init__(self, inputs=None, matrices: tuple[Int8Matrix, ...] = (), split: RowSplit | None = None):
         self._matrices = matrices  # before Op.__init__: it infers the output types, which need them
+        self._split = split or RowSplit()
         super().__init__(self, inputs)
 
     def validate_and_infer_types(self) -> None:
@@ -106,7 +108,7 @@ class Int8Projections(Op):
             self.set_output_type(i, ov.Type.f32, ov.PartialShape([shape[0], shape[1], ov.Dimension(matrix.rows)]))
 
     def clone_with_new_inputs(self, new_inputs):
-        return Int8Projections(new_inputs, self._matrices)
+        return Int8Projections(new_inputs, self._matrices, self._split)
 
     def visit_attributes(self, visitor) -> bool:
         return True
@@ -125,13 +127,13 @@ class Int8Projections(Op):
         outs = [outputs[i].data.reshape(batch * tokens, matrix.rows) for i, matrix in enumerate(self._matrices)]
         for start in range(0, batch * tokens, MAX_TOKENS):  # more rows than the kernels take: in turns
             pieces, coef = self._matrices[0].pieces(rows[start : start + MAX_TOKENS])
-            for matrix, out in zip(self._matrices, outs):
-                matrix.product_into(out[start : start + MAX_TOKENS], pieces, coef)
+            self._split.products([(m, out[start : start + MAX_TOKENS]) for m, out in zip(self._matrices, outs)], pieces, coef)
         return True
 
 
-def route_int8_projections(model: ov.Model, kernels: Kernels) -> int:
-    """Rewrite `model` in place as the module docstring says; return how many MatMuls now have the kernel's path."""
+def route_int8_projections(model: ov.Model, kernels: Kernels, split: RowSplit | None = None) -> int:
+    """Rewrite `model` in place as the module docstring says; return how many MatMuls now have the kernel's path.
+    `split`: how the operations share their rows between threads (one thread where None)."""
     groups: dict[tuple[str, int], list[tuple[ov.Node, _Int8Weights]]] = {}
     for node in model.get_ordered_ops():
         if node.get_type_name() != "MatMul":
@@ -146,11 +148,11 @@ def route_int8_projections(model: ov.Model, kernels: Kernels) -> int:
     limit.output(0).get_tensor().set_names({KERNEL_TOKENS})
     model.add_parameters([limit])
     for members in groups.values():
-        _route(members, kernels, limit.output(0))
+        _route(members, kernels, limit.output(0), split or RowSplit())
     return sum(len(members) for members in groups.values())
 
 
-def _route(members: list[tuple[ov.Node, _Int8Weights]], kernels: Kernels, limit: ov.Output) -> None:
+def _route(members: list[tuple[ov.Node, _Int8Weights]], kernels: Kernels, limit: ov.Output, split: RowSplit) -> None:
     x = members[0][0].input_value(0)
     tokens = ops.gather(ops.shape_of(x), ops.constant(np.array([1], np.int64)), ops.constant(np.int64(0)))
     cut = ops.select(ops.greater(tokens, limit), tokens, ops.constant(np.array([0], np.int64)))
@@ -158,7 +160,7 @@ def _route(members: list[tuple[ov.Node, _Int8Weights]], kernels: Kernels, limit:
     plugin_x = ops.slice(x, zero, cut, one, axis)
     kernel_x = ops.slice(x, cut, ops.constant(np.array([_END], np.int64)), one, axis)
     matrices = tuple(Int8Matrix(w.weights, w.zero_point, w.scale, kernels) for _, w in members)
-    ours = Int8Projections([kernel_x.output(0)], matrices)
+    ours = Int8Projections([kernel_x.output(0)], matrices, split)
     ours.set_friendly_name(members[0][0].get_friendly_name() + "/int8_kernel")
     for i, (matmul, _) in enumerate(members):
         readers = list(matmul.output(0).get_target_inputs())
