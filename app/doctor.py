@@ -238,6 +238,9 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
         f"{runner.precision.label} arithmetic ({'exact' if runner.precision.exact else 'not exact'} logprobs); "
         f"context {runner.context_length:,} tokens",
     )
+    kernel_note = getattr(runner, "kernel_note", None)  # the dynamic runner's; the static path has no kernel
+    if kernel_note:
+        report.add("info", f"exact int8 kernel (few-token infers): {kernel_note}")
     if tune and runner.device.startswith("CPU") and runner.execution_path == "dynamic":
         from decider.engine.fast_tuning import tune as measure
 

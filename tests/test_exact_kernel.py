@@ -216,3 +216,35 @@ def test_rows_shared_between_threads_give_the_same_bits(threads):
     split.products(list(zip(matrices, outs)), pieces, coef)
     for matrix, out in zip(matrices, outs):
         np.testing.assert_array_equal(out, matrix @ x)
+
+
+@needs_vnni
+def test_doctor_names_the_path_that_ran(monkeypatch):
+    from decider.app.doctor import run_doctor
+
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", "kernel")
+    text = run_doctor(INT8, DeviceOptions(device="CPU", exact=True), compile=True).render()
+    assert adoption.DESCRIPTION in text and "exact int8 kernel (few-token infers): adopted" in text
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", "plugin")
+    vnni_jit.unavailable.cache_clear()
+    try:
+        text = run_doctor(INT8, DeviceOptions(device="CPU", exact=True), compile=True).render()
+    finally:
+        vnni_jit.unavailable.cache_clear()
+    assert adoption.DESCRIPTION not in text and "turned off by DECIDER_EXACT_KERNEL=plugin" in text
+
+
+@needs_vnni
+def test_a_decision_s_engine_names_the_kernel(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DECIDER_EXACT_KERNEL": "kernel", "DECIDER_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "decider.app.cli", "ask", "--model", str(INT8), "--device", "CPU",
+                           "Pick one.", "--option", "A", "--option", "B", "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    engine = json.loads(done.stdout)["engine"]
+    assert adoption.DESCRIPTION in engine["precision"] and engine["logprobs"].startswith("exact full-vocabulary")
