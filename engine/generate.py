@@ -167,6 +167,9 @@ class Completion:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[ContentToken] | None = None
     finish_reason: str = "length"
+    # What made a "stop": the stop string matched, or None for an end of turn or a finished JSON value
+    # (vLLM's field): a client handing a reasoning back needs to know whether `</think>` or the turn ended it.
+    stop_reason: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -261,10 +264,12 @@ class _Assembler:
 
     def _release(self, delta: Delta, final: bool = False) -> Delta:
         held = self.held
-        cut = min((i for i in (held.find(s) for s in self.request.stop) if i >= 0), default=-1)
+        found = [(i, s) for i, s in ((held.find(s), s) for s in self.request.stop) if i >= 0]
+        cut, matched = min(found) if found else (-1, None)
         if cut >= 0:
             held = held[:cut]
             self.stopped = True
+            self.completion.stop_reason = matched
             ready, self.held = held, ""
         elif final or not self.request.stop:
             ready, self.held = held, ""

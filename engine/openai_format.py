@@ -129,7 +129,9 @@ def completion_choice(
             entries = {key: values + entries[key] for key, values in echo_logprobs(echoed).items()}
     if echoed is not None:
         text = echoed.text + text
-    return {"text": text, "index": index, "logprobs": entries, "finish_reason": completion.finish_reason}
+    # stop_reason as vLLM writes it: the stop string that ended the text, null for an end of turn (or no stop)
+    return {"text": text, "index": index, "logprobs": entries, "finish_reason": completion.finish_reason,
+            "stop_reason": completion.stop_reason}
 
 
 def text_completions(choices: list[dict], completions: list[Completion], model: str, request_id: str | None = None) -> dict:

@@ -133,7 +133,7 @@ class RemoteEngine:
         return ConnectionReport(names, has, detail)
 
     # ----- decisions -----
-    def info(self, method: str | None = None, notes: list[str] | None = None) -> EngineInfo:
+    def info(self, method: str | None = None, notes: list[str] | None = None, listed: int = TOP_LOGPROBS) -> EngineInfo:
         """What computes (or computed, with the method and notes of a decision) the bars."""
         method = method or (None if self.config.method == "auto" else self.config.method)  # None: no decision yet
         exactness: dict[str | None, LogprobExactness] = {
@@ -141,7 +141,7 @@ class RemoteEngine:
         logprobs = exactness.get(method, "top_n")
         return EngineInfo(
             kind="remote", model=self._model, logprobs=logprobs, constraint=self.config.constraint,
-            url=self.config.base_url, top_logprobs=TOP_LOGPROBS, server=self._profile.kind if self._profile else None,
+            url=self.config.base_url, top_logprobs=listed, server=self._profile.kind if self._profile else None,
             method=method, notes=tuple(notes or ()),
         )
 
@@ -213,7 +213,7 @@ class RemoteEngine:
         prompt = decision_text(request.question, list(request.options), system=request.system, context=request.context,
                                think=request.think)
         base = self._sampling_fields(request)
-        reasoning, reasoning_tokens, thought = None, 0, None
+        reasoning, thought, decision_tokens = None, None, 0
         if request.think:
             # The server reasons at the sampling settings; the answer is read after the think block is closed
             # (by the model, or by Decider when the budget ran out), as the local engine does.
@@ -221,7 +221,7 @@ class RemoteEngine:
             choice, usage = completion(self.client, self.config.api, asked)
             kind = self._profile.kind if self._profile is not None else "unknown"
             thought = read_reasoning(self.client, self.config.api, self.model, kind, asked, choice, usage)
-            reasoning, reasoning_tokens = thought.text.strip("\n"), thought.tokens
+            reasoning, decision_tokens = thought.text.strip("\n"), int(usage.get("prompt_tokens") or 0)
             prompt += after_reasoning(thought.text, thought.closed)
             if should_stop is not None and should_stop():
                 from .errors import Cancelled
@@ -241,7 +241,8 @@ class RemoteEngine:
                     reading = forced_letters(self.client, self.config.api, body, labels, ids, reading)
                 except Unverified as exc:
                     reading.notes.append(f"forced letters not used: {exc}")
-        reading.completion_tokens += reasoning_tokens
+        if thought is not None:
+            _count_as_local(reading, decision_tokens, thought.tokens)
         if thought is not None and thought.unverified is None:
             reading.notes.append("the reasoning went back to the server as text, closed as the chat template closes "
                                  "it; its tokenize endpoint showed the text is the ids it generated")
@@ -340,8 +341,20 @@ class RemoteEngine:
                    "completion_tokens": reading.completion_tokens},
             reasoning=reasoning,
             alternatives=[Alternative(t, -1, float(v)) for t, v in reading.alternatives[: request.alternatives]],
-            engine=self.info(reading.method, reading.notes), uncertain=bool(uncertain),
+            engine=self.info(reading.method, reading.notes, reading.listed), uncertain=bool(uncertain),
         )
+
+
+def _count_as_local(reading: LetterReading, decision_tokens: int, reasoning_tokens: int) -> None:
+    """The usage as the local engine counts a decision with reasoning: the decision prompt's tokens, then
+    everything after it (the reasoning, its close, the answer) as completion. The answer request's prompt
+    holds the decision prompt and the closed reasoning; counting both it and the reasoning counted the
+    reasoning twice."""
+    if decision_tokens and reading.prompt_tokens >= decision_tokens:
+        reading.completion_tokens += reading.prompt_tokens - decision_tokens
+        reading.prompt_tokens = decision_tokens
+    else:  # a server that reports no prompt count: the reasoning's own count
+        reading.completion_tokens += reasoning_tokens
 
 
 def _bar_ranges(values: np.ndarray, upper: list[bool]) -> tuple[np.ndarray, np.ndarray]:

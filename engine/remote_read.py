@@ -30,6 +30,7 @@ class LetterReading:
     bars: list[float] | None = None  # bars a verified renormalising constraint gave directly
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    listed: int = TOP_LOGPROBS  # the alternatives asked for and granted (a server may allow fewer, e.g. 5)
     # the server scored text it re-tokenized (a reasoning sent back as text): not the ids it generated, so
     # its numbers are for another sequence than Decider's and no bar is exact or a bound
     retokenized: bool = False
@@ -107,6 +108,7 @@ def top_of_completion(client: JsonClient, api: str, body: dict, labels: list[str
     if not listed:
         raise RemoteError("the server returned no logprobs for the answer (does it support logprobs?)")
     reading = from_list("top list", listed, labels, top, notes)
+    reading.listed = top
     reading.prompt_tokens = int(usage.get("prompt_tokens") or 0)
     reading.completion_tokens = int(usage.get("completion_tokens") or 0)
     return reading, choice
@@ -181,7 +183,7 @@ def forced_letters(client: JsonClient, api: str, body: dict, labels: list[str], 
         values.append(value)
     return LetterReading("forced letters", values, ["exact"] * len(labels), unconstrained.alternatives,
                          list(unconstrained.notes), prompt_tokens=unconstrained.prompt_tokens,
-                         completion_tokens=unconstrained.completion_tokens + completion_tokens)
+                         completion_tokens=unconstrained.completion_tokens + completion_tokens, listed=unconstrained.listed)
 
 
 def constrained_bars(listed: dict[str, float], labels: list[str]) -> tuple[list[float] | None, str]:

@@ -11,7 +11,8 @@ own ids unchanged. That also says how the block ended, which the finish reason a
   - every generated token is in the text: the budget ran out, or an end of turn the server does not
     count (llama-cpp-python) ended it inside the block;
   - one more token than the text holds: the last one was the stop — the model's `</think>`, or an end of
-    turn a server counts (vLLM says which by `stop_reason`: the string, or null for an end-of-turn token).
+    turn a server counts (vLLM and Decider's own server say which by `stop_reason`: the string, or null for
+    an end-of-turn token; a server that counts its end of turn without saying so fools the check below).
     llama-cpp-python says neither, and an uncounted end of turn after a reasoning the model wrote in one
     id more than its text re-tokenizes to ("\n", "\n" for "\n\n") counts alike: where the reasoning is
     reproducible (greedy, or seeded) it is generated again one token short, which ends on the same text

@@ -106,3 +106,91 @@ def test_a_sampled_unseeded_reasoning_whose_stop_is_ambiguous_gives_estimates(se
     assert len([b for _, b in server.requests if b.get("max_tokens", 1) > 1]) == 1  # nothing generated again
     assert [o.bar for o in result.options] == ["estimate"] * 3
     assert any("cannot be checked again" in note for note in result.engine.notes)
+
+
+# --- a real Decider server, `--engine-method forced` (#37 item 4) --------------------------------------------
+
+DEMO = __import__("pathlib").Path(__file__).resolve().parents[1] / "resources" / "demo-model"
+
+
+@pytest.fixture(scope="module")
+def demo_server():
+    """`decider serve` on the demo model, in this process, and the held-out items tools/remote_parity.py uses."""
+    import sys
+
+    if not (DEMO / "config.json").is_file():
+        pytest.skip("resources/demo-model is absent (no demo model shipped)")
+    sys.path.insert(0, str(DEMO.parents[1] / "tools"))
+    import remote_parity
+    from decider.app.api.server import ApiServer
+    from decider.app.service import EngineService
+
+    service = EngineService(DEMO)
+    server = ApiServer(service, "127.0.0.1", 0)
+    port = server.start()
+    yield service, f"http://127.0.0.1:{port}/v1", remote_parity
+    server.stop()
+
+
+def test_think_through_a_decider_server_with_forced_letters_scores_the_local_ids(demo_server, monkeypatch):
+    """`decider ask --engine URL --think --engine-method forced` against `decider serve`: the server's reasoning
+    often ends on an end of turn, which Decider's server counts; before it said so (`stop_reason`, as vLLM
+    does) the client took that for the model's `</think>`, closed the block one token short of the local
+    engine's close, and bars labelled exact were up to 0.08 off with 9 of 24 choices flipped. Every item
+    now scores the local ids: the same choice, the same token counts, bars labelled exact equal to local."""
+    from decider.engine import remote_http
+
+    service, url, parity = demo_server
+    cases = parity.items(24)
+    local = parity.local_results(cases, think=True)
+    flags = parity.ask_flags(think=True, penalties=True)
+    reasonings = []  # the server's answers to the reasoning requests
+    call = remote_http.JsonClient.call
+
+    def recording(self, method, path, body=None):
+        answer = call(self, method, path, body)
+        if body and body.get("stop") == ["</think>"]:
+            reasonings.append(answer["choices"][0])
+        return answer
+
+    monkeypatch.setattr(remote_http.JsonClient, "call", recording)
+    for (question, options), mine in zip(cases, local):
+        remote = parity.ask(url, question, options, "forced", flags)
+        assert remote["reasoning"] == mine["reasoning"]
+        assert remote["choice"]["index"] == mine["choice"]["index"], question
+        # the same sequence scored: the decision prompt, then reasoning + close + answer, as the local engine counts
+        assert (remote["usage"]["prompt_tokens"], remote["usage"]["completion_tokens"]) == (
+            mine["usage"]["prompt_tokens"], mine["usage"]["completion_tokens"]), question
+        for r, m in zip(remote["options"], mine["options"]):
+            if r["bar"] == "exact":
+                assert abs(r["probability"] - m["probability"]) < 1e-6, question
+        # the method reported is the one whose numbers these are, and its list is the length the server granted
+        assert remote["engine"]["method"] in ("forced letters", "top list")
+        if remote["engine"]["method"] == "top list":
+            assert remote["engine"]["bars"] == "from the top-5 list"  # Decider's /v1/completions grants 5, as OpenAI
+    # the case that failed is exercised: reasonings ended by an end of turn, and by the model's </think>
+    ended = [(c["finish_reason"], c.get("stop_reason")) for c in reasonings]
+    assert ended.count(("stop", None)) >= 3 and ended.count(("stop", "</think>")) >= 1
+
+
+def test_decider_s_completions_say_what_stopped_them(demo_server):
+    """vLLM's `stop_reason`: the stop string that ended the text, null for an end of turn."""
+    import json
+    import urllib.request
+
+    _, url, _ = demo_server
+
+    def stop_reason(stop):
+        body = {"prompt": "<|im_start|>user\nWhich?<|im_end|>\n<|im_start|>assistant\n", "max_tokens": 64,
+                "temperature": 0, "stop": stop}
+        request = urllib.request.Request(f"{url}/completions", json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            choice = json.loads(response.read())["choices"][0]
+        return choice["text"], choice["finish_reason"], choice["stop_reason"]
+
+    text, finish, reason = stop_reason([])
+    assert finish == "stop" and reason is None  # an end of turn (the demo model answers briefly)
+    word = text.split()[0]
+    cut, finish, reason = stop_reason([word])
+    assert (finish, reason) == ("stop", word) and cut == text[: text.index(word)]

@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("llama", "decider", "vllm"))
     parser.add_argument("--vllm-python", help="interpreter with vLLM (default: $DECIDER_VLLM_PYTHON)")
     parser.add_argument("--json", type=Path, help="also write the report here")
-    parser.add_argument("--method", choices=("list", "chat"), help="force a less exact method (default: none, auto)")
+    parser.add_argument("--method", choices=("forced", "list", "chat"), help="force a method (default: none, auto)")
     parser.add_argument("--think", action="store_true", help=f"decisions with reasoning (budget {BUDGET}, exact)")
     parser.add_argument("--no-penalties", action="store_true", help="repetition 1, presence and frequency 0")
     parser.add_argument("--f16-cache", action="store_true", help="llama.cpp's default f16 KV cache (default here: f32)")
