@@ -6,6 +6,7 @@ Messages are the API's long-standing wording (clients and the golden replies dep
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -67,7 +68,23 @@ def _engine_number(integer: bool) -> Callable[[object, ValidationInfo], int | fl
     return check
 
 
-def _refused(accepted: Callable[[object], bool], why: str) -> Callable[[object, ValidationInfo], None]:
+class Neutral:
+    """The values a refused field may still carry (absent or null always): they ask for nothing the engine
+    lacks. Says which they are, for docs/api.md's list of refused fields (app/api/refusals.py)."""
+
+    def __init__(self, *values: object):
+        self.values = values
+
+    def __call__(self, value: object) -> bool:
+        # 1 passes for 1, never True (a bool is no count)
+        return value is None or any(value == v and isinstance(value, bool) == isinstance(v, bool) for v in self.values)
+
+    @property
+    def text(self) -> str:
+        return ", ".join(["absent or null", *(f"`{json.dumps(v)}`" for v in self.values)])
+
+
+def _refused(accepted: Neutral, why: str) -> Callable[[object, ValidationInfo], None]:
     """A known OpenAI field this server cannot honour: only its neutral values pass, and are dropped."""
 
     def check(value: object, info: ValidationInfo) -> None:
@@ -75,6 +92,7 @@ def _refused(accepted: Callable[[object], bool], why: str) -> Callable[[object, 
             raise field_error("unsupported_parameter", f"{info.field_name} is not supported: {why}")
         return None
 
+    check.refusal = (accepted, why)  # type: ignore[attr-defined]  # read back by app/api/refusals.py
     return check
 
 
@@ -96,20 +114,16 @@ def int_in(low: int, high: int | None = None) -> BeforeValidator:
     return BeforeValidator(_int_in(low, high))
 
 
-def refused(accepted: Callable[[object], bool], why: str) -> BeforeValidator:
+def refused(accepted: Neutral, why: str) -> BeforeValidator:
     return BeforeValidator(_refused(accepted, why))
 
 
-def one(value: object) -> bool:
-    return value is None or (value == 1 and not isinstance(value, bool))
+one = Neutral(1)
+absent = Neutral()
 
 
-def empty(neutral: object) -> Callable[[object], bool]:
-    return lambda value: value is None or value == neutral
-
-
-def absent(value: object) -> bool:
-    return value is None
+def empty(neutral: object) -> Neutral:
+    return Neutral(neutral)
 
 
 class Strict(BaseModel):
