@@ -169,6 +169,12 @@ def server_env(python: str) -> dict[str, str]:
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     plain = subprocess.run([python, "-c", "import vllm.model_executor.models.qwen3_5"], capture_output=True, env=env)
     if plain.returncode != 0:
+        broken = subprocess.run([python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torchvision') "
+                                 "is None)"], capture_output=True).returncode == 0
+        if broken:  # installed, yet the module failed: PyPI's torchvision beside torch's +cpu build (docs/models.md)
+            raise RuntimeError(f"{python}: torchvision is installed but vLLM's Qwen3.5 module does not import (PyPI's "
+                               "torchvision, torchaudio and torchcodec link torch's CUDA build): pip uninstall -y "
+                               "torchvision torchaudio torchcodec, and tools/vllm_shim stands in for torchvision")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIM), env.get("PYTHONPATH")]))
     return env
 
