@@ -22,6 +22,7 @@ class CalibrationEntry(TypedDict):
 
     model: str
     think: bool
+    precision: str  # one arithmetic per entry: rows of two precisions are never pooled
     report: CalibrationReport
     bias: list[dict]
     fit: NotRequired[TemperatureFit]  # with --fit
@@ -38,6 +39,15 @@ class TemperatureFit:
 
 def labelled(store: HistoryStore, model: str | None, think: bool | None) -> list[HistoryRow]:
     return store.rows(model=model, think=think, labelled=True)
+
+
+def by_precision(rows: list[HistoryRow]) -> dict[str, list[HistoryRow]]:
+    """The rows split by the arithmetic that computed their bars (HistoryRow.precision), in first-seen order:
+    f32 bars and a fast compile's drift differently, so one calibration never mixes them."""
+    groups: dict[str, list[HistoryRow]] = {}
+    for row in rows:
+        groups.setdefault(row.precision, []).append(row)
+    return groups
 
 
 def _right_answers(rows: list[HistoryRow]) -> list[int]:

@@ -181,8 +181,11 @@ def cmd_history(args: argparse.Namespace) -> int:
             shown = row.shown_probabilities  # the bars the user saw (debiased where permute ran)
             verb = "drew " if row.drawn else "chose"
             tag = " debiased" if row.shown_field == "debiased_probability" else ""
-            print(f"{row.id:>5}  {row.created_at[:19]}  {row.model:<20.20}  {verb} {LABELS[row.choice_index]} "
-                  f"({shown[row.choice_index]:.1%}{tag})  right {right}  {row.question[:50]}")
+            seen = f"  {row.images_seen} image{'s' if row.images_seen > 1 else ''}" if row.images_seen else ""
+            doubt = ", uncertain" if row.uncertain else ""
+            print(f"{row.id:>5}  {row.created_at[:19]}  {row.model:<20.20}  {row.precision:<14.14}  {verb} "
+                  f"{LABELS[row.choice_index]} ({shown[row.choice_index]:.1%}{tag}{doubt})  right {right}{seen}  "
+                  f"{row.question[:50]}")
     elif args.history_command == "label":
         row = store.label(args.id, None if args.label.lower() == "none" else args.label)
         right = "cleared" if row.right_index is None else LABELS[row.right_index]
@@ -212,16 +215,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     out: list[CalibrationEntry] = []
     for model in models:
         for think in modes:
-            rows = calibration_history.labelled(store, model, think)
-            if not rows:
-                continue
-            entry: CalibrationEntry = {"model": model, "think": think, "report": calibration_history.report(rows, args.bins),
-                                       "bias": calibration_history.bias(rows)}
-            if args.fit:
-                fitted = entry["fit"] = calibration_history.fit(rows, args.bins)
-                if args.apply:
-                    calibration_history.save_temperature(model, think, fitted.temperature)
-            out.append(entry)
+            groups = calibration_history.by_precision(calibration_history.labelled(store, model, think))
+            for precision, rows in groups.items():
+                entry: CalibrationEntry = {"model": model, "think": think, "precision": precision,
+                                           "report": calibration_history.report(rows, args.bins),
+                                           "bias": calibration_history.bias(rows)}
+                if args.fit:
+                    fitted = entry["fit"] = calibration_history.fit(rows, args.bins)
+                    # the saved temperature is per model and mode: one precision's fit only, never a guess among several
+                    if args.apply and len(groups) == 1:
+                        calibration_history.save_temperature(model, think, fitted.temperature)
+                    elif args.apply:
+                        _say(f"{model} ({'think' if think else 'no think'}): not applied, its labelled rows come from "
+                             f"{len(groups)} precisions ({', '.join(groups)}); the applied temperature is one per model and mode")
+                out.append(entry)
     if not out:
         raise SettingsError("no labelled decisions yet: label some with `decider history label ID LETTER`")
     if args.json:

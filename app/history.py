@@ -91,6 +91,25 @@ class HistoryRow:
         return (self.result.get("choice") or {}).get("mode") == "sampled"
 
     @property
+    def precision(self) -> str:
+        """The arithmetic that computed the bars: a local compile's precision ("f32", "bf16 inference, …"), or a
+        server and how its bars were read; "unknown" for rows older than the label. Calibration never pools two."""
+        engine = self.result.get("engine") or {}
+        if engine.get("kind") == "remote":
+            return f"{engine.get('server') or 'a server'}: {engine.get('logprobs') or 'unknown'}"
+        return str(engine.get("precision") or engine.get("logprobs") or "unknown")
+
+    @property
+    def images_seen(self) -> int:
+        """How many pictures the decision looked at (0: text only)."""
+        images = self.settings.get("images")
+        return len(images) if isinstance(images, list) else 0
+
+    @property
+    def uncertain(self) -> bool:
+        return bool((self.result.get("choice") or {}).get("uncertain"))
+
+    @property
     def shown_field(self) -> str:
         return "debiased_probability" if any(o.get("debiased_probability") is not None for o in self.result["options"]) \
             else "probability"
@@ -101,6 +120,7 @@ class HistoryRow:
             "question": self.question, "options": self.options, "settings": self.settings, "result": self.result,
             "choice_index": self.choice_index, "coverage": self.coverage, "right_index": self.right_index,
             "think": self.think, "labelled_at": self.labelled_at, "source": self.source,
+            "precision": self.precision, "images_seen": self.images_seen,
         }
 
 
@@ -249,7 +269,7 @@ class HistoryStore:
         # probability_X is the single-order value, debiased_X the permuted average (empty without permute) and
         # shown_X the one the bars showed; choice_mode says whether the choice was drawn or the bars' argmax.
         header = ["id", "created_at", "model", "device", "source", "think", "question", "choice", "right", "coverage",
-                  "total_ms", "choice_mode", "most_likely", "shown"]
+                  "total_ms", "choice_mode", "most_likely", "shown", "precision", "images_seen", "uncertain"]
         for i in range(width):
             header += [f"option_{LABELS[i]}", f"logprob_{LABELS[i]}", f"probability_{LABELS[i]}",
                        f"debiased_{LABELS[i]}", f"shown_{LABELS[i]}"]
@@ -260,7 +280,8 @@ class HistoryStore:
                     LABELS[r.choice_index],
                     "" if r.right_index is None else LABELS[r.right_index], f"{r.coverage:.6g}",
                     f"{r.result.get('timings', {}).get('total_s', 0) * 1000:.1f}",
-                    "sampled" if r.drawn else "argmax", LABELS[max(range(len(shown)), key=shown.__getitem__)], r.shown_field]
+                    "sampled" if r.drawn else "argmax", LABELS[max(range(len(shown)), key=shown.__getitem__)], r.shown_field,
+                    _cell(r.precision), r.images_seen, int(r.uncertain)]
             for option, value in zip(r.result["options"], shown):
                 debiased = option.get("debiased_probability")
                 line += [_cell(option["text"]), repr(option["logprob"]), repr(option["probability"]),

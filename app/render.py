@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from decider.engine.labels import TINY_COVERAGE, uncertain_text, usage_text
 from decider.engine.types import DecisionResult
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ def coverage_text(result: DecisionResult) -> str:
     of many token probabilities, tiny by nature) a plain probability in scientific notation."""
     if result.mode == "words":
         return f"coverage {result.coverage:.3g} (probability of the whole option texts)"
+    if result.coverage < TINY_COVERAGE:  # a percentage would round a 3.4e-90 to 0.0% beside bars of 99.6%
+        return f"coverage {result.coverage:.2g} (tiny: the bars are renormalised over almost nothing)"
     return f"coverage {result.coverage:.1%}"
 
 
@@ -33,7 +36,7 @@ def choice_note(result: DecisionResult) -> str | None:
         notes.append(f"{result.choice.label} was drawn at the sampling settings (sample-choice mode); "
                      f"most likely: {likely.label}. {likely.text} ({likely.shown:.1%})")
     if result.uncertain:
-        notes.append("uncertain: the bars are bounds or estimates that overlap, so the most likely option is not settled")
+        notes.append(uncertain_text(result))
     return " · ".join(notes) or None
 
 
@@ -63,8 +66,7 @@ def render_decision(question: str, result: DecisionResult, model: str) -> str:
         lines += ["Reasoning:", result.reasoning, ""]
     total_ms = result.timings.get("total_s", 0.0) * 1000
     lines.append(
-        f"{coverage_text(result)} · {result.mode} · {result.usage['prompt_tokens']} prompt tokens "
-        f"({result.usage['reused_tokens']} reused) · {total_ms:.0f} ms · {model}"
+        f"{coverage_text(result)} · {result.mode} · {usage_text(result.usage)} · {total_ms:.0f} ms · {model}"
     )
     engine = result.engine
     if engine is not None and not engine.remote:
@@ -83,7 +85,7 @@ def render_calibration(entry: CalibrationEntry) -> str:
     report = entry["report"]
     mode = "think" if entry["think"] else "no think"
     lines = [
-        f"{entry['model']} ({mode}): {report.count} labelled decisions",
+        f"{entry['model']} ({mode}, {entry['precision']}): {report.count} labelled decisions",
         f"  accuracy {report.accuracy:.1%} · Brier {report.brier:.4f} · NLL {report.nll:.4f} · "
         f"ECE {report.ece:.4f} ({len(report.bins)} equal-width bins)",
         "  reliability (confidence bin → accuracy, count):",

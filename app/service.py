@@ -149,6 +149,8 @@ class EngineService:
             else:
                 result = decide(self.runner, request, should_stop=should_stop)
         result.engine = replace(self.info, reasoning=result.reasoning_precision)
+        if result.engine.logprobs == "reduced":  # --fast, an NPU's f16: no bar is exact (engine/labels.py)
+            result.mark_reduced()
         record(self, request, result, self.runner.device, source)
         return result
 

@@ -33,6 +33,7 @@ from .decision_prompt import load_templates, user_segments
 from .errors import SettingsError
 from .generate import make_rng
 from .info import EngineInfo, LogprobExactness
+from .labels import NEAR_TIE_NATS
 from .remote_http import JsonClient, RemoteError
 from .remote_probe import ServerProfile, model_entries, probe
 from .remote_precision import note as precision_note, unreported_precision
@@ -46,9 +47,9 @@ from .remote_read import (
 __all__ = ["CONSTRAINTS", "METHODS", "TOP_LOGPROBS", "ConnectionReport", "RemoteConfig", "RemoteEngine", "RemoteError"]
 
 CONSTRAINTS = ("none", "vllm", "llama.cpp")
-# A logprob gap a server's unreported precision may flip: bf16 logits carry 8 bits of mantissa, so a logit
-# near 10 is only known to ±0.04; both letters' rounding can move the gap by twice that.
-SERVER_RESOLUTION = 0.08
+# A logprob gap a server's unreported precision may flip: the one near-tie margin every engine states
+# (engine/labels.py: bf16 knows a logit near 10 to ±0.04, a gap to twice that).
+SERVER_RESOLUTION = NEAR_TIE_NATS
 METHODS = ("auto", "decide", "forced", "list", "chat")
 
 
@@ -337,11 +338,13 @@ class RemoteEngine:
         return DecisionResult.build(
             request, options, choice, mode="letters", coverage=float(sum(math.exp(v) for v in exact_values)),
             timings=clock.total(),
-            usage={"prompt_tokens": reading.prompt_tokens, "prefill_tokens": reading.prompt_tokens, "reused_tokens": 0,
+            usage={"prompt_tokens": reading.prompt_tokens, "prefill_tokens": reading.read_tokens or reading.prompt_tokens,
+                   "reused_tokens": 0,
                    "completion_tokens": reading.completion_tokens},
             reasoning=reasoning,
             alternatives=[Alternative(t, -1, float(v)) for t, v in reading.alternatives[: request.alternatives]],
             engine=self.info(reading.method, reading.notes, reading.listed), uncertain=bool(uncertain),
+            uncertain_why=["the bars came through the server's chat template, which Decider cannot check"] if chat else [],
         )
 
 
@@ -351,6 +354,7 @@ def _count_as_local(reading: LetterReading, decision_tokens: int, reasoning_toke
     holds the decision prompt and the closed reasoning; counting both it and the reasoning counted the
     reasoning twice."""
     if decision_tokens and reading.prompt_tokens >= decision_tokens:
+        reading.read_tokens = reading.prompt_tokens
         reading.completion_tokens += reading.prompt_tokens - decision_tokens
         reading.prompt_tokens = decision_tokens
     else:  # a server that reports no prompt count: the reasoning's own count

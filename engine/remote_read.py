@@ -30,6 +30,7 @@ class LetterReading:
     bars: list[float] | None = None  # bars a verified renormalising constraint gave directly
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    read_tokens: int = 0  # the tokens the server read before the answer, when more than the prompt (reasoning)
     listed: int = TOP_LOGPROBS  # the alternatives asked for and granted (a server may allow fewer, e.g. 5)
     # the server scored text it re-tokenized (a reasoning sent back as text): not the ids it generated, so
     # its numbers are for another sequence than Decider's and no bar is exact or a bound

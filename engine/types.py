@@ -6,13 +6,15 @@ without loading the engine that computes them (engine/decide.py does, and re-exp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from .errors import SettingsError
 from .info import EngineInfo
+from .labels import reduced_ranges, uncertain_reasons
 from .logprobs import Alternative
 from .settings import SETTINGS, SamplingSettings, bool_default, int_default
 from .tools import Tool, ToolCall
@@ -94,8 +96,10 @@ class OptionResult:
     token_count: int = 1
     normalized_logprob: float | None = None  # per-token mean (word-option scoring)
     bound: str | None = None  # "upper": a remote server did not list it; logprob is the list's floor
-    bar: str = "exact"  # what the bar is: "exact", "estimate" (a server's unconfirmed number) or "upper" (a bound)
-    low: float | None = None  # the bar's possible range when it is not exact (a server's bounds), else None
+    # what the bar is: "exact", "reduced" (a reduced-precision compile's number), "estimate" (a server's
+    # unconfirmed number) or "upper" (a bound)
+    bar: str = "exact"
+    low: float | None = None  # the bar's possible range when it is not exact (bounds, a precision's allowance), else None
     high: float | None = None
 
     @property
@@ -124,7 +128,8 @@ class DecisionResult:
     history_id: int | None = None  # set by the app when the decision is recorded
     engine: EngineInfo | None = None  # which engine computed it and how exact its logprobs are (set by the service)
     choice_mode: str = "argmax"  # "argmax": the shown bars' favourite; "sampled": drawn (sample_choice)
-    uncertain: bool = False  # the bars are bounds/estimates that do not settle which option is most likely
+    uncertain: bool = False  # the bars do not settle which option is most likely (uncertain_why says why)
+    uncertain_why: list[str] = field(default_factory=list)  # engine/labels.py's reasons, and an engine's own
     reasoning_precision: str | None = None  # which precision drew the reasoning tokens (think mode; the service puts it in engine)
     tool_call: ToolCall | None = None  # functions as options: the chosen function's call (None: cut short by max_tokens)
     tool_probabilities: dict | None = None  # functions as options: engine/tools.choice_probabilities at the answer
@@ -144,6 +149,7 @@ class DecisionResult:
         alternatives: Sequence[Alternative] = (),
         choice_mode: str | None = None,
         uncertain: bool = False,
+        uncertain_why: Sequence[str] = (),
         engine: EngineInfo | None = None,
         reasoning_precision: str | None = None,
         tool_call: ToolCall | None = None,
@@ -164,12 +170,29 @@ class DecisionResult:
         choice_mode = choice_mode or ("sampled" if request.sample_choice else "argmax")
         if choice_mode not in CHOICE_MODES:
             raise ValueError(f"choice mode {choice_mode!r} is not one of {', '.join(CHOICE_MODES)}")
-        return cls(
+        result = cls(
             choice_index=choice_index, options=list(options), coverage=float(coverage), mode=mode, reasoning=reasoning,
             alternatives=list(alternatives), timings=timings, usage=usage, engine=engine, choice_mode=choice_mode,
-            uncertain=bool(uncertain), reasoning_precision=reasoning_precision, tool_call=tool_call,
-            tool_probabilities=tool_probabilities,
+            uncertain=bool(uncertain), uncertain_why=list(uncertain_why), reasoning_precision=reasoning_precision,
+            tool_call=tool_call, tool_probabilities=tool_probabilities,
         )
+        result.relabel()
+        return result
+
+    def relabel(self) -> None:
+        """Mark the choice uncertain wherever engine/labels.py says it is not settled (reasons kept, not repeated)."""
+        reasons = uncertain_reasons([o.shown for o in self.options], [o.low for o in self.options],
+                                    [o.high for o in self.options], self.coverage, self.mode)
+        self.uncertain_why += [r for r in reasons if r not in self.uncertain_why]
+        self.uncertain = self.uncertain or bool(self.uncertain_why)
+
+    def mark_reduced(self) -> None:
+        """The bars came from a reduced-precision compile: none is exact; each gets the stated allowance's range."""
+        shown = [o.shown for o in self.options]
+        low, high = reduced_ranges([math.log(p) if p > 0 else -math.inf for p in shown])
+        self.options = [replace(o, bar="reduced", low=float(lo), high=float(hi)) if o.bar == "exact" else o
+                        for o, lo, hi in zip(self.options, low, high)]
+        self.relabel()
 
     @classmethod
     def from_dict(cls, body: dict, request: DecisionRequest) -> DecisionResult:
@@ -193,6 +216,7 @@ class DecisionResult:
                           for a in body.get("alternatives") or []],
             choice_mode=str(choice.get("mode") or "argmax"),
             uncertain=bool(choice.get("uncertain", False)),
+            uncertain_why=[str(w) for w in choice.get("uncertain_why") or []],
         )
 
     @property
@@ -219,6 +243,7 @@ class DecisionResult:
             "choice": {
                 "label": self.choice.label, "index": self.choice_index, "text": self.choice.text,
                 "probability": self.choice.shown, "mode": self.choice_mode, "uncertain": self.uncertain,
+                "uncertain_why": list(self.uncertain_why),
                 "most_likely": {"label": likely.label, "index": self.most_likely_index, "text": likely.text,
                                 "probability": likely.shown},
             },

@@ -125,7 +125,8 @@ def test_a_decider_server_gives_the_same_exact_bars_through_the_remote_engine(to
     assert remote.engine.exact and remote.engine.remote and "computed by Decider on the server" in remote.engine.bars_text
     for got, expected in zip(remote.options, want.options):
         assert abs(got.probability - expected.probability) < 1e-6 and got.bar == "exact"
-    assert remote.tool_call.name == want.tool_call.name and not remote.uncertain
+    assert remote.tool_call.name == want.tool_call.name
+    assert (remote.uncertain, remote.uncertain_why) == (want.uncertain, want.uncertain_why)  # tiny coverage both
 
 
 def test_the_window_decides_between_functions_and_shows_the_call(qtbot, make_window, tools_file):

@@ -6,6 +6,8 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPainterPath
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
+from decider.engine.labels import uncertain_text
+
 from .theme import color
 
 
@@ -37,8 +39,9 @@ def choice_note(result) -> str:
         likely = result.options[result.most_likely_index]
         notes.append(f"Drawn at the sampling settings (sample-choice mode) · most likely: {likely.label}. {likely.text} "
                      f"({bound_text(shown_probability(likely), getattr(likely, 'bound', None))})")
-    if getattr(result, "uncertain", False):
-        notes.append("Uncertain: these bars are bounds or estimates that overlap, so the most likely option is not settled")
+    if getattr(result, "uncertain", False):  # near-tie, tiny coverage, overlapping bounds: the result says which
+        text = uncertain_text(result)
+        notes.append(text[:1].upper() + text[1:])
     return "\n".join(notes)
 
 

@@ -21,6 +21,12 @@ from .theme import set_role
 MAX_HISTORY_ROWS = 200
 
 
+def computed_by(entry: HistoryRecord) -> str:
+    """Model, precision and whether a picture was seen: what a row's bars came from."""
+    seen = f" · saw {entry.images_seen} image{'s' if entry.images_seen > 1 else ''}" if entry.images_seen else " · text only"
+    return f"{entry.model} · {entry.precision}{seen}"
+
+
 def _local_time(text: str) -> str:
     """Short local time: "today 14:05", else "Mar 03 14:05" (this year) or "2025-03-03"."""
     try:
@@ -70,7 +76,7 @@ class HistoryView(RefreshWhenShown, QWidget):
         self.message.hide()
         layout.addWidget(self.message)
 
-        self.table = read_only_table(["Time", "Question", "Chosen", "Conf.", "Right answer"])
+        self.table = read_only_table(["Time", "Question", "Chosen", "Conf.", "Computed by", "Right answer"])
         self.table.verticalHeader().setDefaultSectionSize(40)
         self.table.setWordWrap(True)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -83,8 +89,10 @@ class HistoryView(RefreshWhenShown, QWidget):
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(5, QHeaderView.ResizeMode.Interactive)
         header.resizeSection(2, 104)
-        header.resizeSection(4, 118)
+        header.resizeSection(4, 150)
+        header.resizeSection(5, 118)
         layout.addWidget(self.table, 1)
         self.count_label = note_label("", "Faint")
         layout.addWidget(self.count_label)
@@ -144,7 +152,11 @@ class HistoryView(RefreshWhenShown, QWidget):
                                         tip=f"{entry.question}\n\n{entry.model} · {mode} · {entry.device}"))
             chosen_text = f"{LABELS[chosen]}. {options[chosen]}" if 0 <= chosen < len(options) else "?"
             table.setItem(row, 2, cell(chosen_text, tip=chosen_text))
-            table.setItem(row, 3, cell(percent_text(shown) if isinstance(shown, (int, float)) else "—", Qt.AlignmentFlag.AlignRight))
+            doubt = " ?" if (entry.result.get("choice") or {}).get("uncertain") else ""  # an uncertain choice
+            table.setItem(row, 3, cell((percent_text(shown) if isinstance(shown, (int, float)) else "—") + doubt,
+                                        Qt.AlignmentFlag.AlignRight, tip="uncertain" if doubt else None))
+            computed = computed_by(entry)
+            table.setItem(row, 4, cell(computed, tip=computed))
             combo = QComboBox()
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(6)
@@ -154,7 +166,7 @@ class HistoryView(RefreshWhenShown, QWidget):
             combo.setCurrentIndex(0 if entry.right_index is None else entry.right_index + 1)
             combo.setToolTip("the option that turned out right (labels this decision for calibration)")
             combo.currentIndexChanged.connect(lambda _i, c=combo, d=entry.id: self.set_right(d, c.currentData()))
-            table.setCellWidget(row, 4, combo)
+            table.setCellWidget(row, 5, combo)
             self.combos[entry.id] = combo
         labelled = sum(1 for r in self.rows if r.right_index is not None)
         more = f" (the newest {MAX_HISTORY_ROWS})" if len(self.rows) == MAX_HISTORY_ROWS else ""

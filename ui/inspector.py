@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from decider.engine.labels import usage_text
+
 from .bars import percent_text
 from .theme import heat
 
@@ -231,8 +233,7 @@ class TokenInspector(QScrollArea):
         usage = result.usage
         self.timings.setText(
             f"total {timings.get('total_s', 0.0) * 1000:.0f} ms ({', '.join(parts)})\n"
-            f"prompt {usage.get('prompt_tokens', 0)} tokens · computed {usage.get('prefill_tokens', 0)} · "
-            f"reused from cache {usage.get('reused_tokens', 0)} · answer {usage.get('completion_tokens', 0)} tokens"
+            f"{usage_text(usage)}"
         )
 
         show_reasoning = bool(result.reasoning)

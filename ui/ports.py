@@ -210,6 +210,10 @@ class HistoryRecord(Protocol):
     def think(self) -> bool: ...
     @property
     def source(self) -> str: ...
+    @property
+    def precision(self) -> str: ...  # the arithmetic that computed the bars
+    @property
+    def images_seen(self) -> int: ...
 
 
 @runtime_checkable

@@ -26,6 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from decider.engine.labels import COVERED_MODES, TINY_COVERAGE
+
 from .bars import BarsView, bound_text, choice_note, percent_text, shown_probability
 from .theme import set_role
 
@@ -369,9 +371,12 @@ class ResultView(QStackedWidget):
                 f"{', '.join(estimates)}: {'an estimate' if len(estimates) == 1 else 'estimates'}, not exact values"
                 + (f" ({'; '.join(notes)})" if notes else "") + ".",
             ])))
+        tiny = result.mode in COVERED_MODES and result.coverage < TINY_COVERAGE
         self.coverage.setText(
-            f"Coverage {percent_text(result.coverage)}: the share of the model's next-token probability that fell "
-            f"on the option {'letters' if result.mode == 'letters' else 'texts'}. The bars renormalise over it."
+            f"Coverage {f'{result.coverage:.2g} (tiny)' if tiny else percent_text(result.coverage)}: the share of the "
+            f"model's next-token probability that fell on the option {'texts' if result.mode == 'words' else 'letters'}"
+            f"{' or calls' if result.mode == 'tools' else ''}. The bars renormalise over it"
+            + (": almost nothing, so they say little." if tiny else ".")
         )
         self.engine_note.setText(engine_summary(getattr(result, "engine", None))[1])
         visible = [self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage]
