@@ -182,9 +182,9 @@ def cmd_history(args: argparse.Namespace) -> int:
             verb = "drew " if row.drawn else "chose"
             tag = " debiased" if row.shown_field == "debiased_probability" else ""
             seen = f"  {row.images_seen} image{'s' if row.images_seen > 1 else ''}" if row.images_seen else ""
-            doubt = ", uncertain" if row.uncertain else ""
+            doubt = " uncertain" if row.uncertain else ""
             print(f"{row.id:>5}  {row.created_at[:19]}  {row.model:<20.20}  {row.precision:<14.14}  {verb} "
-                  f"{LABELS[row.choice_index]} ({shown[row.choice_index]:.1%}{tag}{doubt})  right {right}{seen}  "
+                  f"{LABELS[row.choice_index]} ({shown[row.choice_index]:.1%}{tag}){doubt}  right {right}{seen}  "
                   f"{row.question[:50]}")
     elif args.history_command == "label":
         row = store.label(args.id, None if args.label.lower() == "none" else args.label)

@@ -41,8 +41,9 @@ def lead_nats(shown: Sequence[float]) -> float:
 def ranges_overlap(shown: Sequence[float], low: Sequence[float | None], high: Sequence[float | None]) -> bool:
     """Another option's highest possible bar reaches the most likely one's lowest."""
     top = int(np.argmax(shown))
-    top_low = low[top] if low[top] is not None else shown[top]
-    return any((h if h is not None else shown[j]) >= top_low for j, h in enumerate(high) if j != top)
+    floor = low[top]
+    top_low = shown[top] if floor is None else floor
+    return any((shown[j] if h is None else h) >= top_low for j, h in enumerate(high) if j != top)
 
 
 def uncertain_reasons(shown: Sequence[float], low: Sequence[float | None], high: Sequence[float | None],
@@ -69,7 +70,7 @@ def reduced_ranges(logprobs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
 def uncertain_text(result) -> str:
     """Why the choice is not settled, in the result's own words (a DecisionResult; every surface says this)."""
     why = "; ".join(result.uncertain_why) or "the bars are bounds or estimates that overlap"
-    return f"uncertain: {why}, so the most likely option is not settled"
+    return f"uncertain: {why}; the bars do not settle the choice"
 
 
 def usage_text(usage: dict) -> str:
