@@ -175,3 +175,21 @@ def test_calibrate_never_pools_two_precisions(exact, fast, tmp_path, monkeypatch
     assert sorted((e["precision"], e["report"]["count"]) for e in entries) == sorted([("f32", 3), (fast.info.precision, 2)])
     assert main(["calibrate"]) == 0
     assert "(no think, f32): 3 labelled decisions" in capsys.readouterr().out
+
+
+def test_the_calibration_tab_never_pools_two_precisions(exact, fast, tmp_path, qtbot):
+    from decider.app.gui_ports import calibration
+    from decider.ui.calibration_tab import CalibrationView
+
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    for service, count in ((exact, 3), (fast, 2)):
+        result = service.decide(REQUEST)
+        for _ in range(count):
+            store.label(store.add(REQUEST, result, model="qwen35-text", device="CPU", source="test"), 0)
+    view = CalibrationView(lambda: store, calibration())
+    qtbot.addWidget(view)
+    view.refresh()
+    assert [view.precision_box.itemData(i) for i in range(view.precision_box.count())] == ["f32", fast.info.precision]
+    assert view.report.count == 3 and "· f32 ·" in view.chart_title.text()
+    view.precision_box.setCurrentIndex(1)
+    assert view.report.count == 2 and fast.info.precision in view.chart_title.text()

@@ -73,6 +73,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self._store = None
         self._dirty = True
         self.rows: list[HistoryRecord] = []
+        self.by_precision: dict[str, list[HistoryRecord]] = {}  # the selected model and mode's labelled rows
         self.report: CalibrationReport | None = None
         self.fit_result: TemperatureFit | None = None  # the temperature fit of the current model/mode, this session
         self._preferred: tuple[str | None, bool] = (None, False)
@@ -111,6 +112,10 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         for text, value in THINK_MODES:
             self.think_box.addItem(text, value)
         self.think_box.setToolTip("calibration is per think mode: reasoning changes how confident the answer is")
+        self.precision_box = QComboBox()
+        self.precision_box.setToolTip("calibration is per precision: an f32 bar and a reduced compile's (or a server's) "
+                                      "are never pooled")
+        self.precision_box.currentIndexChanged.connect(lambda _: self._precision_changed())
         self.bins = QSpinBox()
         self.bins.setRange(2, 50)
         self.bins.setValue(10)
@@ -122,6 +127,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.refresh_button = QPushButton("Refresh")
         controls.addWidget(self.model_box, 1)
         controls.addWidget(self.think_box)
+        controls.addWidget(self.precision_box)
         controls.addWidget(self.bins)
         self.refresh_button.setToolTip("read the history again")
         controls.addWidget(self.refresh_button)
@@ -250,12 +256,28 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self._update_report()
 
     def _load_rows(self) -> None:
+        """The labelled rows of the selected model and mode, split by precision: one precision's rows at a time."""
         model, think = self.selection()
         store = self.store
-        if store is None or model is None:
-            self.rows = []
-            return
-        self.rows = list(store.rows(model=model, think=think, labelled=True))
+        self.by_precision = {}
+        if store is not None and model is not None:
+            for row in store.rows(model=model, think=think, labelled=True):
+                self.by_precision.setdefault(row.precision, []).append(row)
+        current = self.precision_box.currentData()
+        self.precision_box.blockSignals(True)
+        self.precision_box.clear()
+        for precision, rows in sorted(self.by_precision.items(), key=lambda kv: -len(kv[1])):
+            self.precision_box.addItem(f"{precision} ({len(rows)})", precision)
+        index = self.precision_box.findData(current)
+        self.precision_box.setCurrentIndex(index if index >= 0 else (0 if self.by_precision else -1))
+        self.precision_box.blockSignals(False)
+        self.precision_box.setVisible(len(self.by_precision) > 1)
+        self.rows = list(self.by_precision.get(self.precision_box.currentData(), []))
+
+    def _precision_changed(self) -> None:
+        self.fit_result = None
+        self.rows = list(self.by_precision.get(self.precision_box.currentData(), []))
+        self._update_report()
 
     def _applied(self) -> float | None:
         model, think = self.selection()
@@ -337,7 +359,8 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         self.figures["ece"].setText(f"{r.ece:.4f}")
         self.figure_hints["ece"].setText(f"{bins} bins")
         mode = "think" if think else "no think"
-        caption = f"{model} · {mode} · {r.count} labelled" + (f" · at T = {temperature:.3f}" if at_t else " · raw")
+        precision = self.precision_box.currentData()
+        caption = f"{model} · {mode} · {precision} · {r.count} labelled" + (f" · at T = {temperature:.3f}" if at_t else " · raw")
         self.chart.set_report(r, caption)
         self.chart_title.setText(f"Reliability diagram · {caption}")
         self._fill_bias(self.calibration.bias(self.rows))
