@@ -79,6 +79,9 @@ class EngineInfo:
         if not self.remote:
             return None
         if self.method == "decide":
+            if self.logprobs == "reduced":  # the server runs a reduced compile (--fast, an NPU)
+                arithmetic = self.precision or self.reduced_by or "as the server compiled it"
+                return f"reduced precision ({arithmetic}), computed by Decider on the server"
             return "exact (computed by Decider on the server)"
         if self.method and self.method.startswith("tools"):
             return "exact (each function's call probability, computed by Decider on the server)" if self.logprobs == "exact" \

@@ -19,6 +19,7 @@ from decider.app.service import EngineService
 from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult
 from decider.engine.devices import DeviceOptions
 from decider.engine.labels import NEAR_TIE_NATS, TINY_COVERAGE, usage_text
+from decider.engine.remote import RemoteConfig, RemoteEngine
 from decider.engine.tools import Tool
 from support.gui import GREEDY
 from support.models import FIXTURES, model_dir
@@ -48,9 +49,12 @@ def test_reduced_precision_bars_are_never_labelled_exact_in_json_the_api_or_hist
     server.start()
     try:
         status, _, body = call(server.port, "POST", "/v1/decide", {"question": "Which road?", "options": ["left", "right"]})
+        remote = RemoteEngine(RemoteConfig(server.url)).decide(REQUEST)  # `decider ask --engine URL` against it
     finally:
         server.stop()
     assert status == 200 and [o["bar"] for o in body["options"]] == ["reduced"] * 2
+    assert [o.bar for o in remote.options] == ["reduced"] * 3 and not remote.engine.exact
+    assert "exact" not in remote.engine.bars_text and fast.info.precision in remote.engine.bars_text
     assert main(["ask", "Which road?", "--option", "left", "--option", "right", "--model", str(TEXT), "--fast",
                  "--device", "CPU", "--json", "--no-history"]) == 0
     assert [o["bar"] for o in json.loads(capsys.readouterr().out)["options"]] == ["reduced"] * 2
