@@ -3,7 +3,7 @@
 llama-cpp-python's OpenAI server (a GGUF of the same weights) and on Decider's own server.
 
     python tools/remote_parity.py [--items 50] [--llama-python PY] [--only llama|decider|vllm] [--json FILE]
-                                  [--method list|chat]   # a forced, less exact method, to see its labels
+                                  [--method forced|list|chat]   # a forced method, to see its labels
                                   [--think] [--no-penalties] [--f16-cache]
 
 For every item: does the remote choice equal the local one, and how far are the bars (max |Δp|) where
