@@ -199,7 +199,8 @@ class RemoteEngine:
             result.choice_index = result.most_likely_index
             result.choice_mode = "argmax"
         result.engine = self.info("decide")
-        server_engine = answer.get("engine") if isinstance(answer.get("engine"), dict) else {}
+        engine_field = answer.get("engine")
+        server_engine: dict = engine_field if isinstance(engine_field, dict) else {}
         if any(o.bar == "reduced" for o in result.options):  # a --fast server: its bars are its reduced compile's
             precision = server_engine.get("precision")
             result.engine = replace(result.engine, logprobs="reduced", precision=precision if isinstance(precision, str) else None)
