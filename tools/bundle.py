@@ -113,7 +113,7 @@ def pyinstaller_command(src: Path, work: Path, fonts: Path | None) -> list[str]:
         sys.executable, "-m", "PyInstaller", str(src / "decider_main.py"), "--name", NAME, "--onedir", "--noconfirm",
         "--log-level", "WARN", "--distpath", str(work / "dist"), "--workpath", str(work / "build"),
         "--specpath", str(work), "--paths", str(src), "--additional-hooks-dir", str(HOOKS),
-        "--runtime-hook", str(HOOKS / "rthook_fonts.py"),
+        "--runtime-hook", str(HOOKS / "rthook_environment.py"),
         # every decider module: the CLI imports most of them inside functions, the window some through Qt
         "--collect-submodules", "decider.app", "--collect-submodules", "decider.engine",
         "--collect-submodules", "decider.ui", "--hidden-import", "PySide6.QtSvg",
