@@ -32,6 +32,8 @@ EXCLUDED_MODULES = (
     "openvino.frontend.onnx", "openvino.frontend.paddle", "openvino.frontend.pytorch", "openvino.frontend.tensorflow",
     "openvino.frontend.jax", "openvino.torch", "torch", "tensorflow", "jax", "transformers", "optimum", "matplotlib",
     "IPython", "pytest", "hypothesis", "tkinter", "PySide6.QtWebEngineCore", "PySide6.QtQml", "PySide6.QtQuick",
+    # collected, setuptools brings a runtime hook that imports it (~120 files) at every start: ~0.1 s of each launch
+    "setuptools", "pkg_resources", "distutils", "_distutils_hack",
 )
 # Read at run time from beside the layers (app/config.py, engine/prompts): the files a wheel carries as package data.
 PACKAGE_DATA = ("resources/demo-model", "resources/demo-vl-model", "engine/prompts")
@@ -108,12 +110,15 @@ def stage_sources(work: Path) -> Path:
     return src
 
 
-def pyinstaller_command(src: Path, work: Path, fonts: Path | None) -> list[str]:
+def makespec_command(src: Path, work: Path, fonts: Path | None) -> list[str]:
+    """pyi-makespec with the bundle's options: the spec is patched (`patch_spec`) before PyInstaller builds it."""
     command = [
-        sys.executable, "-m", "PyInstaller", str(src / "decider_main.py"), "--name", NAME, "--onedir", "--noconfirm",
-        "--log-level", "WARN", "--distpath", str(work / "dist"), "--workpath", str(work / "build"),
-        "--specpath", str(work), "--paths", str(src), "--additional-hooks-dir", str(HOOKS),
-        "--runtime-hook", str(HOOKS / "rthook_environment.py"),
+        sys.executable, "-m", "PyInstaller.utils.cliutils.makespec", str(src / "decider_main.py"), "--name", NAME,
+        "--onedir", "--log-level", "WARN", "--specpath", str(work), "--paths", str(src),
+        # modules as .pyc files, imported by Python's own path finder as an installed package's are, not from a
+        # compressed archive through PyInstaller's importer: the bundle must not start slower (BENCHMARKS.md)
+        "--debug", "noarchive",
+        "--additional-hooks-dir", str(HOOKS), "--runtime-hook", str(HOOKS / "rthook_environment.py"),
         # every decider module: the CLI imports most of them inside functions, the window some through Qt
         "--collect-submodules", "decider.app", "--collect-submodules", "decider.engine",
         "--collect-submodules", "decider.ui", "--hidden-import", "PySide6.QtSvg",
@@ -125,6 +130,42 @@ def pyinstaller_command(src: Path, work: Path, fonts: Path | None) -> list[str]:
     if fonts is not None:
         command += ["--add-data", f"{fonts}{os.pathsep}fonts"]
     return command
+
+
+# PyInstaller's runtime hook for PySide6 imports PySide6.QtCore at every start (to register a qt.conf that PyPI's
+# wheels register themselves) and sets QT_PLUGIN_PATH: loading Qt costs `decider ask` ~0.1 s it never needs, so the
+# hook is dropped and rthook_environment.py sets the plugin path instead.
+SKIPPED_RUNTIME_HOOKS = ("pyi_rth_pyside6",)
+SPEC_PATCH = f"""
+a.scripts = [entry for entry in a.scripts if entry[0] not in {SKIPPED_RUNTIME_HOOKS!r}]
+"""
+
+
+def patch_spec(spec: Path) -> None:
+    text = spec.read_text(encoding="utf-8")
+    anchor = "\npyz = PYZ("
+    if anchor not in text:
+        raise BundleError(f"{spec.name}: no PYZ( line to patch before (a PyInstaller whose spec files differ)")
+    spec.write_text(text.replace(anchor, SPEC_PATCH + anchor, 1), encoding="utf-8")
+
+
+def run_pyinstaller(src: Path, work: Path, fonts: Path | None) -> Path:
+    """PyInstaller's folder (work/dist/decider), built from a patched spec."""
+    # This checkout first, in PyInstaller's helper processes too: an editable install of another checkout (or a
+    # test's link) must not be what gets collected.
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONSAFEPATH": "1"}
+    steps = [
+        makespec_command(src, work, fonts),
+        [sys.executable, "-m", "PyInstaller", str(work / f"{NAME}.spec"), "--noconfirm", "--log-level", "WARN",
+         "--distpath", str(work / "dist"), "--workpath", str(work / "build")],
+    ]
+    for step, command in enumerate(steps):
+        done = subprocess.run(command, cwd=work, env=env, stdout=subprocess.DEVNULL if step == 0 else None)
+        if done.returncode != 0:
+            raise BundleError(f"PyInstaller failed (exit {done.returncode}); its messages are above")
+        if step == 0:
+            patch_spec(work / f"{NAME}.spec")
+    return work / "dist" / NAME
 
 
 def gather_fonts(work: Path) -> Path | None:
@@ -168,7 +209,7 @@ def finish_folder(dist: Path, folder: Path) -> None:
     """PyInstaller's folder renamed for the version, with the desktop entry, its installer and the icon."""
     if folder.exists():
         shutil.rmtree(folder)
-    shutil.move(str(dist / NAME), folder)
+    shutil.move(str(dist), folder)
     draw_icon(folder / "decider.png")
     # A menu entry needs absolute paths, known only where the folder is unpacked: install-desktop-entry.sh
     # writes them into the copy it installs; this one works as it is with the folder on PATH.
@@ -203,16 +244,10 @@ def build(out: Path, work: Path) -> tuple[Path, Path, Path]:
     except ImportError:
         raise BundleError('PyInstaller is not installed: pip install -e ".[bundle]"') from None
     src = stage_sources(work)
-    fonts = gather_fonts(work)
-    # This checkout first, in PyInstaller's helper processes too: an editable install of another checkout (or a
-    # test's link) must not be what gets collected.
-    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONSAFEPATH": "1"}
-    done = subprocess.run(pyinstaller_command(src, work, fonts), cwd=work, env=env)
-    if done.returncode != 0:
-        raise BundleError(f"PyInstaller failed (exit {done.returncode}); its messages are above")
+    dist = run_pyinstaller(src, work, gather_fonts(work))
     out.mkdir(parents=True, exist_ok=True)
     folder = out / bundle_name(version())
-    finish_folder(work / "dist", folder)
+    finish_folder(dist, folder)
     tarball, checksum = archive(folder)
     return folder, tarball, checksum
 

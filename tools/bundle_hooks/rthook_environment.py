@@ -11,3 +11,6 @@ if os.path.isfile(_conf) and "FONTCONFIG_FILE" not in os.environ:
 # C.UTF-8 (PEP 538) before Qt starts; a frozen program does not, and Qt then prints a warning about it.
 if not any(os.environ.get(name) for name in ("LC_ALL", "LC_CTYPE", "LANG")):
     os.environ["LC_CTYPE"] = "C.UTF-8"
+# Qt's plugins (platforms, image formats) are the bundle's own, never another Qt's from the environment; set here
+# because tools/bundle.py drops PyInstaller's PySide6 hook, which also imports Qt at every start.
+os.environ["QT_PLUGIN_PATH"] = os.path.join(getattr(sys, "_MEIPASS", ""), "PySide6", "Qt", "plugins")
