@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,8 +49,10 @@ def decision_args(kind: str, shot: Path) -> list[str]:
     return ["gui", "--question", QUESTION, *options, "--screenshot", str(shot)]
 
 
-def launch(side: str, kind: str, bundle: Path, link: Path, scratch: Path) -> float:
-    """Seconds from launch to the decision (the process's exit with it printed or drawn)."""
+def launch(side: str, kind: str, bundle: Path, link: Path, scratch: Path) -> tuple[float, float]:
+    """Seconds from launch to the decision (the process's exit with it printed or drawn), and the CPU seconds the
+    process used on the way (user + system: what the wall time is made of on an idle machine, and steadier than it
+    on a busy one)."""
     home = Path(tempfile.mkdtemp(prefix="home-", dir=scratch))
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
     if kind == "window":
@@ -60,17 +63,20 @@ def launch(side: str, kind: str, bundle: Path, link: Path, scratch: Path) -> flo
         command = [sys.executable, "-c", INSTALLED_MAIN]
         env["PYTHONPATH"] = str(link)
     shot = home / "window.png"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([*command, *decision_args(kind, shot)], cwd=home, env=env, capture_output=True, text=True,
                           timeout=600)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode != 0:
         raise SystemExit(f"cold_start: {side} {kind} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
     if kind == "ask" and json.loads(done.stdout)["choice"]["text"] != "Trade":
         raise SystemExit(f"cold_start: {side} decided {done.stdout[:200]} (the demo model answers Trade)")
     if kind == "window" and not shot.is_file():
         raise SystemExit(f"cold_start: {side} saved no window picture")
-    return seconds
+    return seconds, cpu
 
 
 def build_bundle(scratch: Path) -> tuple[Path, float]:
@@ -81,8 +87,11 @@ def build_bundle(scratch: Path) -> tuple[Path, float]:
     return next((scratch / "dist").glob("decider-*-linux-x86_64")) / "decider", seconds
 
 
-def measure(bundle: Path, link: Path, scratch: Path, runs: int, kinds: list[str]) -> dict[str, dict[str, list[float]]]:
-    times: dict[str, dict[str, list[float]]] = {kind: {"bundle": [], "installed": []} for kind in kinds}
+Times = dict[str, dict[str, list[tuple[float, float]]]]  # kind -> side -> (wall s, CPU s) per run
+
+
+def measure(bundle: Path, link: Path, scratch: Path, runs: int, kinds: list[str]) -> Times:
+    times: Times = {kind: {"bundle": [], "installed": []} for kind in kinds}
     for kind in kinds:
         for side in ("bundle", "installed"):
             launch(side, kind, bundle, link, scratch)  # warm-up: the files in the page cache, not measured
@@ -93,23 +102,29 @@ def measure(bundle: Path, link: Path, scratch: Path, runs: int, kinds: list[str]
     return times
 
 
-def report(times: dict[str, dict[str, list[float]]], build_s: float | None, bundle: Path) -> dict:
-    rows = {}
-    for kind, sides in times.items():
-        bundle_s, installed_s = statistics.median(sides["bundle"]), statistics.median(sides["installed"])
-        rows[kind] = {"bundle_median_s": round(bundle_s, 3), "installed_median_s": round(installed_s, 3),
-                      "ratio": round(bundle_s / installed_s, 3), "runs": len(sides["bundle"]),
-                      "bundle_s": [round(s, 3) for s in sides["bundle"]],
-                      "installed_s": [round(s, 3) for s in sides["installed"]]}
+def _row(sides: dict[str, list[tuple[float, float]]]) -> dict:
+    row: dict = {"runs": len(sides["bundle"])}
+    for index, what in enumerate(("wall", "cpu")):
+        medians = {side: statistics.median(run[index] for run in runs) for side, runs in sides.items()}
+        row[f"{what}_bundle_median_s"] = round(medians["bundle"], 3)
+        row[f"{what}_installed_median_s"] = round(medians["installed"], 3)
+        row[f"{what}_ratio"] = round(medians["bundle"] / medians["installed"], 3)
+    for side, runs in sides.items():
+        row[f"{side}_wall_s"] = [round(run[0], 3) for run in runs]
+    return row
+
+
+def report(times: Times, build_s: float | None, bundle: Path) -> dict:
     folder = bundle.parent
     archives = list(folder.parent.glob(f"{folder.name}.tar.gz"))
     return {
         "cpu": platform.processor() or platform.machine(), "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
-        "python": platform.python_version(), "build_s": None if build_s is None else round(build_s, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()], "python": platform.python_version(),
+        "build_s": None if build_s is None else round(build_s, 1),
         "folder_mib": round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
                             / 2**20),
         "archive_mib": round(archives[0].stat().st_size / 2**20) if archives else None,
-        "cold_start": rows,
+        "cold_start": {kind: _row(sides) for kind, sides in times.items()},
     }
 
 
@@ -131,8 +146,9 @@ def main() -> int:
         result = report(measure(bundle, link, scratch, args.runs, args.kinds.split(",")), build_s, bundle)
     print(json.dumps(result, indent=1))
     for kind, row in result["cold_start"].items():
-        print(f"{kind:7s} bundle {row['bundle_median_s']:.3f} s · installed {row['installed_median_s']:.3f} s · "
-              f"ratio {row['ratio']:.3f} (median of {row['runs']})")
+        for what in ("wall", "cpu"):
+            print(f"{kind:7s} {what:4s} bundle {row[f'{what}_bundle_median_s']:.3f} s · installed "
+                  f"{row[f'{what}_installed_median_s']:.3f} s · ratio {row[f'{what}_ratio']:.3f} (median of {row['runs']})")
     return 0
 
 
