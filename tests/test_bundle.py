@@ -38,7 +38,7 @@ UNSURE = ("Which of these is an animal?", ["hammer", "bread", "saw"])
 
 
 @pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> Path:
+def archive(tmp_path_factory):
     out = tmp_path_factory.mktemp("bundle-out")
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "tools.bundle", "--out", str(out)], cwd=ROOT, capture_output=True,
@@ -47,18 +47,20 @@ def archive(tmp_path_factory) -> Path:
     print(f"\nbundle built in {time.perf_counter() - started:.0f} s")
     tarballs = list(out.glob("decider-*-linux-x86_64.tar.gz"))
     assert len(tarballs) == 1, sorted(p.name for p in out.iterdir())
-    return tarballs[0]
+    yield tarballs[0]
+    shutil.rmtree(out, ignore_errors=True)  # ~650 MB: pytest keeps its last three runs' folders
 
 
 @pytest.fixture(scope="module")
-def bundle(archive, tmp_path_factory) -> Path:
+def bundle(archive, tmp_path_factory):
     """The archive unpacked in a new folder: the executable inside it."""
     where = tmp_path_factory.mktemp("unpacked")
     with tarfile.open(archive) as tar:
         tar.extractall(where, filter="tar")  # keeps the executable bits and the libraries' relative links
     folders = list(where.iterdir())
     assert [f.name for f in folders] == [archive.name.removesuffix(".tar.gz")]
-    return folders[0] / "decider"
+    yield folders[0] / "decider"
+    shutil.rmtree(where, ignore_errors=True)
 
 
 def stranger_env(home: Path, **extra: str) -> dict[str, str]:
@@ -71,19 +73,23 @@ def run_bundle(bundle: Path, args: list[str], home: Path, timeout: int = 300, **
                           text=True, timeout=timeout)
 
 
-def run_installed(args: list[str], tmp_path: Path):
+def run_installed(args: list[str], tmp_path: Path, **extra: str):
     """The same command through the installed package (this checkout, linked by conftest) in this Python."""
-    env = {**os.environ, "HOME": str(tmp_path / "installed-home")}
+    env = {**os.environ, "HOME": str(tmp_path / "installed-home"), **extra}
     for name in ("CONFIG", "DATA", "CACHE"):
         env[f"DECIDER_{name}_DIR"] = str(tmp_path / "installed" / name.lower())
     return subprocess.run([sys.executable, "-m", "decider.app.cli", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
-def bars(done: subprocess.CompletedProcess) -> tuple[int, list[float]]:
+def answer(done: subprocess.CompletedProcess) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout)
-    return answer["choice"]["index"], [option["probability"] for option in answer["options"]]
+    return json.loads(done.stdout)
+
+
+def bars(done: subprocess.CompletedProcess) -> tuple[int, list[float]]:
+    decided = answer(done)
+    return decided["choice"]["index"], [option["probability"] for option in decided["options"]]
 
 
 def test_the_archive_matches_its_checksum_and_holds_the_pieces(archive, bundle):
@@ -107,6 +113,7 @@ def test_the_archive_matches_its_checksum_and_holds_the_pieces(archive, bundle):
     assert (internal / "fonts" / "fonts.conf").is_file() and list((internal / "fonts").glob("*.ttf"))
     for demo in ("demo-model", "demo-vl-model"):
         assert (internal / "decider" / "resources" / demo / "config.json").is_file()
+    assert list(internal.glob("llvmlite/binding/libllvmlite*.so")), "no llvmlite: the exact int8 kernel could not JIT"
 
 
 def _version() -> str:
@@ -143,6 +150,19 @@ def test_ask_with_a_picture_on_the_seeing_demo_model_gives_the_installed_package
                                                      tmp_path))
     assert choice == installed_choice
     assert max(abs(a - b) for a, b in zip(probabilities, installed, strict=True)) <= 1e-6
+
+
+def test_an_int8_model_through_the_exact_kernel_gives_the_installed_packages_bars(bundle, tmp_path):
+    """engine/kernels JIT-compiles its int8 projection with llvmlite: forced on, the bundle must take the same path
+    (the precision label says which) and land on the same bars. On a CPU without VNNI both keep the plugin's."""
+    model = ROOT / "tests" / "fixtures" / "models" / "qwen35-text-int8"
+    args = ["ask", "--json", "--model", str(model), "--device", "CPU", "Which way?", "--option", "Left", "--option", "Right"]
+    bundled = answer(run_bundle(bundle, args, tmp_path / "home", DECIDER_EXACT_KERNEL="kernel"))
+    installed = answer(run_installed(args, tmp_path, DECIDER_EXACT_KERNEL="kernel"))
+    assert bundled["engine"] == installed["engine"]
+    assert bundled["choice"]["index"] == installed["choice"]["index"]
+    pairs = zip(bundled["options"], installed["options"], strict=True)
+    assert max(abs(a["probability"] - b["probability"]) for a, b in pairs) <= 1e-6
 
 
 def _free_port() -> int:
