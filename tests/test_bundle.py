@@ -92,6 +92,17 @@ def bars(done: subprocess.CompletedProcess) -> tuple[int, list[float]]:
     return decided["choice"]["index"], [option["probability"] for option in decided["options"]]
 
 
+def test_the_desktop_entry_installs_with_the_folders_absolute_paths(bundle, tmp_path):
+    folder = bundle.parent
+    done = subprocess.run(["sh", str(folder / "install-desktop-entry.sh")], env=stranger_env(tmp_path / "home"),
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    installed = (tmp_path / "home" / ".local" / "share" / "applications" / "decider.desktop").read_text()
+    assert f'Exec="{folder}/decider"' in installed.splitlines()
+    assert f"Icon={folder}/decider.png" in installed.splitlines()
+    assert "Type=Application" in installed.splitlines()
+
+
 def test_the_archive_matches_its_checksum_and_holds_the_pieces(archive, bundle):
     checksum = archive.parent / f"{archive.name}.sha256"
     digest, name = checksum.read_text(encoding="utf-8").split()
@@ -114,6 +125,27 @@ def test_the_archive_matches_its_checksum_and_holds_the_pieces(archive, bundle):
     for demo in ("demo-model", "demo-vl-model"):
         assert (internal / "decider" / "resources" / demo / "config.json").is_file()
     assert list(internal.glob("llvmlite/binding/libllvmlite*.so")), "no llvmlite: the exact int8 kernel could not JIT"
+
+
+# Libraries a bundled one may need from the system: the GPU runtime's OpenCL loader, a Wayland session's client
+# libraries, and the X11/xcb/GL set (named with the install line when missing: the install-line test below).
+SYSTEM_PROVIDED = ("libOpenCL.so", "libwayland-", "libxcb", "libX", "libEGL.so", "libGL.so", "libOpenGL.so", "libxkbcommon")
+
+
+def test_every_bundled_library_finds_what_it_needs(bundle):
+    internal = bundle.parent / "_internal"
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(internal)}  # as the bootloader sets it
+    unresolved: dict[str, list[str]] = {}
+    for library in sorted(internal.rglob("*.so*")):
+        assert library.exists(), f"dangling link {library}"
+        if library.is_symlink() or not library.is_file():
+            continue
+        listing = subprocess.run(["ldd", str(library)], env=env, capture_output=True, text=True, timeout=60).stdout
+        for line in listing.splitlines():
+            name, _, where = line.strip().partition(" => ")
+            if where.strip() == "not found" and not name.startswith(SYSTEM_PROVIDED):
+                unresolved.setdefault(name, []).append(str(library.relative_to(internal)))
+    assert not unresolved, unresolved
 
 
 def _version() -> str:

@@ -42,15 +42,20 @@ def test_the_archive_is_named_with_the_projects_version():
     assert bundle.bundle_name(version) == f"decider-{version}-linux-x86_64"
 
 
-def test_the_spec_patch_drops_the_pyside6_runtime_hook_before_the_archive_step(tmp_path):
+def test_the_spec_patch_drops_the_pyside6_runtime_hook_and_the_unused_qt_parts_before_the_archive_step(tmp_path):
     spec = tmp_path / "decider.spec"
     spec.write_text("a = Analysis(['x.py'])\npyz = PYZ(a.pure)\n", encoding="utf-8")
     bundle.patch_spec(spec)
-    scope: dict = {"Analysis": lambda _: type("A", (), {"scripts": [("pyi_rth_pyside6", "p", "PYSOURCE"),
-                                                                     ("decider_main", "m", "PYSOURCE")], "pure": []})(),
-                   "PYZ": lambda pure: None}
+    binaries = [("PySide6/Qt/plugins/platformthemes/libqgtk3.so", "s", "BINARY"), ("libcairo.so.2", "s", "BINARY"),
+                ("PySide6/Qt/lib/libQt6Quick.so.6", "s", "BINARY"), ("PySide6/Qt/lib/libQt6Gui.so.6", "s", "BINARY"),
+                ("PySide6/Qt/plugins/platforms/libqxcb.so", "s", "BINARY"), ("libfontconfig.so.1", "s", "BINARY")]
+    analysis = type("A", (), {"scripts": [("pyi_rth_pyside6", "p", "PYSOURCE"), ("decider_main", "m", "PYSOURCE")],
+                              "pure": [], "binaries": binaries})()
+    scope: dict = {"Analysis": lambda _: analysis, "PYZ": lambda pure: None}
     exec(spec.read_text(encoding="utf-8"), scope)
     assert [entry[0] for entry in scope["a"].scripts] == ["decider_main"]
+    assert [entry[0] for entry in scope["a"].binaries] == [
+        "PySide6/Qt/lib/libQt6Gui.so.6", "PySide6/Qt/plugins/platforms/libqxcb.so", "libfontconfig.so.1"]
 
 
 def test_a_spec_without_the_expected_step_is_an_error_not_a_silent_build(tmp_path):

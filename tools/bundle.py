@@ -136,8 +136,21 @@ def makespec_command(src: Path, work: Path, fonts: Path | None) -> list[str]:
 # wheels register themselves) and sets QT_PLUGIN_PATH: loading Qt costs `decider ask` ~0.1 s it never needs, so the
 # hook is dropped and rthook_environment.py sets the plugin path instead.
 SKIPPED_RUNTIME_HOOKS = ("pyi_rth_pyside6",)
+# Qt plugins the window never loads, and the libraries only they pull in (by file-name prefix):
+#  - the GTK 3 platform theme: it brings the build machine's cairo/pango/gdk-pixbuf/atk, which would meet the user's
+#    own GTK at run time (mismatched GLib-stack versions are a classic crash of frozen apps); Decider draws its
+#    own theme (ui/theme.py) and keeps the xdg-desktop-portal one for native file dialogs;
+#  - the virtual keyboard (QML: Qt Quick and Qml, ~17 MB) and the PDF image format (Qt Pdf, 4 MB).
+# tests/test_bundle.py checks with ldd that every library left in the folder still finds what it needs.
+DROPPED_BINARIES = (
+    "libqgtk3.so", "libqtvirtualkeyboardplugin.so", "libqpdf.so",
+    "libQt6Quick", "libQt6Qml", "libQt6Pdf", "libQt6VirtualKeyboard",
+    "libgdk_pixbuf-2.0", "libatk-1.0", "libcairo", "libpango", "libthai", "libdatrie", "libfribidi", "libpixman-1",
+    "libgraphite2", "libharfbuzz.so",
+)
 SPEC_PATCH = f"""
 a.scripts = [entry for entry in a.scripts if entry[0] not in {SKIPPED_RUNTIME_HOOKS!r}]
+a.binaries = [entry for entry in a.binaries if not entry[0].rsplit("/", 1)[-1].startswith({DROPPED_BINARIES!r})]
 """
 
 
@@ -210,6 +223,8 @@ def finish_folder(dist: Path, folder: Path) -> None:
     if folder.exists():
         shutil.rmtree(folder)
     shutil.move(str(dist), folder)
+    for link in [p for p in folder.rglob("*") if p.is_symlink() and not p.exists()]:
+        link.unlink()  # PyInstaller's top-level links to the libraries the spec patch dropped
     draw_icon(folder / "decider.png")
     # A menu entry needs absolute paths, known only where the folder is unpacked: install-desktop-entry.sh
     # writes them into the copy it installs; this one works as it is with the folder on PATH.
