@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import bundle
+import bundle  # tools/bundle.py (tools/ is on the tests' pythonpath)
 
 ROOT = Path(__file__).resolve().parent.parent
 
