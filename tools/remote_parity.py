@@ -207,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
             report["llama.cpp"] = {"skipped": "llama-cpp-python[server] is not installed (pip install -e \".[llama]\" "
                                               "or pass --llama-python)"}
         else:
-            from demo_gguf import gguf
+            try:  # torch, for converting the demo to a GGUF once: the tools' heavy side, never the test extra's
+                from demo_gguf import gguf
+            except ImportError as exc:
+                raise SystemExit(f"the llama.cpp comparison needs tools/demo_gguf.py's imports: {exc}") from None
 
             process, url = start_llama_server(python, gguf(), cache=() if args.f16_cache else F32_CACHE)
             try:
@@ -215,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 stop(process)
     if args.only == "vllm":
-        import vllm_demo
+        try:  # torch and transformers, for the padded copy: likewise
+            import vllm_demo
+        except ImportError as exc:
+            raise SystemExit(f"the vLLM comparison needs tools/vllm_demo.py's imports: {exc}") from None
 
         python = vllm_demo.vllm_python(args.vllm_python)
         if python is None:
