@@ -306,6 +306,21 @@ def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
         "ok", f"vocabulary: tokenizer {tokenizer.size:,} ids, model {width:,} logits"
         + (f" ({padding:,} padding ids never scored)" if padding else ""),
     )
+    _check_template(report, model.path, tokenizer)
+
+
+def _check_template(report: Report, folder: Path, tokenizer) -> None:
+    """The folder's own chat template against Decider's rendering of its reference conversations."""
+    from decider.engine.template_check import CORPUS, differences_note, folder_template, template_differences
+
+    if folder_template(folder) is None:
+        report.add("info", "chat template: the folder has none (Decider renders Qwen3.5's format itself)")
+        return
+    note = differences_note(template_differences(folder, tokenizer))
+    if note:
+        report.add("warn", f"chat template: {note}", "use the checkpoint's own chat_template.jinja (Qwen3.5's)")
+    else:
+        report.add("ok", f"chat template: the folder's template renders all {len(CORPUS)} reference conversations as Decider does")
 
 
 def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None, compile: bool = False,

@@ -27,6 +27,7 @@ from decider.engine.runner_choice import open_runner
 from decider.engine.scoring import PromptScorer, PromptScores
 from decider.engine.remote import RemoteConfig, RemoteEngine
 from decider.engine.settings import SamplingSettings
+from decider.engine.template_check import differences_note, template_differences
 from decider.engine.tool_decide import decide_tools
 from decider.engine.tools import Tool
 
@@ -75,6 +76,8 @@ class EngineService:
         self._scorer: PromptScorer | None = None  # compiled on the first echo request only
         # How prompt logprobs are normalised unless a request says (engine/logprobs.py NORMALIZATIONS).
         self.logprob_normalization = VOCABULARY
+        # The folder's own chat template against Decider's rendering, once at load (engine/template_check.py)
+        self.template_note = differences_note(template_differences(self.runner.folder.path, self.runner.tokenizer))
 
     @property
     def model_name(self) -> str:
@@ -92,6 +95,7 @@ class EngineService:
             reduced_by=None if precision.exact else precision.label, precision=precision.label,
             emulated=f"NPUW on {emulated}" if on_npu and emulated else None,
             constraint=LOCAL_CONSTRAINT, device=self.runner.device, execution_path=self.runner.execution_path,
+            template=self.template_note,
         )
 
     @property

@@ -14,7 +14,8 @@ import numpy as np
 
 from .errors import SettingsError
 from .tokenizer import ChatTokenizer
-from .tools import Tool, ToolCall, call_text, tools_system_text
+from .tool_format import calls_text, tools_system_text
+from .tools import Tool, ToolCall
 from .vision_tokens import ImageToken, Item, image_block
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -30,6 +31,7 @@ class Message:
     role: str
     content: str | tuple[Part, ...]
     tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls (rendered after its text)
+    reasoning: str | None = None  # an assistant turn's reasoning (`reasoning_content`), kept after the last user query
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -65,20 +67,53 @@ def validate_messages(messages: list[Message]) -> None:
         raise SettingsError("the last message must be from the user (or a tool's result)")
     if any(m.tool_calls and m.role != "assistant" for m in messages):
         raise SettingsError("only assistant messages carry tool calls")
+    if messages[0].role == "system" and not all(isinstance(p, str) for p in messages[0].parts):
+        raise SettingsError("a system message cannot hold images")
+    if _last_query(messages) is None:
+        raise SettingsError("the conversation has no user message (only tool results)")
+
+
+def _last_query(messages: list[Message]) -> int | None:
+    """The last user message that is not a tool result written by hand (the template's last_query_index)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role != "user":
+            continue
+        text = "".join(p for p in trimmed(message.parts) if isinstance(p, str)) if all(isinstance(p, str) for p in message.parts) else "<"
+        if not (text.startswith("<tool_response>") and text.endswith("</tool_response>")):
+            return index
+    return None
+
+
+def trimmed(parts: tuple[Part, ...]) -> list[Part]:
+    """The template's `render_content(...)|trim`: whitespace off both ends of the rendered content (images are
+    markup, never whitespace, so the trim stops at one)."""
+    out = list(parts)
+    while out and isinstance(out[0], str) and not out[0].strip():
+        out.pop(0)
+    if out and isinstance(out[0], str):
+        out[0] = out[0].lstrip()
+    while out and isinstance(out[-1], str) and not out[-1].strip():
+        out.pop()
+    if out and isinstance(out[-1], str):
+        out[-1] = out[-1].rstrip()
+    return out
 
 
 def build_chat_prompt(
     tokenizer: ChatTokenizer, messages: list[Message], think: bool, see: Callable[[np.ndarray], Sequence[ImageToken]] | None = None,
     tools: tuple[Tool, ...] = (),
 ) -> ChatPrompt:
-    """see: an image's pixels → its tokens (runner.image_tokens); without it a message with pixels is refused.
-    tools: functions offered in the system turn (engine/tools.py), as Qwen's template renders them."""
+    """As Qwen3.5's chat template renders the conversation (engine/tool_format.py for the tools' parts).
+    see: an image's pixels → its tokens (runner.image_tokens); without it a message with pixels is refused.
+    tools: functions offered in the system turn (engine/tools.py)."""
     validate_messages(messages)
+    last_query = _last_query(messages)
     ids: list[Item] = []
-    if tools:  # the functions join the system turn (made when there was none)
-        system = messages[0] if messages[0].role == "system" else None
-        text = "".join(p for p in system.parts if isinstance(p, str)).strip() if system else None
-        messages = [Message("system", tools_system_text(tools, text)), *messages[1 if system else 0:]]
+    system = messages[0] if messages[0].role == "system" else None
+    if tools or system:
+        text = "".join(p for p in trimmed(system.parts) if isinstance(p, str)) if system else None
+        ids += _turn(tokenizer, "system\n", (tools_system_text(tools, text) if tools else text or "",))
     for index, message in enumerate(messages):
         if message.role == "tool":
             if index and messages[index - 1].role == "tool":
@@ -88,24 +123,36 @@ def build_chat_prompt(
             for result in messages[index:]:
                 if result.role != "tool":
                     break
-                run += ["\n<tool_response>\n", *(_seen(p, see) for p in result.parts), "\n</tool_response>"]
-            ids += [tokenizer.im_start] + encode_parts(tokenizer, "user", tuple(run)) + [tokenizer.im_end]
-            ids += tokenizer.encode_text("\n")
-            continue
-        parts = tuple(_seen(part, see) for part in message.parts)
-        if message.tool_calls:
-            text = "".join(p for p in parts if isinstance(p, str))
-            calls = "\n".join(call_text(c) for c in message.tool_calls)
-            parts = (f"{text}\n{calls}" if text else calls,)
-        ids.append(tokenizer.im_start)
-        ids += encode_parts(tokenizer, f"{message.role}\n", parts)
-        ids.append(tokenizer.im_end)
-        ids += tokenizer.encode_text("\n")
+                run += ["\n<tool_response>\n", *(_seen(p, see) for p in trimmed(result.parts)), "\n</tool_response>"]
+            ids += _turn(tokenizer, "user", tuple(run))
+        elif message.role == "user":
+            ids += _turn(tokenizer, "user\n", tuple(_seen(p, see) for p in trimmed(message.parts)))
+        elif message.role == "assistant":
+            ids += _turn(tokenizer, "assistant\n", _assistant_parts(message, see, last_query is not None and index > last_query))
     ids.append(tokenizer.im_start)
     ids += tokenizer.encode_text("assistant\n")
     checkpoint = len(ids)
     ids += think_block(tokenizer, think)
     return ChatPrompt(ids=ids, checkpoint=checkpoint)
+
+
+def _turn(tokenizer: ChatTokenizer, lead: str, parts: tuple[Part, ...]) -> list[Item]:
+    return [tokenizer.im_start, *encode_parts(tokenizer, lead, parts), tokenizer.im_end, *tokenizer.encode_text("\n")]
+
+
+def _assistant_parts(message: Message, see, keeps_reasoning: bool) -> tuple[Part, ...]:
+    """An assistant turn's content, its reasoning (kept only after the last user query) and its calls."""
+    parts = [_seen(p, see) for p in trimmed(message.parts)]
+    reasoning = message.reasoning
+    if all(isinstance(p, str) for p in parts):
+        content = "".join(p for p in parts if isinstance(p, str))
+        if reasoning is None and "</think>" in content:  # the reasoning written into the content, as the template splits it
+            reasoning = content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
+            content = content.split("</think>")[-1].lstrip("\n")
+        parts = [content]
+    lead = f"<think>\n{(reasoning or '').strip()}\n</think>\n\n" if keeps_reasoning else ""
+    shown = "".join(p if isinstance(p, str) else "<image>" for p in parts)  # an image is content, never blank
+    return (lead, *parts, calls_text(shown, message.tool_calls))
 
 
 def _seen(part: Part, see) -> Part:

@@ -41,6 +41,9 @@ class EngineInfo:
     # think mode, local: the precision that drew the reasoning tokens (e.g. a fast twin's), which can differ
     # from the answer's `logprobs`; None when nothing was reasoned
     reasoning: str | None = None
+    # local: where the model folder's own chat template renders Decider's reference conversations differently
+    # (engine/template_check.py): said, never silently assumed; None when they agree or there is no template
+    template: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("local", "remote"):
@@ -113,7 +116,8 @@ class EngineInfo:
             "kind": self.kind, "model": self.model, "device": self.device, "execution_path": self.execution_path,
             "logprobs": self.logprobs_text, "constraint": self.constraint,
         }
-        out.update({k: v for k, v in (("precision", self.precision), ("emulated", self.emulated), ("reasoning", self.reasoning)) if v is not None})
+        out.update({k: v for k, v in (("precision", self.precision), ("emulated", self.emulated), ("reasoning", self.reasoning),
+                                      ("chat_template", self.template)) if v is not None})
         return out
 
     @property

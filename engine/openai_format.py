@@ -7,7 +7,7 @@ import uuid
 
 from .echo import EchoedPrompt
 from .generate import Completion, ContentToken, Delta
-from .tools import parse_tool_calls
+from .tools import Tool, parse_tool_calls
 
 
 def _envelope(kind: str, request_id: str, created: int, model: str, choices: list) -> dict:
@@ -43,11 +43,12 @@ def chat_logprobs(entries: list[ContentToken] | None) -> dict | None:
     return {"content": [chat_logprob_entry(e) for e in entries]}
 
 
-def chat_choice(completion: Completion, index: int = 0, *, tools: bool = False, probabilities: dict | None = None) -> dict:
+def chat_choice(completion: Completion, index: int = 0, *, tools: tuple[Tool, ...] = (), probabilities: dict | None = None) -> dict:
     """One choice of a chat.completion. With tools offered, an answer that calls functions is `tool_calls`
-    (content null, finish_reason "tool_calls"); `probabilities` is Decider's extension field
+    (content null, finish_reason "tool_calls"; a call cut by max_tokens is never content: null, with the complete
+    calls only and finish_reason "length"); `probabilities` is Decider's extension field
     `tool_choice_probabilities` (engine/tools.choice_probabilities)."""
-    content, calls = parse_tool_calls(completion.content) if tools else (completion.content, [])
+    content, calls = parse_tool_calls(completion.content, tools) if tools else (completion.content, [])
     message: dict = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [call.to_openai() for call in calls]

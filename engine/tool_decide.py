@@ -1,7 +1,7 @@
 """Functions as options: which function the model would call, with a bar for each, and the chosen call's arguments.
 
 The bars are the functions' exact probabilities (engine/tools.choice_probabilities: each name's canonical token
-path after `<tool_call>`), renormalised over the offered functions as option bars are; `coverage` is their sum
+path `<tool_call>\n<function=NAME>`), renormalised over the offered functions as option bars are; `coverage` is their sum
 (the rest is answering in text, or a call no offered name takes). The choice is the most likely function; its
 arguments come from one generation constrained to that function's schema.
 """
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from .chat_template import Message, build_chat_prompt
 from .clock import Clock
 from .generate import GenerationRequest, generate
-from .tools import choice_probabilities, parse_tool_calls, tag_ids, tool_grammar
+from .tool_grammar import tool_grammar
+from .tools import choice_probabilities, parse_tool_calls, tag_ids
 from .types import LABELS, DecisionRequest, DecisionResult, OptionResult
 
 MAX_CALL_TOKENS = 256
@@ -35,7 +36,7 @@ def decide_tools(runner, request: DecisionRequest, should_stop: Callable[[], boo
     completion = generate(runner, GenerationRequest(tuple(prompt), request.sampling, MAX_CALL_TOKENS, response_format=grammar,
                                                     checkpoints=(len(prompt),)), should_stop=should_stop)
     clock.lap("sample_s")
-    _, calls = parse_tool_calls(completion.content)
+    _, calls = parse_tool_calls(completion.content, request.tools)
     mass = sum(values)
     options = [OptionResult(label, name, math.log(max(p, 1e-300)), p / mass if mass > 0 else 1 / len(names))
                for label, name, p in zip(LABELS, names, values)]

@@ -19,6 +19,7 @@ from decider.app.service import EngineService
 from decider.engine.chat_template import Message, build_chat_prompt
 from decider.engine.devices import DeviceOptions
 from decider.engine.runner import ModelRunner
+from decider.engine.template_check import folder_template, message_dict, render
 from decider.engine.tools import Tool, ToolCall, choice_probabilities
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,12 +98,13 @@ def test_a_tool_result_continues_the_conversation(client, service):
     reply = client.chat.completions.create(model="decider", messages=history, tools=TOOLS, tool_choice="none",
                                            max_tokens=5, **GREEDY)
     assert reply.choices[0].message.tool_calls is None and reply.choices[0].finish_reason in ("stop", "length")
-    # the template renders the call back and the result in <tool_response> tags, in a user turn
+    # the call rendered back in Qwen3.5's form, the result in <tool_response> tags in a user turn: as the folder's template
     messages = [Message("user", ASK[0]["content"]),
                 Message("assistant", "", (ToolCall(call.function.name, call.function.arguments),)),
                 Message("tool", "the orc fell")]
     text = service.runner.tokenizer.decode(build_chat_prompt(service.runner.tokenizer, messages, False).ids)
-    assert f'<tool_call>\n{{"name": "{call.function.name}", "arguments": ' in text
+    assert text == render(folder_template(MODEL), [message_dict(m) for m in messages], None, False)
+    assert f"<think>\n\n</think>\n\n<tool_call>\n<function={call.function.name}>\n<parameter=" in text
     assert "<|im_start|>user\n<tool_response>\nthe orc fell\n</tool_response><|im_end|>" in text
 
 
@@ -127,7 +129,7 @@ def test_the_call_probabilities_equal_a_direct_computation():
         return float(logits[token] - logits.max() - np.log(np.exp(logits - logits.max()).sum()))
 
     for tool in tools:
-        path = runner.tokenizer.encode_text(f'<tool_call>\n{{"name": "{tool.name}"')
+        path = runner.tokenizer.encode_text(f"<tool_call>\n<function={tool.name}>")
         want = np.exp(sum(logprob_after(path[:i], path[i]) for i in range(len(path))))
         assert abs(got["functions"][tool.name] - want) < 1e-6
     assert abs(got["call"] - np.exp(logprob_after([], path[0]))) < 1e-6
@@ -159,7 +161,12 @@ def test_n_choices_come_from_one_prefill(client, service, monkeypatch):
 
 def test_bad_tools_are_400s_naming_the_field(client):
     cases = [
-        (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#/nowhere"}}}]), "tools"),
+        (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#/nowhere"}}}]), "tools[0]"),
+        # every schema checked at the request, whatever tool_choice says (#38): the 400 names the tool
+        (dict(tools=[*TOOLS, {"type": "function", "function": {"name": "g", "parameters": {
+            "type": "object", "properties": {}, "required": ["x"]}}}]), "tools[3]"),
+        (dict(tools=[TOOLS[0], {"type": "function", "function": {"name": "g", "parameters": {
+            "type": "object", "properties": {"a<b>": {"type": "string"}}}}}], tool_choice="none"), "tools[1]"),
         (dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "fly"}}), "tool_choice"),
         (dict(tool_choice="required"), "tool_choice"),
         (dict(tools=[{"type": "function", "function": {"name": "bad name!"}}]), "tools"),

@@ -36,5 +36,5 @@ def run_chat(service, parsed: ChatCompletionRequest, generation: GenerationReque
         probabilities = None
         if parsed.calls_tools:
             probabilities = choice_probabilities(service.runner, list(generation.prompt_ids), parsed.tools or ())
-    choices = [chat_choice(c, i, tools=parsed.calls_tools, probabilities=probabilities) for i, c in enumerate(completions)]
+    choices = [chat_choice(c, i, tools=(parsed.tools or ()) if parsed.calls_tools else (), probabilities=probabilities) for i, c in enumerate(completions)]
     return choices, completions

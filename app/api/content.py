@@ -104,6 +104,8 @@ class ChatMessage(Strict):
     name: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
     tool_calls: Annotated[tuple[ToolCall, ...], BeforeValidator(_tool_calls), Field(default=())]
     tool_call_id: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
+    # an earlier turn's reasoning, as vLLM takes it: Qwen's template keeps it after the last user query
+    reasoning_content: Annotated[str | None, BeforeValidator(lambda v: v if v is None or isinstance(v, str) else _bad_name())] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -115,13 +117,13 @@ class ChatMessage(Strict):
             raise located_error("unsupported_parameter", " is not supported", sub=unknown[0])
         if value.get("content") is None and value.get("tool_calls") and value.get("role") == "assistant":
             value = {**value, "content": ""}  # an assistant turn that only called functions
-        for field, role in (("tool_calls", "assistant"), ("tool_call_id", "tool")):
+        for field, role in (("tool_calls", "assistant"), ("tool_call_id", "tool"), ("reasoning_content", "assistant")):
             if field in value and value.get("role") != role:
                 raise located_error("unsupported_parameter", f" is only for {role} messages", sub=field)
         return value
 
     def to_message(self) -> Message:
-        return Message(self.role, self.content, self.tool_calls)
+        return Message(self.role, self.content, self.tool_calls, self.reasoning_content)
 
 
 def _bad_name():

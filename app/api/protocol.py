@@ -20,11 +20,13 @@ from decider.engine.logit_bias import check_logit_bias
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
 from decider.engine.settings import SamplingSettings
 from decider.engine.structured import ResponseFormat, check_grammar, grammar_tokenizer
-from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tool_grammar, tools_from_openai
+from decider.engine.tool_grammar import tool_grammar
+from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tools_from_openai
 
 from ..requests import REQUEST_DECISION_SETTINGS, SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
 from .errors import ApiError, field_error
+from .tool_checks import check_tool_messages, check_tool_schemas
 from .fields import (
     Boolean, EngineFloat, EngineInt, Ignored, Name, Refused, Strict, Text, absent, empty, int_in, one, refused,
 )
@@ -240,11 +242,13 @@ class ChatCompletionRequest(_Generation):
             if message.role == "tool" and not (before and (before.role == "tool" or before.tool_calls)):
                 raise field_error("invalid_value", f"messages[{index}]: a tool message must follow an assistant message "
                                   "with tool_calls", f"messages[{index}].role")
+        check_tool_messages(self.messages)  # ids, names and results matched to calls (app/api/tool_checks.py)
         choice = self.tool_choice
         if self.tools is None:
             if choice not in (None, "none"):
                 raise field_error("invalid_value", "tool_choice needs tools", "tool_choice")
             return
+        check_tool_schemas(self.tools)  # every tool, whatever tool_choice says: a 400 names tools[i]
         if choice not in TOOL_CHOICES and choice is not None and choice not in {t.name for t in self.tools}:
             raise field_error("invalid_value", f"tool_choice names {choice!r:.70}, which is not in tools", "tool_choice")
         if self.calls_tools and (self.response_format is not None or self.guided_choice is not None):
