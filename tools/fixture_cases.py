@@ -85,6 +85,18 @@ DECISIONS = [
 ]
 WORD_OPTIONS = ("words_scoring", "Which of these is an animal?", ["Horse", "Hammer and nails", "Bread"])
 CHATS = [("chat_think_off", "Should we attack or retreat?", False), ("chat_think_on", "Should we attack or retreat?", True)]
+# Functions offered in Qwen3.5's tools format: the float64 log-probabilities of each function's canonical path
+# `<tool_call>\n<function=NAME>` after the prompt (tests/test_tool_probabilities.py holds tool_choice_probabilities to them).
+TOOL_CASE = ("tools_call_paths", "An orc blocks the bridge. What do we do?", [
+    {"type": "function", "function": {"name": "attack", "description": "Attack a target", "parameters": {
+        "type": "object", "properties": {"target": {"type": "string", "enum": ["orc", "troll", "dragon"]},
+                                         "power": {"type": "integer", "minimum": 1, "maximum": 9}},
+        "required": ["target", "power"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "retreat", "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "trade", "parameters": {
+        "type": "object", "properties": {"item": {"type": "string", "maxLength": 12}, "price": {"type": "integer", "minimum": 0, "maximum": 500}},
+        "required": ["item", "price"], "additionalProperties": False}}},
+])
 
 
 def engine_cases(model_dir: Path) -> list[dict]:
@@ -106,4 +118,16 @@ def engine_cases(model_dir: Path) -> list[dict]:
         "name": name, "kind": "sequence", "prompt_ids": prompt.ids,
         "continuations": [tok.encode_text(o) + [tok.im_end] for o in options],
     })
+    out.append(tool_case(tok))
     return out
+
+
+def tool_case(tok) -> dict:
+    from decider.engine.chat_template import Message, build_chat_prompt
+    from decider.engine.tools import function_path, tools_from_openai
+
+    name, question, offered = TOOL_CASE
+    tools = tools_from_openai(offered)
+    prompt = build_chat_prompt(tok, [Message("user", question)], False, tools=tools)
+    return {"name": name, "kind": "sequence", "prompt_ids": prompt.ids,
+            "continuations": [function_path(tok, t.name) for t in tools]}

@@ -732,6 +732,22 @@ def write_reference(name: str) -> dict:
     return {"doc": doc, "full": full}
 
 
+def merge_cases(name: str, wanted: set[str]) -> None:
+    """Recompute only the `wanted` cases and put them into the existing reference/<name>.json (added at the end,
+    or in place): a new case needs no rewrite of every other number."""
+    tok = load_tokenizer(TOKENIZER_DIR)
+    cs = [c for c in load_cases(name) if c["name"] in wanted]
+    missing = wanted - {c["name"] for c in cs}
+    assert not missing, f"no such case: {sorted(missing)}"
+    rcases, _ = compute_references(name, load_reference_model(name), tok.get_vocab_size(), cs)
+    path = REFERENCE / f"{name}.json"
+    doc = json.loads(path.read_text())
+    fresh = {c["name"]: c for c in rcases}
+    doc["cases"] = [fresh.pop(c["name"], c) for c in doc["cases"]] + list(fresh.values())
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    log(f"{name}: {len(rcases)} case(s) merged into {path.relative_to(ROOT)}")
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # 5. Raw OpenVINO check (printed only)
 # ---------------------------------------------------------------------------------------------------------------------
@@ -869,6 +885,9 @@ def main(argv=None) -> int:
     ap.add_argument("--references-only", action="store_true",
                     help="recompute references (and the OpenVINO check) for the existing checkpoints/exports")
     ap.add_argument("--no-check", action="store_true", help="skip the raw OpenVINO comparison")
+    ap.add_argument("--case", action="append", metavar="NAME",
+                    help="with --references-only: recompute only this case (repeatable) and merge it into the existing "
+                         "reference, every other number kept as it was")
     ap.add_argument("--export-worker", metavar="NAME", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -919,6 +938,9 @@ def main(argv=None) -> int:
                 continue
             if spec["optional"] and MOE_EXPORT_NOTE.exists():
                 MOE_EXPORT_NOTE.unlink()
+        if args.references_only and args.case:
+            merge_cases(name, set(args.case))
+            continue
         write_preprocessor_config(name)
         ref = write_reference(name)
         if not args.no_check:
