@@ -127,30 +127,35 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
             raise SettingsError(f"{', '.join(remote)} {'needs' if len(remote) == 1 else 'need'} --engine URL")
 
 
+def _decision_service(args: argparse.Namespace) -> tuple[DecisionService, EngineService | None]:
+    """(the service that decides, the local engine when it is one): a server with --engine, else the local model."""
+    if not args.engine:
+        local = _service(args, history=not args.no_history)
+        return local, local
+    from decider.engine.remote import RemoteConfig
+
+    from .history import default_store
+    from .service import RemoteService
+
+    config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
+                          args.engine_method)
+    return RemoteService(config, None if args.no_history else default_store(_say)), None
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     from .render import render_decision
 
-    if args.tool:
+    if args.tool:  # the functions are the options, on this machine or through a server (--engine)
         from .tool_decision import ask_with_tools
 
-        return ask_with_tools(args, lambda: _service(args, history=not args.no_history))
+        _check_engine_flags(args)
+        return ask_with_tools(args, lambda: _decision_service(args)[0])
     # Validate the request before the (slow) model load, so a typo fails at once.
     from decider.engine.settings import SamplingSettings
 
     decision_request(args, SamplingSettings())
     _check_engine_flags(args)
-    if args.engine:
-        from decider.engine.remote import RemoteConfig
-
-        from .history import default_store
-        from .service import RemoteService
-
-        config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
-                              args.engine_method)
-        service: DecisionService = RemoteService(config, None if args.no_history else default_store(_say))
-        local: EngineService | None = None
-    else:
-        service = local = _service(args, history=not args.no_history)
+    service, local = _decision_service(args)
     if service.history is not None:
         service.history.image_hashes = not args.no_image_hash
     budget = None

@@ -40,12 +40,13 @@ def call_text(result) -> str:
 
 
 def ask_with_tools(args, open_service) -> int:
-    """`decider ask --tool FILE …`: the functions are the options (no --option); prints bars and the call."""
+    """`decider ask --tool FILE …`: the functions are the options (no --option); prints bars and the call. With
+    --engine URL the tools go through to the server's own tool calling (engine/remote_tools.py)."""
     from .render import render_decision
     from .requests import sampling_from
 
     clashes = [flag for flag, given in (("--option", args.option), ("--image", args.image), ("--think", args.think),
-                                        ("--permute", args.permute), ("--engine", args.engine), ("--context", args.context)) if given]
+                                        ("--permute", args.permute), ("--context", args.context)) if given]
     if clashes:
         raise SettingsError(f"--tool takes the functions as the options: not with {', '.join(clashes)}")
     tools = load_tools(args.tool)  # before the (slow) model load

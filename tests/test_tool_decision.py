@@ -142,3 +142,26 @@ def test_the_window_decides_between_functions_and_shows_the_call(qtbot, make_win
     assert f"Call: {call_text(result)}" in window.result_view.choice_meta.text()
     window.options.set_options(["attack", "flee"])  # edited away from the functions: an ordinary decision again
     assert window.build_request().tools == ()
+
+
+def test_ask_engine_url_tool_file_works_against_decider_serve(tools_file):
+    """`decider ask --engine URL --tool FILE` (docs/api.md): the tools go through to the server, the bars are the
+    server's exact per-function probabilities, equal to a local decision's."""
+    from decider.app.api.server import ApiServer
+
+    server = ApiServer(EngineService(DEMO, DeviceOptions(device="CPU")), "127.0.0.1", 0)
+    server.start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "decider.app.cli", "ask", QUESTION, "--tool", str(tools_file), "--engine",
+                               server.url, "--temperature", "0", "--json", "--no-history"], capture_output=True, text=True, timeout=300)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    local = EngineService(DEMO, DeviceOptions(device="CPU")).decide(
+        tool_request(QUESTION, load_tools(str(tools_file)), sampling=SamplingSettings(temperature=0.0)))
+    assert body["mode"] == "tools" and body["engine"]["kind"] == "remote" and "exact" in body["engine"]["bars"]
+    assert [o["text"] for o in body["options"]] == ["attack", "retreat", "trade"]
+    for got, want in zip(body["options"], local.options):
+        assert abs(got["probability"] - want.probability) < 1e-6 and got["bar"] == "exact"
+    assert body["tool_call"]["function"]["name"] == local.tool_call.name == body["choice"]["text"]
