@@ -104,3 +104,27 @@ def test_matched_results_and_reasoning_are_accepted(client):
     messages[1]["reasoning_content"] = "wait twice"
     reply = client.chat.completions.create(model="decider", messages=messages, tools=TYPED, tool_choice="none", max_tokens=2)
     assert reply.choices[0].finish_reason in ("stop", "length")
+
+
+def test_tokenize_chat_form_is_the_prompt_a_chat_request_becomes(client):
+    """vLLM's chat form of /tokenize (messages, tools, add_generation_prompt, return_token_strs): the exact ids the
+    chat request is prefilled with, which are the folder's template's (tests/test_chat_template_corpus.py)."""
+    import httpx
+
+    from decider.engine.template_check import folder_template, render
+
+    base = str(client.base_url).rstrip("/").removesuffix("/v1")
+    messages = _history({"role": "tool", "tool_call_id": "call_a", "content": "done"})
+    body = {"messages": messages, "tools": TYPED, "return_token_strs": True}
+    reply = httpx.post(f"{base}/tokenize", json=body, timeout=60).json()
+    chat = client.chat.completions.create(model="decider", messages=messages, tools=TYPED, max_tokens=1, tool_choice="none")
+    assert reply["count"] == len(reply["tokens"]) == chat.usage.prompt_tokens
+    template_dicts = [messages[0], {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "wait", "arguments": {}}}]},
+                      messages[2]]
+    text = render(folder_template(MODELS / "qwen35-text"), template_dicts, [t for t in TYPED], False)
+    assert "".join(reply["token_strs"]) == text
+    bare = httpx.post(f"{base}/tokenize", json={**body, "add_generation_prompt": False}, timeout=60).json()
+    assert "".join(bare["token_strs"]) == text[: text.rindex("<|im_start|>assistant")]
+    for bad in ({"prompt": "x", "messages": ASK}, {"prompt": "x", "tools": TYPED}, {"messages": _history()}):
+        answer = httpx.post(f"{base}/tokenize", json=bad, timeout=60)
+        assert answer.status_code == 400 and "Traceback" not in answer.text, bad

@@ -443,13 +443,42 @@ def _tokens(value: object) -> object:
     return tuple(value)
 
 
+def _chat_messages(value: object) -> object:
+    return None if value is None else check_messages(value)
+
+
 class TokenizeRequest(Strict):
-    """vLLM's /tokenize with a prompt (its chat form is not offered)."""
+    """vLLM's /tokenize: a prompt, or its chat form (messages, tools, add_generation_prompt) rendered exactly as a
+    chat request's prompt is (app/api/tokens.py chat_tokenize)."""
 
     model: Name = None
-    prompt: Annotated[str, BeforeValidator(_text), Field(default=None, validate_default=True)]
+    prompt: Annotated[str | None, BeforeValidator(_text)] = None
+    messages: Annotated[list[ChatMessage] | None, BeforeValidator(_chat_messages)] = None
+    tools: Annotated[tuple[Tool, ...] | None, BeforeValidator(_tools)] = None
+    add_generation_prompt: Boolean = None  # vLLM's default: true
+    chat_template_kwargs: ChatTemplateKwargs | None = None
     add_special_tokens: Boolean = None
     return_token_strs: Boolean = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "TokenizeRequest":
+        if (self.prompt is None) == (self.messages is None):
+            raise field_error("invalid_value", "give prompt or messages (the chat form), one of them", "prompt")
+        if self.messages is None and (self.tools is not None or self.add_generation_prompt is not None
+                                      or self.chat_template_kwargs is not None):
+            raise field_error("invalid_value", "tools, add_generation_prompt and chat_template_kwargs go with messages", "messages")
+        if self.messages is not None:
+            check_tool_messages(self.messages)
+            if self.tools is not None:
+                check_tool_schemas(self.tools)
+        return self
+
+    def texts(self) -> list[str]:
+        """The text to bound before tokenizing (images left out)."""
+        if self.messages is None:
+            return [self.prompt or ""]
+        parts = [p for m in self.messages for p in ((m.content,) if isinstance(m.content, str) else m.content)]
+        return [p for p in parts if isinstance(p, str)]
 
 
 class DetokenizeRequest(Strict):

@@ -294,7 +294,10 @@ class Routes:
         runner = self.state.service.runner
         parsed: TokenizeRequest = await self._parse(request, TokenizeRequest)
         # bounded like the prompts it counts: past the context it is refused before any list is built
-        await self._refuse_too_long([parsed.prompt])
+        await self._refuse_too_long(parsed.texts())
+        if parsed.messages is not None:  # the chat form: exactly the prompt a chat request becomes
+            reply = await to_thread.run_sync(tokens.chat_tokenize, runner, parsed)
+            return json_response(200, reply)
         add_special = parsed.add_special_tokens is not False  # vLLM's default: true
         reply = await to_thread.run_sync(
             tokens.tokenize, runner.tokenizer, parsed.prompt, add_special, bool(parsed.return_token_strs), runner.context_length

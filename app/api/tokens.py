@@ -63,5 +63,33 @@ def tokenize(tokenizer, prompt: str, add_special_tokens: bool, token_strs: bool,
     }
 
 
+def chat_tokenize(runner, parsed) -> dict:
+    """vLLM's chat form of /tokenize: the messages (and tools) rendered as a chat request renders them, with the
+    generation prompt unless add_generation_prompt is false; an image counts as its placeholder tokens."""
+    from decider.engine.chat_template import build_chat_prompt
+    from decider.engine.errors import SettingsError
+    from decider.engine.vision_tokens import IMAGE_PAD, ImageToken
+
+    kwargs = parsed.chat_template_kwargs
+    think = bool(kwargs and kwargs.enable_thinking)
+    try:
+        prompt = build_chat_prompt(runner.tokenizer, [m.to_message() for m in parsed.messages], think,
+                                   see=runner.image_tokens, tools=parsed.tools or ())
+    except SettingsError as exc:
+        raise ApiError("invalid_value", str(exc), param="messages") from None
+    items = prompt.ids
+    if parsed.add_generation_prompt is False:  # up to the last turn's end: no `<|im_start|>assistant\n<think>…`
+        items = items[: len(items) - 1 - items[::-1].index(runner.tokenizer.im_start)]
+    pad = runner.tokenizer.special_id(IMAGE_PAD)
+    ids = [pad if isinstance(item, ImageToken) else item for item in items]
+    if len(ids) > runner.context_length:
+        raise ApiError("context_length_exceeded", f"the prompt has {len(ids)} tokens, over the model's context limit of "
+                       f"{runner.context_length}")
+    return {
+        "count": len(ids), "max_model_len": runner.context_length, "tokens": ids,
+        "token_strs": [runner.tokenizer.token_text(i) for i in ids] if parsed.return_token_strs else None,
+    }
+
+
 def detokenize(tokenizer, tokens: tuple[int, ...]) -> dict:
     return {"prompt": tokenizer.decode(list(tokens))}
