@@ -33,6 +33,8 @@ TOOLS_RULES = (
     "like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>"
 )
 PARAMETER_CLOSE = "\n</parameter>\n"
+# A parameter's name as the call form can carry it: `<`, `>` or a newline would be markup in the prompt.
+PARAMETER_NAME = re.compile(r"[^<>\n]{1,128}")
 
 
 def tojson(value: object) -> str:
@@ -82,7 +84,7 @@ _PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n(.*?)\n</parameter>\n", re.S)
 def parse_value(text: str, schema: object) -> object:
     """A parameter's text as the value its schema types: a string as written; anything else read as JSON
     (Python's True/False/None, as the template writes them, too); text that is no JSON stays text."""
-    if isinstance(schema, dict) and _is_string(schema):
+    if is_plain_string(schema):
         return text
     python = {"True": "true", "False": "false", "None": "null"}.get(text.strip(), text)
     try:
@@ -91,7 +93,10 @@ def parse_value(text: str, schema: object) -> object:
         return text
 
 
-def _is_string(schema: dict) -> bool:
+def is_plain_string(schema: object) -> bool:
+    """A parameter the template writes as plain text: a string (or an enum/const of strings only)."""
+    if not isinstance(schema, dict):
+        return False
     if schema.get("type") == "string":
         return True
     choices = schema.get("enum", [schema["const"]] if "const" in schema else None)

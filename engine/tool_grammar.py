@@ -11,14 +11,12 @@ template renders earlier calls). A string's `pattern` or `format` is not enforce
 from __future__ import annotations
 
 import json
-import re
 
 from .errors import SettingsError
-from .tool_format import CALL_CLOSE, CALL_OPEN, PARAMETER_CLOSE
+from .tool_format import CALL_CLOSE, CALL_OPEN, PARAMETER_CLOSE, PARAMETER_NAME, is_plain_string
 from .tools import TOOL_CHOICES, Tool
 
 MAX_STRING = 100_000  # characters a bounded plain-text value may be asked for (llguidance builds the repeat)
-_KEY = re.compile(r"[^<>\n]{1,128}")
 
 
 def _literal(text: str) -> str:
@@ -38,19 +36,10 @@ def _string_value(schema: dict) -> str:
     return f"/(?s:.{span})\\n<\\/parameter>\\n/"
 
 
-def _is_plain_string(schema: object) -> bool:
-    if not isinstance(schema, dict):
-        return False
-    if schema.get("type") == "string":
-        return True
-    choices = schema.get("enum", [schema["const"]] if "const" in schema else None)
-    return "type" not in schema and isinstance(choices, list) and bool(choices) and all(isinstance(c, str) for c in choices)
-
-
 def _value_rules(rule: str, schema: object) -> list[str]:
     """Rules for one parameter's value, ending with its `\\n</parameter>\\n` (inside a lazy string lexeme)."""
     close = _literal(PARAMETER_CLOSE)
-    if _is_plain_string(schema):
+    if is_plain_string(schema):
         assert isinstance(schema, dict)
         body = _string_value(schema)
         if body.startswith("/"):
@@ -82,7 +71,7 @@ def check_parameters(tools: tuple[Tool, ...]) -> None:
         if not isinstance(properties, dict):
             raise SettingsError(f"tools[{index}]: parameters.properties must be an object")
         for key in properties:
-            if not _KEY.fullmatch(key):
+            if not PARAMETER_NAME.fullmatch(key):
                 raise SettingsError(f"tools[{index}]: parameter name {key!r:.70} must be 1-128 characters without <, > or a newline")
 
 

@@ -25,6 +25,7 @@ from .errors import SettingsError
 from .tool_format import CALL_CLOSE, CALL_OPEN, parse_calls
 
 MAX_TOOLS = 128
+FUNCTION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # OpenAI's function names: never markup in the prompt
 TOOL_CHOICES = ("none", "auto", "required")
 
 
@@ -110,7 +111,7 @@ def check_tools(tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
     if len(set(names)) != len(names):
         raise SettingsError("tools: function names must be unique")
     for name in names:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+        if not FUNCTION_NAME.fullmatch(name):
             raise SettingsError(f"tools: function name {name!r:.70} must be 1-64 letters, digits, _ . or -")
     return tools
 

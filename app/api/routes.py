@@ -300,7 +300,7 @@ class Routes:
             return json_response(200, reply)
         add_special = parsed.add_special_tokens is not False  # vLLM's default: true
         reply = await to_thread.run_sync(
-            tokens.tokenize, runner.tokenizer, parsed.prompt, add_special, bool(parsed.return_token_strs), runner.context_length
+            tokens.tokenize, runner.tokenizer, parsed.prompt or "", add_special, bool(parsed.return_token_strs), runner.context_length
         )
         return json_response(200, reply)
 

@@ -12,16 +12,13 @@
 from __future__ import annotations
 
 import json
-import re
 
 from decider.engine.errors import SettingsError
+from decider.engine.tool_format import PARAMETER_NAME
 from decider.engine.tool_grammar import check_parameters, tool_grammar
-from decider.engine.tools import Tool
+from decider.engine.tools import FUNCTION_NAME, Tool
 
 from .errors import field_error
-
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_KEY = re.compile(r"[^<>\n]{1,128}")
 
 
 def check_tool_schemas(tools: tuple[Tool, ...]) -> None:
@@ -67,10 +64,10 @@ def check_tool_messages(messages: list) -> None:
                 raise field_error("invalid_value", f"{where}.id is missing: a tool message answers a call by its id", f"{where}.id")
             if call.id in seen:
                 raise field_error("invalid_value", f"{where}.id {call.id!r:.70} is used by an earlier call", f"{where}.id")
-            if not _NAME.fullmatch(call.name):
+            if not FUNCTION_NAME.fullmatch(call.name):
                 raise field_error("invalid_value", f"{where}.function.name {call.name!r:.70} must be 1-64 letters, digits, _ . or -",
                                   f"{where}.function.name")
-            bad = next((k for k in json.loads(call.arguments) if not _KEY.fullmatch(k)), None)
+            bad = next((k for k in json.loads(call.arguments) if not PARAMETER_NAME.fullmatch(k)), None)
             if bad is not None:
                 raise field_error("invalid_value", f"{where}.function.arguments: parameter name {bad!r:.70} must be 1-128 "
                                   "characters without <, > or a newline", f"{where}.function.arguments")
