@@ -301,3 +301,16 @@ def test_decode_roundtrip_is_nfc(tok, corpus):
 
 def test_corpus_size():
     assert sum(map(len, CORPORA.values())) >= 300
+
+
+def test_the_chat_template_corpus_renders_identically_with_the_real_tokenizer(qwen_tokenizer_json):
+    """Decider's prompts equal Qwen3.5's own template's on the real vocabulary too (tool tags are tokens there)."""
+    from decider.engine.template_check import CORPUS, decider_ids, folder_template, template_ids
+    from decider.engine.tokenizer import ChatTokenizer
+
+    chat = ChatTokenizer(qwen_tokenizer_json, logits_width=248320)
+    template = folder_template(Path(__file__).resolve().parent.parent / "resources" / "demo-model")
+    for conversation in CORPUS:
+        assert decider_ids(chat, conversation) == template_ids(chat, template, conversation), conversation.name
+    tools = next(c for c in CORPUS if c.name == "call_and_result")
+    assert chat.special_id("<tool_call>") in decider_ids(chat, tools)
