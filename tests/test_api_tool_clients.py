@@ -43,7 +43,7 @@ def url():
 
 
 def test_langchain_bind_tools_calls_a_function_with_valid_arguments(url):
-    model = langchain_openai.ChatOpenAI(base_url=url, api_key="unused", model="decider", temperature=0, max_tokens=80)
+    model = langchain_openai.ChatOpenAI(base_url=url, api_key="unused", model="decider", temperature=0, max_tokens=200)
     reply = model.bind_tools([Attack, Retreat], tool_choice="required").invoke(QUESTION)
     assert reply.tool_calls, reply
     call = reply.tool_calls[0]
@@ -55,6 +55,6 @@ def test_langchain_bind_tools_calls_a_function_with_valid_arguments(url):
 
 def test_instructor_default_tools_mode_returns_a_validated_object(url):
     client = instructor.from_openai(openai.OpenAI(base_url=url, api_key="unused", max_retries=0))
-    attack = client.chat.completions.create(model="decider", response_model=Attack, max_tokens=80, temperature=0,
+    attack = client.chat.completions.create(model="decider", response_model=Attack, max_tokens=200, temperature=0,
                                             max_retries=0, messages=[{"role": "user", "content": QUESTION}])
     assert isinstance(attack, Attack) and attack.target in ("orc", "troll") and 1 <= attack.power <= 9
