@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +40,9 @@ def folder_template(folder: Path) -> str | None:
     return template if isinstance(template, str) else None
 
 
-def render(template: str, messages: list[dict], tools: list[dict] | None, think: bool) -> str:
-    """The template rendered as transformers' apply_chat_template renders it (add_generation_prompt)."""
+@lru_cache(maxsize=8)
+def _compiled(template: str):
+    """The template compiled once per text (compiling costs more than rendering the whole corpus)."""
     from jinja2 import TemplateError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -50,7 +52,12 @@ def render(template: str, messages: list[dict], tools: list[dict] | None, think:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = lambda value, **_: json.dumps(value, ensure_ascii=False)
     env.globals["raise_exception"] = raise_exception
-    return env.from_string(template).render(messages=messages, tools=tools, add_generation_prompt=True, enable_thinking=think)
+    return env.from_string(template)
+
+
+def render(template: str, messages: list[dict], tools: list[dict] | None, think: bool) -> str:
+    """The template rendered as transformers' apply_chat_template renders it (add_generation_prompt)."""
+    return _compiled(template).render(messages=messages, tools=tools, add_generation_prompt=True, enable_thinking=think)
 
 
 def message_dict(message: Message) -> dict:
