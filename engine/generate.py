@@ -25,7 +25,9 @@ from .errors import Cancelled, ContextLimitError, SettingsError
 from .logit_bias import check_logit_bias
 from .logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
 from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
-from .sampling import Sampler, make_sampler
+from .drafts import PromptLookup
+from .sampling import Chain, Greedy, Sampler, make_sampler
+from .speculative import drafted_loop
 from .settings import SamplingSettings
 from .structured import ResponseFormat, grammar_mask
 
@@ -60,13 +62,16 @@ def generate_step(
     processors: Sequence[LogitsProcessor] | None = None,
     allowed: Sequence[int] | np.ndarray | None = None,
     window: deque[int] | None = None,
+    drafter: PromptLookup | None = None,
     **loop: Any,
 ) -> Generator[Step, None, None]:
     """The loop (`step_loop`) for one request, built the way mlx-lm's stream_generate builds its sampler and
     processors from keyword arguments: `sampling` is either settings — the sampler is make_sampler(settings,
     rng), the processors make_processors(settings, allowed=…) with penalties over `window` (a caller's deque,
     to read or continue the penalty window) — or a sampler already made, run with `processors` as given
-    (none: the model's logits as they are). The remaining keywords are step_loop's."""
+    (none: the model's logits as they are). drafter: draft tokens and verify them in one exact forward
+    (engine/speculative.py) where the runner can; None, or a runner that cannot, decodes plainly. The
+    remaining keywords are step_loop's."""
     if isinstance(sampling, SamplingSettings):
         if processors is not None:
             raise TypeError("with settings, generate_step makes the processors: pass allowed=/window=, or a sampler")
@@ -76,6 +81,8 @@ def generate_step(
         raise TypeError("a sampler carries its own generator; give its processors as processors=")
     else:
         sampler = sampling
+    if drafter is not None and runner.verifies and isinstance(sampler, (Greedy, Chain)):
+        return drafted_loop(runner, prompt_ids, sampler, drafter, max_tokens=max_tokens, processors=processors or (), **loop)
     return step_loop(runner, prompt_ids, sampler, max_tokens=max_tokens, processors=processors or (), **loop)
 
 

@@ -52,6 +52,32 @@ def slice_to_last_position(model: ov.Model, output_name: str = "logits") -> ov.M
     raise ModelError("the lm_head MatMul has no [batch, sequence, hidden] input to slice")
 
 
+LOGITS_POSITIONS = "logits_positions"  # the input naming how many last positions get logits (counted head)
+
+
+def slice_to_counted_positions(model: ov.Model, output_name: str = "logits") -> ov.Model:
+    """Run the vocabulary projection on the last N positions, N an input (`logits_positions`, shape [1]).
+
+    Fed 1, it is slice_to_last_position (measured bit-identical logits for prefill and steps on the CPU
+    plugin); fed k + 1, one forward over a token and k drafts gives the logits a speculative decoder
+    verifies them with (engine/speculative.py), without a second compile of the weights.
+    """
+    slice_to_last_position(model, output_name)
+    matmul = _lm_head(model.output(output_name))
+    for port in range(2):
+        last = matmul.input_value(port).get_node()
+        if last.get_type_name() == "Slice":
+            count = ops.parameter([1], ov.Type.i64, name=LOGITS_POSITIONS)
+            count.output(0).get_tensor().set_names({LOGITS_POSITIONS})
+            start = ops.negative(count)
+            counted = ops.slice(last.input_value(0), start, last.input_value(2), last.input_value(3), last.input_value(4))
+            matmul.input(port).replace_source_output(counted.output(0))
+            model.add_parameters([count])
+            model.validate_nodes_and_infer_types()
+            return model
+    raise ModelError("the lm_head MatMul has no sliced input")  # slice_to_last_position always leaves one
+
+
 # ----- projections that read the same activations: one MatMul instead of several -----
 
 _WEIGHT_OPS = {"Constant", "Convert", "Subtract", "Multiply"}

@@ -18,7 +18,7 @@ from .devices import DeviceOptions, choose_device, compile_properties, device_ca
 from .errors import DeviceError
 from .fast_tuning import cached as cached_tuning, tune_on_first_use
 from .decode_graph import one_token_deltanet
-from .graph import slice_to_last_position
+from .graph import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
 from .kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
 from .kernels.adoption import KernelPlan, without_cache_if_routed
 from .kernels.projection_op import KERNEL_TOKENS
@@ -42,7 +42,7 @@ class _TextLayout:
         self.names = {p.get_any_name() for p in compiled.inputs}
         self.kernel_tokens = np.zeros(1, dtype=np.int64)  # engine/kernels: which infers our int8 kernel takes
 
-    def inputs(self, ids: np.ndarray | Sequence[Item], past: int, history=()) -> dict[str, np.ndarray]:
+    def inputs(self, ids: np.ndarray | Sequence[Item], past: int, history=(), positions: int = 1) -> dict[str, np.ndarray]:
         ids = np.asarray(ids)  # token ids only (a text export sees no images): already an array
         length = ids.shape[0]
         feed = {
@@ -51,6 +51,7 @@ class _TextLayout:
             "position_ids": np.arange(past, past + length, dtype=np.int64)[None, :],
             "beam_idx": np.zeros(1, dtype=np.int32),
             KERNEL_TOKENS: self.kernel_tokens,
+            LOGITS_POSITIONS: np.array([positions], dtype=np.int64),
         }
         return {k: v for k, v in feed.items() if k in self.names}
 
@@ -71,14 +72,17 @@ class _VisionLanguageLayout:
         self.kernel_tokens = np.zeros(1, dtype=np.int64)
         self._embedder = ChunkEmbedder(embeddings, vision, image_pad)
 
-    def inputs(self, chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = ()) -> dict[str, np.ndarray]:
-        """history: the items before the chunk, needed only when they may hold images (else past is enough)."""
+    def inputs(self, chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = (),
+               positions: int = 1) -> dict[str, np.ndarray]:
+        """history: the items before the chunk, needed only when they may hold images (else past is enough).
+        positions: how many last positions get logits (where the model has the counted head)."""
         feed = {
             "inputs_embeds": self._embedder.embeds(chunk),
             "attention_mask": np.ones((1, past + len(chunk)), dtype=np.int64),
             "position_ids": position_ids(chunk, past, history),
             "beam_idx": np.zeros(1, dtype=np.int32),
             KERNEL_TOKENS: self.kernel_tokens,
+            LOGITS_POSITIONS: np.array([positions], dtype=np.int64),
         }
         return {k: v for k, v in feed.items() if k in self.names}
 
@@ -121,8 +125,11 @@ class ModelRunner(RunnerBase):
             model = self._read(core, self.folder.language_ir)
             self._check_inputs(model)
         self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
-        if fresh:
-            slice_to_last_position(model)
+        if fresh and self.execution_path == "npuw_llm":
+            slice_to_last_position(model)  # NPUW_LLM reshapes the model itself: no extra input
+        elif fresh:
+            # Logits at the last N positions, N fed per forward: 1 for prefill and steps, k + 1 to verify k drafts.
+            slice_to_counted_positions(model)
             if self.device.startswith("CPU"):
                 # A one-token step of each DeltaNet layer as matrix-vector products; prefill chunks keep the plugin's
                 # fused kernel (engine/decode_graph.py). CPU only: the routing relies on the CPU plugin skipping a node
@@ -179,6 +186,7 @@ class ModelRunner(RunnerBase):
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._request = self._layout.request
         self._adopt_kernel(compiled)
+        self.verifies = LOGITS_POSITIONS in self._layout.names
 
     def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
         """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
@@ -230,5 +238,24 @@ class ModelRunner(RunnerBase):
         self._request.wait()
         return self._logits()
 
+    def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
+        self._request.infer(self._layout.inputs(ids, past, self.history[:past], positions))
+        return self._request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
+
+    def _recurrent_states(self) -> dict[str, np.ndarray]:
+        return {s.name: s.state.data.copy() for s in self._request.query_state() if not is_kv_state(s.name)}
+
+    def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
+        for state in self._request.query_state():
+            if is_kv_state(state.name):
+                state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]))  # [B, heads, seq, dim]
+            else:
+                state.state = ov.Tensor(recurrent[state.name])
+
     def _logits(self) -> np.ndarray:
         return self._request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
+
+
+def is_kv_state(name: str) -> bool:
+    """A full-attention layer's key or value cache (trimmed on a rollback); the rest are DeltaNet conv/ssm states."""
+    return ".key." in name or ".value." in name or name.endswith((".key", ".value"))

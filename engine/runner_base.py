@@ -47,6 +47,13 @@ class _Snapshot:
     logits: np.ndarray  # next-token logits at this point: a full match needs no forward at all
 
 
+@dataclass(frozen=True)
+class _Mark:
+    past: int  # tokens the state held before the verify
+    fed: int  # tokens the verify fed
+    recurrent: dict[str, np.ndarray]  # the DeltaNet states before it (KV caches are trimmed instead)
+
+
 @dataclass
 class RunnerStats:
     forwards: int = 0  # passes over new tokens since load: one per prefill segment, one per step
@@ -72,6 +79,7 @@ class RunnerBase:
     vocab_size: int
     logits_width: int
     vision: VisionEncoder | None = None  # where this runner can feed images (engine/vision_encoder.py)
+    verifies = False  # a forward can return logits at several last positions and roll back (speculative decoding)
     prompt_cache: PromptCache | None = None  # prefix states on disk, shared across processes (use_prompt_cache)
     _cache_identity = ""
 
@@ -80,6 +88,7 @@ class RunnerBase:
         self.history: list[Item] = []
         self._snapshots: OrderedDict[tuple[Item, ...], _Snapshot] = OrderedDict()
         self._pending = False  # a start_step() not yet finished
+        self._mark: _Mark | None = None  # where the last verify() started: what rewind() goes back to
         self.stats = RunnerStats()
         self.notices: list[str] = []  # things the user should see (e.g. a device fallback)
 
@@ -101,6 +110,18 @@ class RunnerBase:
         raise NotImplementedError
 
     def _wait(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
+        """One forward over ids after `past` tokens; the logits of its last `positions` positions [positions, vocab]."""
+        raise NotImplementedError
+
+    def _recurrent_states(self) -> dict[str, np.ndarray]:
+        """A copy of the states a rollback cannot trim (the DeltaNet layers' recurrent and conv states)."""
+        raise NotImplementedError
+
+    def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
+        """The state as it held `past` tokens: KV caches trimmed to it, the recurrent states restored."""
         raise NotImplementedError
 
     # ----- loading checks shared by every runner -----
@@ -181,6 +202,7 @@ class RunnerBase:
     # ----- state -----
     def reset(self) -> None:
         self.settle()
+        self._mark = None
         self._clear_state()
         self.history = []
 
@@ -298,6 +320,7 @@ class RunnerBase:
 
     def _prefill(self, ids: list[Item], checkpoints: Sequence[int]) -> np.ndarray:
         self.check_prompt(ids)
+        self._mark = None
         self.stats.last_prefill_from_disk = 0
         key = tuple(ids)
         if self.caps.snapshots and key in self._snapshots:
@@ -336,10 +359,42 @@ class RunnerBase:
         if len(self.history) + 1 >= self.context_length:
             raise ContextLimitError(f"the conversation reached the context limit of {self.context_length} tokens")
         self._start(int(token), len(self.history))
+        self._mark = None
         self.stats.forwards += 1
         self.stats.infers += 1
         self.history.append(int(token))
         self._pending = True
+
+    def verify(self, tokens: Sequence[int], positions: int) -> np.ndarray:
+        """Feed `tokens` in one forward and return the next-token logits after each of the last `positions`
+        of them ([positions, vocab], float64): a token and its drafts, checked at once. The state before it
+        is marked: rewind() goes back there. Only where `verifies`."""
+        if not self.verifies:
+            raise RuntimeError(f"{self.device} ({self.execution_path}) cannot verify drafts")
+        if not 1 <= positions <= len(tokens):
+            raise ValueError(f"positions must be in 1..{len(tokens)} (got {positions})")
+        self.settle()
+        past = len(self.history)
+        if past + len(tokens) >= self.context_length:
+            raise ContextLimitError(f"the conversation reached the context limit of {self.context_length} tokens")
+        self._mark = _Mark(past, len(tokens), self._recurrent_states())
+        logits = self._run_counted(np.asarray(tokens, dtype=np.int64), past, positions)
+        self.stats.forwards += 1
+        self.stats.infers += 1
+        self.history.extend(int(t) for t in tokens)
+        return logits
+
+    def rewind(self) -> list[int]:
+        """Undo the last verify(): the state and history as before it. Returns the tokens it had fed (a caller
+        feeds the ones it keeps again, with its next forward: no forward is spent on the replay alone)."""
+        mark = self._mark
+        if mark is None or len(self.history) != mark.past + mark.fed:
+            raise RuntimeError("nothing to rewind: the state changed since the last verify")
+        self._roll_back(mark.past, mark.recurrent)
+        fed = [int(t) for t in self.history[mark.past :]]
+        self.history = self.history[: mark.past]
+        self._mark = None
+        return fed
 
     def settle(self) -> None:
         """A step a caller started and abandoned completes first: the state then matches the history."""

@@ -97,6 +97,19 @@ def draw(candidates: Candidates, rng: np.random.Generator) -> int:
     return int(ids[min(index, ids.size - 1)])
 
 
+def verify_point_mass(candidates: Candidates, draft: int, rng: np.random.Generator) -> int:
+    """Speculative sampling for a draft that is a point mass q = 1 at `draft` (a prompt-lookup draft): accept it
+    with probability min(1, p/q) = p(draft), else draw from the normalised max(0, p − q), which is p with the
+    draft removed. The token this returns is distributed exactly as draw(candidates) (p(draft) + 0 for the
+    draft, (1 − p(draft))·p(y)/(1 − p(draft)) = p(y) for any other y)."""
+    weights = np.exp(candidates.logits - candidates.logits.max())
+    hit = candidates.ids == draft
+    if rng.random() * weights.sum() < weights[hit].sum():
+        return int(draft)
+    rest = Candidates(candidates.ids[~hit], candidates.logits[~hit])
+    return draw(rest, rng) if rest.ids.size else int(draft)
+
+
 # ----- the stages as data -----
 
 Sampler = Callable[[Distribution], int]  # a step's distribution (after every processor) → the drawn token id
@@ -159,6 +172,10 @@ class Greedy:
     def __call__(self, distribution: Distribution) -> int:
         return greedy(distribution.logits)
 
+    def verify(self, distribution: Distribution, draft: int) -> int:
+        """The token this position yields given a draft: greedy ignores it (a draft is kept when it is the argmax)."""
+        return greedy(distribution.logits)
+
 
 @dataclass(frozen=True)
 class Chain:
@@ -169,10 +186,18 @@ class Chain:
     draw: Draw
 
     def __call__(self, distribution: Distribution) -> int:
+        return self.draw(self.candidates(distribution))
+
+    def candidates(self, distribution: Distribution) -> Candidates:
+        """What the draw picks from: the candidates after every stage."""
         candidates = self.top_k(distribution)
         for stage in self.stages:
             candidates = stage(candidates)
-        return self.draw(candidates)
+        return candidates
+
+    def verify(self, distribution: Distribution, draft: int) -> int:
+        """The token this position yields given a point-mass draft, distributed exactly as a plain draw."""
+        return verify_point_mass(self.candidates(distribution), draft, self.draw.rng)
 
 
 def make_sampler(settings: SamplingSettings, rng: np.random.Generator) -> Greedy | Chain:
