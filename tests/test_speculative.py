@@ -1,0 +1,240 @@
+"""Speculative decoding (engine/speculative.py): drafts verified by the exact model keep plain decoding's
+tokens (greedy) and its distribution (sampled), never put a rejected draft in a penalty window, and leave a
+state equal to an exact prefill of the kept tokens."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from support.models import FIXTURES, ROOT, model_dir
+from decider.engine.drafts import AutoLookup, PromptLookup, make_drafter
+from decider.engine.generate import generate_step, make_rng
+from decider.engine.runner import ModelRunner
+from decider.engine.sampling import Candidates, draw
+from decider.engine.settings import SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+PENALISED = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5, repetition_penalty=1.3)
+MODELS = {
+    "text": model_dir("qwen35-text"), "moe": model_dir("qwen35-moe-text"), "vl": model_dir("qwen35-vl"),
+    "demo": ROOT / "resources" / "demo-model", "demo-vl": ROOT / "resources" / "demo-vl-model",
+}
+_RUNNERS: dict[str, ModelRunner] = {}
+
+
+def runner_for(name: str) -> ModelRunner:
+    if not MODELS[name].exists():
+        pytest.skip(f"{MODELS[name]} is absent")
+    if name not in _RUNNERS:
+        _RUNNERS[name] = ModelRunner(MODELS[name])
+    return _RUNNERS[name]
+
+
+def repetitive_prompt(runner: ModelRunner, with_image: bool = False) -> list:
+    """Text that repeats (so lookup finds matches), behind an image where the model can see one."""
+    rng = np.random.default_rng(7)
+    phrase = [int(t) for t in rng.integers(5, min(runner.vocab_size, 800), 9)]
+    prompt: list = phrase * 3
+    if with_image:
+        with Image.open(FIXTURES / "images" / "small_40x24.png") as image:
+            prompt = list(runner.image_tokens(np.asarray(image.convert("RGB")))) + prompt
+    return prompt
+
+
+class Oracle(PromptLookup):
+    """Drafts the reference continuation with every third drafted token wrong: kept and rejected drafts both,
+    whatever the model (a random fixture's own text may never repeat)."""
+
+    def __init__(self, reference: list[int], prompt_length: int, wrong=lambda t: t + 1) -> None:
+        super().__init__()
+        self.reference, self.prompt_length, self.wrong = reference, prompt_length, wrong
+
+    def propose(self, limit: int) -> list[int]:
+        done = len(self.tokens) - self.prompt_length
+        drafts = self.reference[done : done + min(limit, self.max_draft)]
+        return [self.wrong(t) if (done + i) % 3 == 2 else t for i, t in enumerate(drafts)]
+
+
+def tokens(runner, prompt, settings, drafter=None, max_tokens=40, **loop) -> list[int]:
+    runner.reset()
+    runner.clear_snapshots()
+    steps = generate_step(runner, prompt, settings, make_rng(settings.seed), max_tokens=max_tokens, drafter=drafter, **loop)
+    return [s.token_id for s in steps]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("settings", [GREEDY, PENALISED], ids=["plain", "penalties"])
+def test_greedy_tokens_are_plain_decodings_with_any_drafts(name, settings):
+    runner = runner_for(name)
+    prompt = repetitive_prompt(runner, with_image=runner.vision is not None)
+    plain = tokens(runner, prompt, settings)
+    forwards = runner.stats.forwards
+    oracle = Oracle(plain, len(prompt))
+    assert tokens(runner, prompt, settings, oracle) == plain
+    assert oracle.kept > 0 and oracle.drafted > oracle.kept  # both paths ran: kept drafts and a rollback
+    assert runner.stats.forwards - forwards < len(plain) + 1  # fewer forwards than one per token
+    assert tokens(runner, prompt, settings, PromptLookup()) == plain  # the real drafter (drafts where text repeats)
+
+
+def test_a_rollback_leaves_the_state_a_plain_step_would_have():
+    runner = runner_for("text")
+    prompt = repetitive_prompt(runner)
+    runner.reset()
+    runner.prefill(prompt)
+    want = runner.step(11)
+    runner.reset()
+    runner.prefill(prompt)
+    rows = runner.verify([11, 12, 13, 14], 4)
+    assert rows.shape == (4, runner.vocab_size)
+    assert np.max(np.abs(rows[0] - want)) < 1e-4  # the same model's logits, from one multi-token forward
+    assert runner.rewind() == [11, 12, 13, 14] and runner.history == prompt
+    assert np.array_equal(runner.step(11), want)  # KV trimmed, DeltaNet states restored: bit-identical
+    with pytest.raises(RuntimeError):
+        runner.rewind()  # the step moved on: nothing to undo
+
+
+def test_the_counted_head_gives_plain_prefill_logits_bit_for_bit():
+    runner = runner_for("text")
+    prompt = repetitive_prompt(runner)
+    runner.reset()
+    runner.prefill(prompt[:-4])
+    rows = runner.verify(prompt[-4:], 2)
+    runner.reset()
+    runner.clear_snapshots()
+    assert np.max(np.abs(runner.prefill(prompt) - rows[-1])) < 1e-4
+    assert np.max(np.abs(runner.prefill(prompt[:-1]) - rows[-2])) < 1e-4
+
+
+def test_a_rejected_draft_never_enters_the_penalty_window():
+    runner = runner_for("text")
+    prompt = repetitive_prompt(runner)
+    plain = tokens(runner, prompt, PENALISED, max_tokens=24)
+    # Each wrong draft is the token plain decoding draws two positions later: counted in the window, it would
+    # be penalised there and the text would change.
+    oracle = Oracle(plain, len(prompt), wrong=lambda t: t)
+    oracle.reference = plain[2:] + plain[:2]
+    window: deque[int] = deque(maxlen=PENALISED.penalty_window)
+    got = tokens(runner, prompt, PENALISED, oracle, max_tokens=24, window=window)
+    assert got == plain
+    assert oracle.drafted > oracle.kept
+    assert list(window) == plain[-PENALISED.penalty_window:]
+
+
+def _sequences(runner, prompt, settings, seeds, drafter_for, length=3) -> Counter:
+    counts: Counter = Counter()
+    for seed in seeds:
+        steps = generate_step(runner, prompt, settings, make_rng(seed), max_tokens=length, drafter=drafter_for())
+        counts[tuple(s.token_id for s in steps)] += 1
+    return counts
+
+
+def chi_square_p(a: Counter, b: Counter) -> float:
+    """Two-sample chi-square test of homogeneity (rare cells pooled); p by the Wilson–Hilferty approximation."""
+    keys = sorted(set(a) | set(b), key=lambda k: -(a[k] + b[k]))
+    na, nb = sum(a.values()), sum(b.values())
+    cells, rest = [], [0, 0]
+    for k in keys:
+        if a[k] + b[k] >= 10:
+            cells.append((a[k], b[k]))
+        else:
+            rest[0] += a[k]
+            rest[1] += b[k]
+    if sum(rest) > 0:
+        cells.append((rest[0], rest[1]))
+    stat = 0.0
+    for x, y in cells:
+        total = x + y
+        for observed, n in ((x, na), (y, nb)):
+            expected = total * n / (na + nb)
+            stat += (observed - expected) ** 2 / expected
+    df = len(cells) - 1
+    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def test_sampled_drafting_keeps_the_distribution_and_a_wrong_rule_is_caught(monkeypatch):
+    runner = runner_for("demo")
+    prompt = repetitive_prompt(runner)
+    settings = SamplingSettings(temperature=1.0, top_k=4, top_p=1.0, frequency_penalty=0.0, presence_penalty=0.5)
+    greedy_text = tokens(runner, prompt, settings.with_changes(temperature=0.0), max_tokens=3)
+    runner.reset()
+    runner.clear_snapshots()
+    drafted_count = [0, 0]
+
+    def oracle():
+        drafter = Oracle(greedy_text, len(prompt), wrong=lambda t: t)  # the likeliest text: kept often, not always
+        original = drafter.record
+
+        def record(drafted, kept):
+            drafted_count[0] += drafted
+            drafted_count[1] += kept
+            original(drafted, kept)
+        drafter.record = record  # type: ignore[method-assign]
+        return drafter
+
+    seeds = range(1500)
+    plain = _sequences(runner, prompt, settings, seeds, lambda: None)
+    drafted = _sequences(runner, prompt, settings, range(10_000, 11_500), oracle)
+    assert 0 < drafted_count[1] < drafted_count[0]  # drafts were kept and rejected
+    assert chi_square_p(plain, drafted) > 1e-3
+
+    def keeps_too_often(candidates: Candidates, draft: int, rng: np.random.Generator) -> int:
+        """The classic mistake: after a rejection, draw from p itself instead of p without the draft."""
+        weights = np.exp(candidates.logits - candidates.logits.max())
+        if rng.random() * weights.sum() < weights[candidates.ids == draft].sum():
+            return int(draft)
+        return draw(candidates, rng)
+
+    monkeypatch.setattr("decider.engine.sampling.verify_point_mass", keeps_too_often)
+    wrong = _sequences(runner, prompt, settings, range(20_000, 21_500), oracle)
+    assert chi_square_p(plain, wrong) < 1e-3
+
+
+def test_lookup_drafts_the_continuation_of_the_latest_match():
+    lookup = PromptLookup(max_ngram=3, min_ngram=2, max_draft=3)
+    lookup.start([1, 2, 3, 4, 5, 9, 2, 3, 7, 8])
+    assert lookup.propose(5) == []  # "7 8" / "8" never occurred before
+    for t in (2, 3):
+        lookup.push(t)
+    assert lookup.propose(5) == [7, 8, 2]  # "8 2 3" is new, "2 3" last ended before 7
+    assert lookup.propose(1) == [7]
+    lookup.push(4)
+    assert lookup.propose(5) == [5, 9, 2]  # the longest match wins: "2 3 4" (not "3 4")
+    lookup.start([1, 2, 3, 4, 5, 1, 2])
+    assert lookup.propose(9) == [3, 4, 5]
+
+
+def test_auto_stops_drafting_once_its_drafts_are_rejected():
+    auto = make_drafter("auto")
+    assert isinstance(auto, AutoLookup)
+    auto.start([1, 2, 3, 1, 2])
+    assert auto.propose(3) == [3, 1, 2]
+    auto.record(12, 2)
+    assert auto.propose(3) == []
+    assert make_drafter("none") is None
+    with pytest.raises(ValueError):
+        make_drafter("mtp")
+
+
+def test_logprobs_of_drafted_tokens_are_the_exact_models():
+    """A drafted generation reports the same entries as plain decoding (the verify rows are the model's logits)."""
+    runner = runner_for("text")
+    prompt = repetitive_prompt(runner)
+    settings = GREEDY
+    runner.reset()
+    runner.clear_snapshots()
+    plain = list(generate_step(runner, prompt, settings, max_tokens=20, top_logprobs=3))
+    oracle = Oracle([s.token_id for s in plain], len(prompt))
+    runner.reset()
+    runner.clear_snapshots()
+    drafted = list(generate_step(runner, prompt, settings, max_tokens=20, top_logprobs=3, drafter=oracle))
+    for a, b in zip(plain, drafted, strict=True):
+        assert a.token_id == b.token_id
+        assert abs(a.entry.logprob - b.entry.logprob) < 1e-4
+        assert [t.token_id for t in a.entry.top] == [t.token_id for t in b.entry.top]
+    assert oracle.kept > 0 and oracle.drafted > oracle.kept
