@@ -51,7 +51,8 @@ def _add_sampling_args(parser: argparse.ArgumentParser, decision: bool = False) 
         if not setting.exposed:
             continue
         # No default here: an absent flag leaves the model's own default in place.
-        group.add_argument(setting.flag, type=setting.kind, help=f"{setting.help} ({setting.range_text()}){suffix}")
+        group.add_argument(setting.flag, type=setting.kind, choices=setting.choices or None,
+                           help=f"{setting.help} ({setting.range_text()}){suffix}")
     _add_setting(group, "max_tokens")
 
 

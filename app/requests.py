@@ -23,7 +23,10 @@ def sampling_from(values: Mapping[str, object], base: SamplingSettings) -> Sampl
         value = values.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+        if kind is str:
+            if not isinstance(value, str):
+                raise SettingsError(f"{name} must be one of {SETTINGS[name].range_text()} (got {value!r})", field=name)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
             if kind is int and isinstance(value, float) and value.is_integer():
                 value = int(value)
             else:

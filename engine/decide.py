@@ -23,6 +23,7 @@ from .option_draw import draw_option, softmax
 from .decision_prompt import DecisionPrompt, build_decision_prompt, letter_ids
 from .errors import Cancelled
 from .fast_reasoning import hand_over, reasoner_for
+from .drafts import make_drafter
 from .generate import generate_step, make_rng
 from .logprobs import Alternative, Distribution
 from .reasoning_close import close_reasoning
@@ -66,6 +67,7 @@ def _read_letters(
         for step in generate_step(
             reasoner.runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
             end_ids=close, checkpoints=prompt.checkpoints[:-1], should_stop=should_stop,
+            drafter=make_drafter(sampling.draft, runner.folder.name),
         ):
             generated.append(step.token_id)
         clock.lap("reasoning_s")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .errors import SettingsError
 from .vision_tokens import Item
 
-DRAFT_CHOICES = ("none", "lookup", "auto", "mtp")
 MAX_NGRAM = 3
 MIN_NGRAM = 2
 MAX_DRAFT = 3  # drafts per verify: 4 tokens a forward, where the CPU's k-token forward is still cheap
@@ -78,12 +78,16 @@ class AutoLookup(PromptLookup):
         return super().propose(limit)
 
 
-def make_drafter(draft: str) -> PromptLookup | None:
-    """The drafter for a request's `draft` setting; None: plain decoding."""
+def make_drafter(draft: str, model: str = "this model") -> PromptLookup | None:
+    """The drafter for a request's `draft` setting; None: plain decoding. SettingsError for `mtp`: no export
+    keeps the checkpoint's MTP head yet (`decider convert` drops the `mtp.*` tensors as optimum-intel does)."""
     if draft == "none":
         return None
     if draft == "lookup":
         return PromptLookup()
     if draft == "auto":
         return AutoLookup()
-    raise ValueError(f"no drafter for {draft!r}")
+    if draft == "mtp":
+        raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
+                            "(use --draft lookup or auto)", field="draft")
+    raise SettingsError(f"draft must be one of none, lookup, auto, mtp (got {draft!r})", field="draft")

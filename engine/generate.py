@@ -25,7 +25,7 @@ from .errors import Cancelled, ContextLimitError, SettingsError
 from .logit_bias import check_logit_bias
 from .logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
 from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
-from .drafts import PromptLookup
+from .drafts import PromptLookup, make_drafter
 from .sampling import Chain, Greedy, Sampler, make_sampler
 from .speculative import drafted_loop
 from .settings import SamplingSettings
@@ -327,6 +327,7 @@ def stream_generation(
     completion = Completion(prompt_tokens=len(request.prompt_ids))
     assembler = _Assembler(runner, request, completion)
     grammar = grammar_mask(request.response_format, runner.tokenizer) if request.response_format is not None else None
+    drafter = make_drafter(request.sampling.draft, runner.folder.name)
     started = time.perf_counter()
     first_token_at = None
     steps = generate_step(
@@ -339,6 +340,7 @@ def stream_generation(
         top_logprobs=request.top_logprobs,
         processors=make_processors(request.sampling, allowed=request.allowed, logit_bias=request.logit_bias, grammar=grammar),
         should_stop=should_stop,
+        drafter=drafter,
     )
     try:
         for step in steps:

@@ -28,7 +28,7 @@ class Setting:
     store, the API fields and the remote request are generated from or checked against these."""
 
     name: str
-    kind: type  # int, float or bool
+    kind: type  # int, float, bool, or str (one of `choices`)
     default: object
     label: str  # a form's label
     help: str  # one line: what it does
@@ -42,6 +42,8 @@ class Setting:
     from_model: bool = False  # a model's generation_config.json may set it (Qwen3.5's default otherwise)
     remote_names: tuple[tuple[str, str], ...] = ()  # (server kind, the field's name there) where not `name`
     tool_calls: bool = False  # a remote tool-calling request carries it too (engine/remote_tools.py)
+    choices: tuple[str, ...] = ()  # a str setting's values
+    local: bool = False  # how this engine computes, not what: never sent to a remote server
 
     @property
     def flag(self) -> str:
@@ -68,7 +70,9 @@ class Setting:
         return dict(self.remote_names).get(server_kind, self.name)
 
     def range_text(self) -> str:
-        """The range as a form or a flag's help shows it, e.g. "0 – 2" or "(0 – 1]"."""
+        """The range as a form or a flag's help shows it, e.g. "0 – 2" or "(0 – 1]" (a choice's: "a | b")."""
+        if self.kind is str:
+            return " | ".join(self.choices)
         return range_text(*self.range, low_open=self.low_open)
 
     def check(self, value: object) -> None:
@@ -78,6 +82,10 @@ class Setting:
         if self.kind is bool:
             if not isinstance(value, bool):
                 raise SettingsError(f"{self.name} must be true or false (got {value!r})")
+            return
+        if self.kind is str:
+            if value not in self.choices:
+                raise SettingsError(f"{self.name} must be one of {', '.join(self.choices)} (got {value!r})", field=self.name)
             return
         check_number(self.name, value, *self.range, low_open=self.low_open)
 
@@ -148,6 +156,11 @@ class SamplingSettings:
         decimals=2, step=0.1)
     penalty_window: int = setting(
         64, "Penalty window", "how many of the last sampled tokens the penalties look at", 0, 4096, exposed=False)
+    # Speculative decoding (engine/speculative.py): drafts checked by the exact model, the same distribution.
+    draft: str = setting(
+        "none", "Drafts", "guess tokens ahead and verify them in one exact forward: lookup (repeats of earlier "
+        "text), auto (lookup, off while its guesses are rejected), mtp (the model's MTP head); the text's "
+        "distribution stays the exact model's", choices=("none", "lookup", "auto", "mtp"), local=True)
     seed: int | None = setting(
         None, "Seed", "a fixed seed makes sampled draws repeatable; none = a fresh seed per request", 0, 2**63 - 1,
         tool_calls=True)
@@ -176,7 +189,7 @@ class SamplingSettings:
         """The settings users set in the field names this kind of server reads; an unset seed is left out.
         tool_calls: only those a tool-calling request carries."""
         return {s.remote_name(server_kind): getattr(self, s.name) for s in SAMPLING_SETTINGS
-                if s.exposed and getattr(self, s.name) is not None and (s.tool_calls or not tool_calls)}
+                if s.exposed and not s.local and getattr(self, s.name) is not None and (s.tool_calls or not tool_calls)}
 
     @classmethod
     def for_model(cls, generation_config: dict) -> "SamplingSettings":
@@ -220,7 +233,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_
 # The sampling settings users set (CLI flags, GUI form, API fields, remote request), in declaration order.
 SAMPLING_NAMES: tuple[str, ...] = tuple(s.name for s in SAMPLING_SETTINGS if s.exposed)
 # name: (min, max, integer?) of every numeric setting
-RANGES: dict[str, tuple[float, float, bool]] = {name: s.range for name, s in SETTINGS.items() if s.kind is not bool}
+RANGES: dict[str, tuple[float, float, bool]] = {name: s.range for name, s in SETTINGS.items() if s.kind in (int, float)}
 
 
 # A decision setting's default, typed for a dataclass field (Setting.default holds any kind of setting's value).

@@ -13,6 +13,7 @@ from PIL import Image
 
 from support.models import FIXTURES, ROOT, model_dir
 from decider.engine.drafts import AutoLookup, PromptLookup, make_drafter
+from decider.engine.errors import SettingsError
 from decider.engine.generate import generate_step, make_rng
 from decider.engine.runner import ModelRunner
 from decider.engine.sampling import Candidates, draw
@@ -58,6 +59,27 @@ class Oracle(PromptLookup):
         done = len(self.tokens) - self.prompt_length
         drafts = self.reference[done : done + min(limit, self.max_draft)]
         return [self.wrong(t) if (done + i) % 3 == 2 else t for i, t in enumerate(drafts)]
+
+
+class ModelDrafts(PromptLookup):
+    """Drafts a second runner's greedy continuation of the text so far (a point mass on its argmax): kept as often
+    as the verified model draws its own argmax, so sampled decoding keeps many of them too."""
+
+    def __init__(self, folder) -> None:
+        super().__init__()
+        self.draft_runner = ModelRunner(folder)
+
+    def propose(self, limit: int) -> list[int]:
+        limit = min(limit, self.max_draft)
+        drafts: list[int] = []
+        if limit > 0:
+            logits = self.draft_runner.prefill(self.tokens)
+            while True:
+                drafts.append(int(np.argmax(logits)))
+                if len(drafts) == limit:
+                    break
+                logits = self.draft_runner.step(drafts[-1])
+        return drafts
 
 
 def tokens(runner, prompt, settings, drafter=None, max_tokens=40, **loop) -> list[int]:
@@ -217,7 +239,7 @@ def test_auto_stops_drafting_once_its_drafts_are_rejected():
     auto.record(12, 2)
     assert auto.propose(3) == []
     assert make_drafter("none") is None
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingsError, match="not available"):
         make_drafter("mtp")
 
 

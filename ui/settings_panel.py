@@ -85,6 +85,8 @@ class SettingsPanel(SettingsForm):
         for name in SAMPLING_NAMES:  # every sampling setting users set, in the declared order
             if SETTINGS[name].optional:
                 self._seed(grid)  # a text field: empty is a value
+            elif SETTINGS[name].choices:
+                self._choice(grid, name)
             else:
                 self._number(grid, name)
 
@@ -293,6 +295,16 @@ class SettingsPanel(SettingsForm):
         widget.setAlignment(Qt.AlignmentFlag.AlignRight)
         widget.setToolTip(f"{setting.help}\nrange {setting.range_text()}")
         self._row(grid, name, setting.label, widget, setting.range_text())
+
+    def _choice(self, grid: QGridLayout, name: str) -> None:
+        setting = SETTINGS[name]
+        widget = QComboBox()
+        for value in setting.choices:
+            widget.addItem(value, value)
+        widget.setProperty("byData", True)
+        widget.setToolTip(setting.help)
+        widget.currentIndexChanged.connect(lambda _i, n=name, w=widget: self._edit(n, w.currentData()))
+        self._row(grid, name, setting.label, widget, setting.range_text(), width=150)
 
     def _seed(self, grid: QGridLayout) -> None:
         self.seed = QLineEdit()

@@ -42,7 +42,7 @@ MAX_CHOICES = 16  # n: completions drawn from one prefill
 # The sampling fields, generated from the one list of sampling settings the CLI and the GUI use too.
 # (create_model's field definitions are (annotation, default) pairs it types as Any.)
 _SAMPLING_DEFINITIONS: dict[str, Any] = {
-    name: (EngineInt if kind is int else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()}
+    name: (EngineInt if kind is int else Text if kind is str else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()}
 if TYPE_CHECKING:
     # A class made at run time cannot be a base class to a type checker: it sees the base, and the generated
     # fields are read by name (_sampling, DecideRequest.to_request), never as typed attributes.
