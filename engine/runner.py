@@ -94,6 +94,14 @@ def _loaded_from_cache(compiled: ov.CompiledModel) -> bool:
         return False
 
 
+def _slice_head(model: ov.Model, execution_path: str) -> None:
+    if execution_path == "npuw_llm":
+        slice_to_last_position(model)  # NPUW_LLM reshapes the model itself: no extra input
+    else:
+        # Logits at the last N positions, N fed per forward: 1 for prefill and steps, k + 1 to verify k drafts.
+        slice_to_counted_positions(model)
+
+
 def _as_list(items) -> list[Item]:
     return items.tolist() if isinstance(items, np.ndarray) else list(items)
 
@@ -125,11 +133,8 @@ class ModelRunner(RunnerBase):
             model = self._read(core, self.folder.language_ir)
             self._check_inputs(model)
         self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
-        if fresh and self.execution_path == "npuw_llm":
-            slice_to_last_position(model)  # NPUW_LLM reshapes the model itself: no extra input
-        elif fresh:
-            # Logits at the last N positions, N fed per forward: 1 for prefill and steps, k + 1 to verify k drafts.
-            slice_to_counted_positions(model)
+        if fresh:
+            _slice_head(model, self.execution_path)
             if self.device.startswith("CPU"):
                 # A one-token step of each DeltaNet layer as matrix-vector products; prefill chunks keep the plugin's
                 # fused kernel (engine/decode_graph.py). CPU only: the routing relies on the CPU plugin skipping a node

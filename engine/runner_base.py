@@ -391,7 +391,7 @@ class RunnerBase:
         if mark is None or len(self.history) != mark.past + mark.fed:
             raise RuntimeError("nothing to rewind: the state changed since the last verify")
         self._roll_back(mark.past, mark.recurrent)
-        fed = [int(t) for t in self.history[mark.past :]]
+        fed = [t for t in self.history[mark.past :] if not isinstance(t, ImageToken)]  # verify fed token ids only
         self.history = self.history[: mark.past]
         self._mark = None
         return fed

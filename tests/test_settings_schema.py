@@ -28,6 +28,13 @@ def test_every_setting_checks_its_own_range(setting):
         with pytest.raises(SettingsError, match=f"{setting.name} must be true or false"):
             setting.check(1)
         return
+    if setting.kind is str:  # a choice
+        for value in setting.choices:
+            setting.check(value)
+        with pytest.raises(SettingsError, match=f"{setting.name} must be one of"):
+            setting.check("none of them")
+        assert setting.range_text() == " | ".join(setting.choices)
+        return
     with pytest.raises(SettingsError, match=f"{setting.name} must be"):
         setting.check(setting.high + 1)
     with pytest.raises(SettingsError, match=f"{setting.name} must be"):
@@ -59,7 +66,7 @@ def test_the_preferences_keep_the_declared_settings_with_their_defaults_and_rang
     stored = {f.name: f.default for f in fields(GuiSettings)}
     for name in SAMPLING_NAMES + DECISION_NAMES:
         assert stored[name] == SETTINGS[name].default, name
-        if SETTINGS[name].kind is not bool:
+        if SETTINGS[name].kind in (int, float):
             assert setting_range(name) == SETTINGS[name].range
     with pytest.raises(SettingsError, match=r"reasoning_budget must be an integer in \[1, 32768\]"):
         GuiSettings(reasoning_budget=0)
@@ -104,7 +111,8 @@ def test_the_remote_request_carries_every_declared_sampling_setting():
         server.close()
     _, body = server.requests[-1]
     sent = {name: body[name] for name in SAMPLING_NAMES if name in body}
-    assert sent == {name: getattr(sampling, name) for name in SAMPLING_NAMES}
+    # every one but the local ones (how this engine computes: drafts)
+    assert sent == {name: getattr(sampling, name) for name in SAMPLING_NAMES if not SETTINGS[name].local}
 
 
 def test_the_settings_form_is_generated_from_the_schema(qtbot):
