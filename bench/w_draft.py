@@ -2,6 +2,14 @@
 
     python -m bench.w_draft --model DIR --out result.json [--tokens 256] [--rounds 3] [--temperature 0]
                             [--drafts none lookup auto]
+    python -m bench.w_draft --model DIR --out result.json --task costs [--rounds 12]
+
+Task `costs` (any geometry, e.g. 0.8B): after a 256-token prompt, interleaved per round: a one-token step; a
+verify of n = 2..5 tokens then its rollback (the same shape every time); a step and a verify of 4 alternating
+(what decoding with drafts does: the CPU plugin re-prepares a dynamic-shape graph when the shape changes); the
+rollback alone (DeltaNet state copy + KV trim). Medians, ratios to the step, and the projected speed-up
+E[tokens per round] / (cost of a round / step) for per-draft acceptance 0.4–0.9 with 1–4 drafts: a projection
+from measured costs, not a measured speed-up.
 
 Each round generates the same continuation of each prompt once per draft mode, in an order that rotates per round
 (a busy machine's drift falls on every mode), cold (state and snapshots cleared). The prompts are think-mode
@@ -92,6 +100,55 @@ def measure(model: str, drafts: list[str], tokens: int, rounds: int, temperature
     return {"rows": rows, "baseline": drafts[0]}
 
 
+def _costs(model: str, rounds: int) -> dict:
+    import numpy as np
+
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.runner import ModelRunner
+
+    runner = ModelRunner(model, DeviceOptions(device="CPU", exact=True))
+    prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 256)]
+    runner.prefill(prompt)
+    runner.step(11)
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, fn) -> None:
+        started = time.perf_counter()
+        fn()
+        times.setdefault(name, []).append(time.perf_counter() - started)
+
+    def verify(n: int) -> None:
+        runner.verify(list(range(200, 200 + n)), n)
+        runner.rewind()
+
+    def mark_and_rewind() -> None:
+        runner.verify([11], 1)
+        started = time.perf_counter()
+        runner.rewind()
+        times.setdefault("rollback", []).append(time.perf_counter() - started)
+
+    for _ in range(rounds):
+        for _ in range(3):
+            timed("step", lambda: runner.step(11))
+        for n in (2, 3, 4, 5):
+            for _ in range(3):
+                timed(f"verify{n}", lambda n=n: verify(n))
+        for _ in range(3):
+            timed("alternating step", lambda: runner.step(11))
+            timed("alternating verify4", lambda: verify(4))
+        mark_and_rewind()
+    step = float(np.median(times["step"]))
+    medians = {name: float(np.median(v)) for name, v in times.items()}
+    projection = {}
+    for drafts in (1, 2, 3, 4):
+        cost = medians[f"verify{drafts + 1}"] / step
+        for alpha in (0.4, 0.5, 0.65, 0.8, 0.9):
+            expected = (1 - alpha ** (drafts + 1)) / (1 - alpha)
+            projection[f"k={drafts} a={alpha}"] = expected / cost
+    return {"medians_s": medians, "ratio_to_step": {k: v / step for k, v in medians.items()},
+            "projected_speedup": projection, "rounds": rounds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.w_draft", description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
@@ -100,8 +157,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--drafts", nargs="+", default=["none", "lookup", "auto"])
+    parser.add_argument("--task", choices=("decode", "costs"), default="decode")
     args = parser.parse_args()
     result = stamp(model=args.model, tokens=args.tokens, rounds=args.rounds, temperature=args.temperature)
+    if args.task == "costs":
+        result.update(_costs(args.model, args.rounds))
+        finish(args.out, result)
+        for name, ratio in result["ratio_to_step"].items():
+            print(f"{name:22s} {result['medians_s'][name] * 1000:8.2f} ms  ×{ratio:.2f} a step")
+        print({k: round(v, 2) for k, v in result["projected_speedup"].items()})
+        return
     result.update(measure(args.model, args.drafts, args.tokens, args.rounds, args.temperature))
     finish(args.out, result)
     for draft, row in result["rows"].items():

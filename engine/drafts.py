@@ -6,9 +6,12 @@ so far. It costs a dictionary lookup per step. Its draft is a point mass (q = 1 
 verifier (engine/speculative.py) accepts it with the exact model's probability, so the distribution the text
 is drawn from is the exact model's whatever the drafts are.
 
-`auto` is lookup that switches itself off for the rest of a request once its drafts are mostly rejected: a
-verify of k drafts costs more than a one-token step (at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55× a step),
-so drafts that are rarely kept would make decoding slower than plain.
+`auto` is lookup that switches itself off for the rest of a request once drafting is measured not to pay: its
+drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
+verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
+model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
+repeats greedy text under auto, but sampled text only under `none` or `lookup` (drafting changes which random
+numbers a draw uses, never the distribution).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ MIN_NGRAM = 2
 MAX_DRAFT = 3  # drafts per verify: 4 tokens a forward, where the CPU's k-token forward is still cheap
 AUTO_PROBE = 12  # auto judges its drafts after this many
 AUTO_MIN_ACCEPTANCE = 0.4  # and keeps drafting only while at least this share of them was kept
+AUTO_MIN_STEPS = 4  # plain steps timed before auto compares their speed with its verify rounds'
 
 
 class PromptLookup:
@@ -68,14 +72,31 @@ class PromptLookup:
         self.drafted += drafted
         self.kept += kept
 
+    def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
+        """A forward's wall time and the tokens it yielded (drafted: a verify round; else a plain step)."""
+
 
 class AutoLookup(PromptLookup):
-    """Prompt lookup that stops drafting for the request once its acceptance is measured low."""
+    """Prompt lookup that stops drafting for the rest of the request once drafting is measured not to pay."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.off = False
+        self._rates = {True: [0, 0.0], False: [0, 0.0]}  # drafted? → [tokens, seconds]
+        self._steps = 0
+
+    def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
+        self._rates[drafted][0] += tokens
+        self._rates[drafted][1] += seconds
+        self._steps += not drafted
 
     def propose(self, limit: int) -> list[int]:
-        if self.drafted >= AUTO_PROBE and self.kept < AUTO_MIN_ACCEPTANCE * self.drafted:
-            return []
-        return super().propose(limit)
+        if not self.off and self.drafted >= AUTO_PROBE:
+            (drafted_tokens, drafted_s), (plain_tokens, plain_s) = self._rates[True], self._rates[False]
+            rejected = self.kept < AUTO_MIN_ACCEPTANCE * self.drafted
+            slower = self._steps >= AUTO_MIN_STEPS and drafted_tokens * plain_s < plain_tokens * drafted_s
+            self.off = rejected or slower
+        return [] if self.off else super().propose(limit)
 
 
 def make_drafter(draft: str, model: str = "this model") -> PromptLookup | None:

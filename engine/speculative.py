@@ -24,6 +24,7 @@ logits), so greedy keeps plain decoding's tokens unless two logits tie that clos
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -97,6 +98,8 @@ def drafted_loop(
     drafts: list[int] = []  # rows[i] checks drafts[i]; the row after the last draft draws freely
     pending: list[int] = []  # kept tokens the state lost to a rollback: fed at the front of the next forward
     outstanding = False  # a verify whose tokens are not all settled yet (rewind() undoes it)
+    started = 0.0  # when this round's forward started (auto compares drafted and plain rounds' speed)
+    plain_before = False  # the last forward was a one-token step
     try:
         while True:
             for i, row in enumerate(rows):
@@ -113,6 +116,8 @@ def drafted_loop(
             if draft is not None:  # a draft was not kept (or ended the text): back to the last kept token
                 fed = runner.rewind()
                 pending = fed[: len(fed) - (len(drafts) - kept)]
+            if outstanding:  # a verify round: its forward, the tokens it yielded and the rollback
+                drafter.timed(True, i + 1, time.perf_counter() - started)
             outstanding = False
             if ends:
                 yield step
@@ -121,6 +126,7 @@ def drafted_loop(
             drafter.push(token)
             room = runner.context_length - len(runner.history) - len(pending) - 2
             drafts = drafter.propose(min(room, max_tokens - rules.drawn - 1))
+            started = time.perf_counter()
             try:
                 if drafts or pending:
                     rows = runner.verify(pending + [token] + drafts, len(drafts) + 1)
@@ -133,6 +139,9 @@ def drafted_loop(
             yield step
             if not outstanding:
                 rows = runner.finish_step()[None, :]
+                if plain_before:  # a step after a step: one after a verify pays for the plugin's change of shape
+                    drafter.timed(False, 1, time.perf_counter() - started)
+            plain_before = not outstanding
     except BaseException:
         # a consumer that stops (or a cancel) leaves the state holding exactly the history
         if outstanding:
