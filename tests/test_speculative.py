@@ -243,6 +243,30 @@ def test_auto_stops_drafting_once_its_drafts_are_rejected():
         make_drafter("mtp")
 
 
+def test_auto_stops_drafting_when_its_rounds_are_slower_than_plain_steps():
+    auto = AutoLookup()
+    auto.start([1, 2, 3, 1, 2])
+    for _ in range(4):
+        auto.timed(False, 1, 0.010)  # plain: 100 tokens/s
+    auto.timed(True, 3, 0.020)  # verify rounds: 150 tokens/s
+    auto.record(12, 10)
+    assert auto.propose(3) == [3, 1, 2]
+    auto.timed(True, 1, 0.040)  # now 4 tokens in 60 ms: 67 tokens/s
+    assert auto.propose(3) == [] and auto.off
+
+
+def test_a_runner_that_cannot_verify_decodes_plainly():
+    from support.models import npu_static_runner
+
+    runner = npu_static_runner(model_dir("qwen35-text"), static_chunks=(16, 1))
+    assert not runner.verifies
+    prompt = repetitive_prompt(runner)
+    plain = tokens(runner, prompt, GREEDY, max_tokens=12)
+    oracle = Oracle(plain, len(prompt))
+    assert tokens(runner, prompt, GREEDY, oracle, max_tokens=12) == plain
+    assert oracle.drafted == 0  # never asked
+
+
 def test_logprobs_of_drafted_tokens_are_the_exact_models():
     """A drafted generation reports the same entries as plain decoding (the verify rows are the model's logits)."""
     runner = runner_for("text")
