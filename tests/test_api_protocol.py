@@ -28,7 +28,7 @@ def test_sampling_fields_are_the_settings_schema():
     assert set(SamplingFields.model_fields) == set(SAMPLING_FIELDS) == settings
     for kind in (ChatCompletionRequest, CompletionRequest, DecideRequest):
         assert set(SamplingFields.model_fields) <= set(kind.model_fields)
-    for name in SAMPLING_FIELDS:  # an integer setting takes 3.0 as 3 and refuses 3.5
+    for name in (n for n in SAMPLING_FIELDS if n in RANGES):  # an integer setting takes 3.0 as 3 and refuses 3.5
         integer = RANGES[name][2]
         value = ChatCompletionRequest.model_validate({"messages": HELLO, name: 3.0})
         assert isinstance(getattr(value, name), int) is integer
@@ -36,7 +36,15 @@ def test_sampling_fields_are_the_settings_schema():
             assert refusal(ChatCompletionRequest, {"messages": HELLO, name: 3.5}).param == name
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLING_FIELDS))
+def test_a_choice_setting_takes_its_choices_only():
+    assert refusal(ChatCompletionRequest, {"messages": HELLO, "draft": 3.0}).param == "draft"
+    with pytest.raises(SettingsError) as info:
+        SamplingSettings().with_changes(draft="fastest")
+    error = from_engine(info.value)
+    assert (error.status, error.param, error.code) == (400, "draft", "invalid_value")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SAMPLING_FIELDS if n in RANGES))
 def test_a_range_error_names_its_field_from_the_settings_error(name):
     low, high, _ = RANGES[name]
     with pytest.raises(SettingsError) as info:
