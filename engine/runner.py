@@ -191,7 +191,6 @@ class ModelRunner(RunnerBase):
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._request = self._layout.request
         self._adopt_kernel(compiled)
-        self.verifies = LOGITS_POSITIONS in self._layout.names
 
     def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
         """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
@@ -200,6 +199,10 @@ class ModelRunner(RunnerBase):
         self._layout.kernel_tokens[0] = tokens
         if tokens:
             self.precision = replace(self.precision, projections=KERNEL_DESCRIPTION)
+
+    @property
+    def verifies(self) -> bool:
+        return LOGITS_POSITIONS in self._layout.names  # the counted head (not on the NPU's NPUW_LLM path)
 
     def _scratch_step(self, past: int) -> dict[str, np.ndarray]:
         """A one-token feed at position `past`, for timing on a request of its own."""

@@ -79,7 +79,6 @@ class RunnerBase:
     vocab_size: int
     logits_width: int
     vision: VisionEncoder | None = None  # where this runner can feed images (engine/vision_encoder.py)
-    verifies = False  # a forward can return logits at several last positions and roll back (speculative decoding)
     prompt_cache: PromptCache | None = None  # prefix states on disk, shared across processes (use_prompt_cache)
     _cache_identity = ""
 
@@ -91,6 +90,11 @@ class RunnerBase:
         self._mark: _Mark | None = None  # where the last verify() started: what rewind() goes back to
         self.stats = RunnerStats()
         self.notices: list[str] = []  # things the user should see (e.g. a device fallback)
+
+    @property
+    def verifies(self) -> bool:
+        """A forward can return logits at several last positions and roll back (speculative decoding)."""
+        return False
 
     # ----- hooks -----
     def _clear_state(self) -> None:

@@ -23,6 +23,7 @@ GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penal
 PENALISED = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5, repetition_penalty=1.3)
 MODELS = {
     "text": model_dir("qwen35-text"), "moe": model_dir("qwen35-moe-text"), "vl": model_dir("qwen35-vl"),
+    "int8": model_dir("qwen35-text-int8"),  # int8 weights: few-token infers may run engine/kernels (#35)
     "demo": ROOT / "resources" / "demo-model", "demo-vl": ROOT / "resources" / "demo-vl-model",
 }
 _RUNNERS: dict[str, ModelRunner] = {}
