@@ -285,3 +285,69 @@ def test_logprobs_of_drafted_tokens_are_the_exact_models():
         assert abs(a.entry.logprob - b.entry.logprob) < 1e-4
         assert [t.token_id for t in a.entry.top] == [t.token_id for t in b.entry.top]
     assert oracle.kept > 0 and oracle.drafted > oracle.kept
+
+
+def _completion(runner, request, monkeypatch, drafter):
+    from decider.engine.generate import generate
+
+    monkeypatch.setattr("decider.engine.generate.make_drafter", lambda *_: drafter)
+    runner.reset()
+    runner.clear_snapshots()
+    return generate(runner, request)
+
+
+@pytest.mark.parametrize("shape", ["json", "bias-stop"])
+def test_a_drafted_completion_is_the_plain_one_with_grammar_bias_and_stops(shape, monkeypatch):
+    from decider.engine.generate import GenerationRequest
+    from decider.engine.structured import ResponseFormat
+
+    runner = runner_for("text")
+    prompt = tuple(repetitive_prompt(runner))
+    if shape == "json":
+        request = GenerationRequest(prompt, GREEDY, max_tokens=40, top_logprobs=2,
+                                    response_format=ResponseFormat.from_openai({"type": "json_object"}))
+    else:
+        biased = ((int(repetitive_prompt(runner)[0]), 3.0), (7, -100.0))
+        request = GenerationRequest(prompt, PENALISED, max_tokens=30, top_logprobs=2, logit_bias=biased, stop=("deserts",))
+    plain = _completion(runner, request, monkeypatch, None)
+    assert shape == "json" or (plain.finish_reason == "stop" and 10 < len(plain.token_ids) < 30)  # the stop string cut it
+    oracle = Oracle(plain.token_ids, len(prompt))
+    drafted = _completion(runner, request, monkeypatch, oracle)
+    assert oracle.drafted > 0
+    assert (drafted.content, drafted.token_ids, drafted.finish_reason) == (plain.content, plain.token_ids, plain.finish_reason)
+    assert [e.token_id for e in drafted.logprobs] == [e.token_id for e in plain.logprobs]
+    # the state holds the history the runner claims: a continuation equals one computed from scratch
+    history = list(runner.history)
+    assert history == list(prompt) + plain.token_ids[: len(history) - len(prompt)]
+    want = runner_for("text").prefill(history)
+    assert np.max(np.abs(runner.prefill(history) - want)) < 1e-4
+
+
+@pytest.mark.parametrize("how", ["closed", "cancelled"])
+def test_a_consumer_that_stops_mid_draft_leaves_the_state_in_step(how):
+    from decider.engine.errors import Cancelled
+
+    runner = runner_for("text")
+    prompt = repetitive_prompt(runner)
+    plain = tokens(runner, prompt, GREEDY, max_tokens=30)
+    runner.reset()
+    runner.clear_snapshots()
+    seen: list[int] = []
+    steps = generate_step(runner, prompt, GREEDY, max_tokens=30, drafter=Oracle(plain, len(prompt)),
+                          should_stop=(lambda: len(seen) >= 8) if how == "cancelled" else None)
+    try:
+        for step in steps:
+            seen.append(step.token_id)
+            if how == "closed" and len(seen) == 8:
+                steps.close()
+                break
+    except Cancelled:
+        pass
+    assert seen == plain[:8]
+    history = list(runner.history)
+    assert history[: len(prompt)] == prompt and history[len(prompt):] == plain[: len(history) - len(prompt)]
+    # no draft past what was kept stays in the state: the next token computed from it is the plain one's
+    rest = plain[len(history) - len(prompt):]
+    logits = runner.prefill(history + rest[:1]) if rest else None
+    if logits is not None:
+        assert int(np.argmax(logits)) == plain[len(history) - len(prompt) + 1]
