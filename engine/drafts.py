@@ -39,11 +39,12 @@ class PromptLookup:
         self.tokens: list[int] = []
         # n-gram → where its latest occurrence ended (exclusive), over the occurrences ending before the last token
         self._ends: dict[tuple[int, ...], int] = {}
+        self._next: dict[int, int] = {}  # token → the token after its latest occurrence that has one
         self.drafted = 0  # drafts proposed and verified in this request
         self.kept = 0  # of them, kept
 
     def start(self, prompt: Sequence[Item]) -> None:
-        self.tokens, self._ends = [], {}
+        self.tokens, self._ends, self._next = [], {}, {}
         for item in prompt:
             self.push(item if isinstance(item, int) else -1)  # an image position never matches a draft
 
@@ -52,6 +53,8 @@ class PromptLookup:
         for n in range(self.min_ngram, self.max_ngram + 1):
             if end >= n:
                 self._ends[tuple(self.tokens[end - n : end])] = end
+        if end:
+            self._next[self.tokens[end - 1]] = int(token)
         self.tokens.append(int(token))
 
     def propose(self, limit: int) -> list[int]:
@@ -67,6 +70,17 @@ class PromptLookup:
                 cut = next((i for i, t in enumerate(draft) if t < 0), len(draft))
                 return draft[:cut]
         return []
+
+    def fill(self, drafts: list[int], count: int) -> list[int]:
+        """`drafts` padded to `count` tokens: a verify forward of a fixed width (the CPU plugin re-prepares its
+        graph for every new shape, measured about half a step on the demo model). The pads follow the last token's
+        latest continuation (a one-token match), else repeat it: a pad is kept only as often as the model draws it."""
+        padded = list(drafts[: max(count, 0)])
+        while len(padded) < count:
+            last = padded[-1] if padded else self.tokens[-1]
+            follower = self._next.get(last, last)
+            padded.append(follower if follower >= 0 else last)
+        return padded
 
     def record(self, drafted: int, kept: int) -> None:
         self.drafted += drafted

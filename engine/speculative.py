@@ -96,6 +96,7 @@ def drafted_loop(
     rows = runner.prefill(prompt_ids, checkpoints)[None, :]
     drafter.start(prompt_ids)
     drafts: list[int] = []  # rows[i] checks drafts[i]; the row after the last draft draws freely
+    real = 0  # of the drafts, how many the drafter proposed (the rest pad the forward to its fixed width)
     pending: list[int] = []  # kept tokens the state lost to a rollback: fed at the front of the next forward
     outstanding = False  # a verify whose tokens are not all settled yet (rewind() undoes it)
     started = 0.0  # when this round's forward started (auto compares drafted and plain rounds' speed)
@@ -112,7 +113,7 @@ def drafted_loop(
                 drafter.push(step.token_id)
                 yield step
             kept = i if draft is not None else len(drafts)
-            drafter.record(len(drafts), kept + (draft is not None and step.token_id == draft))
+            drafter.record(real, min(real, kept + (draft is not None and step.token_id == draft)))  # pads not counted
             if draft is not None:  # a draft was not kept (or ended the text): back to the last kept token
                 fed = runner.rewind()
                 pending = fed[: len(fed) - (len(drafts) - kept)]
@@ -124,12 +125,19 @@ def drafted_loop(
                 return
             token = step.token_id
             drafter.push(token)
-            room = runner.context_length - len(runner.history) - len(pending) - 2
-            drafts = drafter.propose(min(room, max_tokens - rules.drawn - 1))
+            room = min(runner.context_length - len(runner.history) - len(pending) - 2, max_tokens - rules.drawn - 1)
+            drafts = drafter.propose(room)
+            real = len(drafts)
             started = time.perf_counter()
             try:
                 if drafts or pending:
-                    rows = runner.verify(pending + [token] + drafts, len(drafts) + 1)
+                    fed = pending + [token]
+                    drafts = drafter.fill(drafts, min(room, drafter.max_draft + 1 - len(fed)))
+                    real = min(real, len(drafts))
+                    # every position of a full-width forward has logits: one shape for the head too
+                    width = len(fed) + len(drafts)
+                    positions = width if width == drafter.max_draft + 1 else len(drafts) + 1
+                    rows = runner.verify(fed + drafts, positions)[-(len(drafts) + 1):]
                     outstanding, pending = True, []
                 else:
                     runner.start_step(token)  # one token: the plain step, computed while the step is handed out

@@ -234,6 +234,29 @@ def test_lookup_drafts_the_continuation_of_the_latest_match():
     assert lookup.propose(9) == [3, 4, 5]
 
 
+def test_pads_follow_the_last_tokens_latest_continuation_and_never_overflow():
+    lookup = PromptLookup(max_draft=3)
+    lookup.start([4, 5, 6, 4, 9, 7])
+    assert lookup.fill([], 3) == [7, 7, 7]  # 7 never occurred before: repeated
+    assert lookup.fill([4], 3) == [4, 9, 7]  # 4 was last followed by 9, 9 by 7
+    assert lookup.fill([1, 2, 3], 2) == [1, 2] and lookup.fill([1], -1) == []
+
+
+def test_every_verify_of_a_drafted_generation_has_one_width(monkeypatch):
+    runner = runner_for("text")
+    prompt = repetitive_prompt(runner)
+    plain = tokens(runner, prompt, GREEDY, max_tokens=40)
+    widths: list[tuple[int, int]] = []
+    verify = runner.verify
+
+    def recorded(fed, positions):
+        widths.append((len(fed), positions))
+        return verify(fed, positions)
+    monkeypatch.setattr(runner, "verify", recorded)
+    assert tokens(runner, prompt, GREEDY, Oracle(plain, len(prompt)), max_tokens=40) == plain
+    assert len(widths) > 5 and set(widths[:-2]) == {(4, 4)}  # the last rounds may be cut by max_tokens
+
+
 def test_auto_stops_drafting_once_its_drafts_are_rejected():
     auto = make_drafter("auto")
     assert isinstance(auto, AutoLookup)
