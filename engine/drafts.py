@@ -6,7 +6,7 @@ so far. It costs a dictionary lookup per step. Its draft is a point mass (q = 1 
 verifier (engine/speculative.py) accepts it with the exact model's probability, so the distribution the text
 is drawn from is the exact model's whatever the drafts are.
 
-`auto` is lookup that switches itself off for the rest of a request once drafting is measured not to pay: its
+`auto` is lookup that pauses for AUTO_RETRY tokens whenever drafting is measured not to pay: its
 drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
 verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
 model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
@@ -27,6 +27,7 @@ MAX_DRAFT = 3  # drafts per verify: 4 tokens a forward, where the CPU's k-token 
 AUTO_PROBE = 12  # auto judges its drafts after this many
 AUTO_MIN_ACCEPTANCE = 0.4  # and keeps drafting only while at least this share of them was kept
 AUTO_MIN_STEPS = 4  # plain steps timed before auto compares their speed with its verify rounds'
+AUTO_RETRY = 32  # tokens auto decodes plainly before it drafts again
 
 
 class PromptLookup:
@@ -91,13 +92,21 @@ class PromptLookup:
 
 
 class AutoLookup(PromptLookup):
-    """Prompt lookup that stops drafting for the rest of the request once drafting is measured not to pay."""
+    """Prompt lookup that pauses drafting while it is measured not to pay, and tries again after AUTO_RETRY tokens
+    (a text often starts repeating itself only after a while)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.off = False
+        self._idle = 0  # tokens decoded plainly since drafting paused
+        self._window = [0, 0]  # drafted, kept: recent drafts (halved as it grows)
         self._rates = {True: [0, 0.0], False: [0, 0.0]}  # drafted? → [tokens, seconds]
         self._steps = 0
+
+    def record(self, drafted: int, kept: int) -> None:
+        super().record(drafted, kept)
+        self._window[0] += drafted
+        self._window[1] += kept
 
     def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
         self._rates[drafted][0] += tokens
@@ -105,11 +114,18 @@ class AutoLookup(PromptLookup):
         self._steps += not drafted
 
     def propose(self, limit: int) -> list[int]:
-        if not self.off and self.drafted >= AUTO_PROBE:
+        if self.off:
+            self._idle += 1
+            if self._idle < AUTO_RETRY:
+                return []
+            self.off, self._idle, self._window, self._rates[True] = False, 0, [0, 0], [0, 0.0]
+        drafted, kept = self._window
+        if drafted >= AUTO_PROBE:
             (drafted_tokens, drafted_s), (plain_tokens, plain_s) = self._rates[True], self._rates[False]
-            rejected = self.kept < AUTO_MIN_ACCEPTANCE * self.drafted
             slower = self._steps >= AUTO_MIN_STEPS and drafted_tokens * plain_s < plain_tokens * drafted_s
-            self.off = rejected or slower
+            self.off = kept < AUTO_MIN_ACCEPTANCE * drafted or slower
+            if drafted >= 4 * AUTO_PROBE:
+                self._window = [drafted // 2, kept // 2]
         return [] if self.off else super().propose(limit)
 
 

@@ -264,6 +264,9 @@ def test_auto_stops_drafting_once_its_drafts_are_rejected():
     assert auto.propose(3) == [3, 1, 2]
     auto.record(12, 2)
     assert auto.propose(3) == []
+    for _ in range(31):
+        assert auto.propose(3) == []
+    assert auto.propose(3) == [3, 1, 2]  # tried again after 32 plain tokens
     assert make_drafter("none") is None
     with pytest.raises(SettingsError, match="not available"):
         make_drafter("mtp")
