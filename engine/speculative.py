@@ -15,7 +15,8 @@ every draft is kept, the row after dk draws the next t freely.
 A round that did not keep all of its tokens rolls the state back (runner.rewind: full-attention KV caches
 trimmed, the DeltaNet recurrent and conv states restored from the copy taken before the forward). The kept
 tokens are not replayed on their own: they are fed again at the front of the next round's forward, where a
-few more tokens cost little. A round without drafts and nothing to replay is a plain one-token step.
+few more tokens cost little. A round without drafts and nothing to replay is a plain one-token step; a round with any is padded to a fixed width
+(MAX_DRAFT + 1 tokens, logits at all of them; drafts.PromptLookup.fill), so the plugin sees two shapes only.
 
 The logits a verify returns are the same model's over the same tokens, computed in one multi-token forward
 instead of one-token steps: they agree with a step's to float rounding (measured ~1e-5 on the demo model's
