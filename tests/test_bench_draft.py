@@ -1,0 +1,35 @@
+"""bench/w_draft.py runs end to end on the demo model (no timing is asserted) and projects what its costs say."""
+
+import json
+
+import pytest
+
+from bench import w_draft
+from support.models import ROOT, model_dir
+
+DEMO = ROOT / "resources" / "demo-model"
+
+
+def test_the_decode_task_checks_greedy_identity_and_counts_acceptance():
+    if not DEMO.exists():
+        pytest.skip("no demo model")
+    result = w_draft.measure(str(DEMO), ["none", "lookup"], tokens=48, rounds=1, temperature=0.0)
+    rows = result["rows"]
+    assert rows["lookup"]["identical_to_first"] is True
+    assert rows["none"]["acceptance"] is None and rows["none"]["tokens_per_forward"] == 1.0
+    assert 0 < rows["lookup"]["kept"] <= rows["lookup"]["drafted"] and rows["lookup"]["tokens_per_forward"] > 1
+
+
+def test_the_costs_task_runs_and_its_projection_is_tokens_over_cost(tmp_path, monkeypatch):
+    out = tmp_path / "costs.json"
+    monkeypatch.setattr("sys.argv", ["w_draft", "--task", "costs", "--model", str(model_dir("qwen35-text")),
+                                     "--rounds", "1", "--out", str(out)])
+    w_draft.main()
+    result = json.loads(out.read_text())
+    assert set(result["ratio_to_step"]) >= {"step", "verify2", "verify5", "rollback", "alternating step"}
+    free = {"step": 1.0, "rollback": 0.0, **{f"verify{n}": 1.0 for n in range(2, 6)}}
+    projection = w_draft.projected(free)
+    assert projection["k=1 a=0.5"] == pytest.approx(1.5)  # a verify as cheap as a step: 1 + a tokens a round
+    assert projection["k=3 a=0.9"] == pytest.approx(1 + 0.9 + 0.81 + 0.729)
+    costly = w_draft.projected({**free, "rollback": 1.0})
+    assert costly["k=1 a=0.5"] == pytest.approx(1.5 / 1.5)  # a rejection half the time costs half a step more
