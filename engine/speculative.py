@@ -77,6 +77,17 @@ class _Rules:
         return Step(token, entry, penalized), ends
 
 
+def _verify(runner: RunnerBase, drafter: PromptLookup, fed: list[int], drafts: list[int], room: int,
+            ) -> tuple[list[int], np.ndarray]:
+    """One forward of `fed` and the drafts padded to the drafter's fixed width: (the drafts as fed, the rows that
+    check them and the one after)."""
+    drafts = drafter.fill(drafts, min(room, drafter.max_draft + 1 - len(fed)))
+    width = len(fed) + len(drafts)
+    # every position of a full-width forward has logits: one shape for the head too
+    positions = width if width == drafter.max_draft + 1 else len(drafts) + 1
+    return drafts, runner.verify(fed + drafts, positions)[-(len(drafts) + 1):]
+
+
 def drafted_loop(
     runner: RunnerBase,
     prompt_ids: Sequence[Item],
@@ -132,13 +143,8 @@ def drafted_loop(
             started = time.perf_counter()
             try:
                 if drafts or pending:
-                    fed = pending + [token]
-                    drafts = drafter.fill(drafts, min(room, drafter.max_draft + 1 - len(fed)))
+                    drafts, rows = _verify(runner, drafter, pending + [token], drafts, room)
                     real = min(real, len(drafts))
-                    # every position of a full-width forward has logits: one shape for the head too
-                    width = len(fed) + len(drafts)
-                    positions = width if width == drafter.max_draft + 1 else len(drafts) + 1
-                    rows = runner.verify(fed + drafts, positions)[-(len(drafts) + 1):]
                     outstanding, pending = True, []
                 else:
                     runner.start_step(token)  # one token: the plain step, computed while the step is handed out
