@@ -55,17 +55,17 @@ class HistoryView(RefreshWhenShown, QWidget):
         self.combos: dict[int, QComboBox] = {}
         self.setObjectName("Panel")
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(18, 14, 18, 14)
+        layout.setContentsMargins(12, 14, 12, 14)
         layout.setSpacing(8)
 
-        head = QHBoxLayout()
-        head.addWidget(caption_label("RECENT DECISIONS"))
-        head.addStretch(1)
+        layout.addWidget(caption_label("RECENT DECISIONS"))
+        head = QHBoxLayout()  # the buttons on their own line: the column stays narrow enough for the settings beside it
         self.csv_button = QPushButton("Export CSV…")
         self.jsonl_button = QPushButton("Export JSONL…")
         self.refresh_button = QPushButton("Refresh")
-        for button in (self.csv_button, self.jsonl_button, self.refresh_button):
+        for button in (self.csv_button, self.jsonl_button):
             head.addWidget(button)
+        head.addStretch(1)
         layout.addLayout(head)
         self.hint = note_label(
             "Mark the right answer of past decisions (the last column): the Calibration tab then shows how often "
@@ -95,7 +95,10 @@ class HistoryView(RefreshWhenShown, QWidget):
         header.resizeSection(5, 118)
         layout.addWidget(self.table, 1)
         self.count_label = note_label("", "Faint")
-        layout.addWidget(self.count_label)
+        foot = QHBoxLayout()
+        foot.addWidget(self.count_label, 1)
+        foot.addWidget(self.refresh_button)
+        layout.addLayout(foot)
 
         self.csv_button.clicked.connect(lambda: self.export("csv"))
         self.jsonl_button.clicked.connect(lambda: self.export("jsonl"))

@@ -38,6 +38,7 @@ from .screen_decisions import ScreenDecisions
 from .settings_effects import SettingsEffects
 from .settings_panel import SettingsPanel
 from .window_companion import SOURCE_TEXT, WindowCompanion
+from .window_columns import FormScroll, WindowColumns
 from .window_models import WindowModels
 from .window_parts import AskPanel, Header, StatusLabels
 
@@ -155,10 +156,6 @@ class MainWindow(QMainWindow):
         self.decide_button.clicked.connect(self.decide)
         self.cancel_button.clicked.connect(self.cancel)
 
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.setChildrenCollapsible(False)
-        self.splitter.setHandleWidth(1)
-        self.splitter.addWidget(panel)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.tabBar().setDrawBase(False)
@@ -178,22 +175,19 @@ class MainWindow(QMainWindow):
         center_layout = QVBoxLayout(center)
         center_layout.setContentsMargins(8, 6, 8, 0)
         center_layout.addWidget(self.tabs)
-        self.splitter.addWidget(center)
         self.settings_panel = SettingsPanel(settings, ports.settings_rules)
-        self.settings_panel.setMinimumWidth(330)
-        self.settings_panel.setMaximumWidth(420)
         self.settings_panel.settings_changed.connect(self._on_settings_changed)
         self.settings_panel.model_defaults_requested.connect(lambda: self.models.restore_model_defaults())
         self.settings_panel.test_connection_requested.connect(lambda: self.models.test_connection())
         self.settings_panel.connect_requested.connect(lambda: self.models.connect_remote())
         self.settings_panel.set_api_status("off", True)
-        self.splitter.addWidget(self.settings_panel)
-        self.splitter.setStretchFactor(0, 0)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setStretchFactor(2, 0)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.ask_scroll = FormScroll(panel)
+        self.center_panel = center
+        self.columns = WindowColumns(self.splitter, self.ask_scroll, center, self.settings_panel)
         self.splitter.setSizes([360, 550, 330])
         outer.addWidget(self.splitter, 1)
-        self.settings_panel.setVisible(settings.show_settings)
+        self.columns.set_settings_open(settings.show_settings)
 
         self.status = StatusLabels(self.statusBar())
         self.busy_indicator = self.status.busy
@@ -260,6 +254,8 @@ class MainWindow(QMainWindow):
                 self.overlay.show_error(str(exc), SOURCE_TEXT.get(source, ""))
             return False
         self._form_error = False
+        if source == "window" and self.columns.covers_decision():
+            self.update_settings(show_settings=False)  # the settings drawer closes: the bars come where it was
         # With permute, every cyclic order thinks again: the progress counts across all of them.
         budget = request.reasoning_budget * (len(request.options) if request.permute else 1)
         self.result_view.show_running(request.think, budget)
@@ -385,7 +381,7 @@ class MainWindow(QMainWindow):
                 box.setChecked(getattr(new, name))
                 box.blockSignals(False)
         if old.show_settings != new.show_settings:
-            self.settings_panel.setVisible(new.show_settings)
+            self.columns.set_settings_open(new.show_settings)
             if self.settings_button.isChecked() != new.show_settings:
                 self.settings_button.setChecked(new.show_settings)
         if old.overlay_enabled != new.overlay_enabled:

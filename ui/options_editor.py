@@ -101,7 +101,7 @@ class OptionsEditor(QWidget):
         buttons.addWidget(self.add_button)
         buttons.addWidget(self.paste_button)
         buttons.addStretch(1)
-        buttons.addWidget(self.count_label)
+        # count_label is not laid out here: its owner puts it beside the list's caption, where it has room
         outer.addLayout(buttons)
         self.changed.connect(self._update_count)
         self.set_options(["", ""])

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from decider.engine.labels import COVERED_MODES, TINY_COVERAGE
 
+from .choice_card import ChoiceCard
 from .bars import BarsView, bound_text, choice_note, percent_text, shown_probability
 from .theme import set_role
 
@@ -127,7 +128,7 @@ class ResultView(QStackedWidget):
         """The page while a model loads."""
         self.loading_page = QWidget()
         layout = QVBoxLayout(self.loading_page)
-        layout.setContentsMargins(60, 40, 60, 40)
+        layout.setContentsMargins(40, 40, 40, 40)
         layout.addStretch(1)
         self.loading_title = _label("Loading model…", "EmptyTitle")
         self.loading_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -154,12 +155,13 @@ class ResultView(QStackedWidget):
         """Ready, running, the result and errors share one scrollable page."""
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # sideways only when a word of the chosen option is wider than a narrow column: scrolled, never cut off
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         page = QWidget()
         page.setObjectName("Panel")
         scroll.setWidget(page)
         layout = QVBoxLayout(page)
-        layout.setContentsMargins(22, 18, 22, 18)
+        layout.setContentsMargins(14, 18, 14, 18)
         layout.setSpacing(10)
 
         self.caption = _label("DECISION", "SectionTitle")
@@ -213,40 +215,11 @@ class ResultView(QStackedWidget):
 
     def _build_choice_card(self) -> QFrame:
         """The chosen option: its letter, text, confidence (and calibrated confidence), and a line about it."""
-        self.choice_row = QFrame()
-        self.choice_row.setObjectName("ChoiceCard")
-        card = QVBoxLayout(self.choice_row)
-        card.setContentsMargins(18, 16, 18, 14)
-        card.setSpacing(8)
-        row = QHBoxLayout()
-        row.setSpacing(14)
-        self.choice_badge = QLabel("")
-        self.choice_badge.setObjectName("ChoiceBadge")
-        self.choice_badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.choice_badge.setFixedSize(46, 46)
-        self.choice_text = _label("", "ChoiceText")
-        self.choice_text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.choice_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.choice_percent = QLabel("")
-        self.choice_percent.setObjectName("BigPercent")
-        self.choice_percent.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        self.choice_calibrated = QLabel("")
-        self.choice_calibrated.setObjectName("Calibrated")
-        self.choice_calibrated.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        self.choice_calibrated.hide()
-        percents = QVBoxLayout()
-        percents.setSpacing(0)
-        percents.addStretch(1)
-        percents.addWidget(self.choice_percent)
-        percents.addWidget(self.choice_calibrated)
-        percents.addStretch(1)
-        row.addWidget(self.choice_badge, 0, Qt.AlignmentFlag.AlignVCenter)
-        row.addWidget(self.choice_text, 1)
-        row.addLayout(percents, 0)
-        card.addLayout(row)
-        self.choice_meta = _label("", "Caption")
-        card.addWidget(self.choice_meta)
-        return self.choice_row
+        card = ChoiceCard()
+        self.choice_row = card
+        self.choice_badge, self.choice_text, self.choice_meta = card.badge, card.text, card.meta
+        self.choice_percent, self.choice_calibrated = card.percent, card.calibrated
+        return card
 
     def _add_reasoning(self, layout: QVBoxLayout) -> None:
         """The reasoning, folded under a toggle."""

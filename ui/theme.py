@@ -126,6 +126,8 @@ QTabWidget::pane { border: none; top: -1px; }
 QTabBar::tab { background: transparent; color: %(muted)s; padding: 8px 14px; border: none; border-bottom: 2px solid transparent; }
 QTabBar::tab:selected { color: %(text)s; border-bottom: 2px solid %(accent)s; }
 QTabBar::tab:hover { color: %(text)s; }
+QTabBar QToolButton { padding: 0px; border-radius: 4px; }
+QTabBar::scroller { width: 48px; }
 
 QTableWidget, QTableView, QListWidget {
     background: %(card)s; border: 1px solid %(border)s; border-radius: 8px; gridline-color: %(border)s;

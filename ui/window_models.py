@@ -70,13 +70,31 @@ class WindowModels:
         if w.settings.engine != "local":  # choosing a folder means the local engine
             with w.settings_effects.loading_local():
                 w.update_settings(engine="local")
-        name = "demo model" if is_demo else Path(path).name
+        name = self.display_name(path, is_demo)
         w.model_button.setText(f"Loading {name}…")
         if w.model_info is None:
             w.result_view.show_loading(name)
         w.show_message(f"Loading {path} on {options.device}…")
         w.controller.load_model(path, options, is_demo)
         w.update_buttons()
+
+    def display_name(self, path: str, is_demo: bool) -> str:
+        """What the model is called while it loads: a bundled model by its label however it was chosen (the last
+        model at start is a plain path), a reloaded one by the name it already has, else its folder's name."""
+        w = self.window
+        bundled = dict(w.ports.demo_models)
+        if path in bundled:
+            return bundled[path]
+        if w.model_info is not None and w.model_info.path == path:
+            return w.model_info.name
+        return "demo model" if is_demo else Path(path).name
+
+    def clear_decision_status(self) -> None:
+        """The status bar's latency and token counts are the last decision's: gone with its model."""
+        w = self.window
+        for label in (w.status_latency, w.status_tokens):
+            label.setText("")
+            label.setToolTip("")
 
     def connect_remote(self) -> bool:
         """Decide on the remote server of the settings from now on (the engine thread checks it first)."""
@@ -134,6 +152,7 @@ class WindowModels:
             w.controller.forget_result()
             w.inspector.clear()
             w.result_view.show_ready()
+            self.clear_decision_status()
         if w.image_slot.pixels() and getattr(info, "sees_images", None) is False:
             w.image_slot.clear()
             w.image_slot.show_note(f"Picture removed:\n{info.name} cannot see images.")
@@ -201,6 +220,7 @@ class WindowModels:
         w.status_model.setText("no model")
         w.status_device.setText("")
         w.status_engine.setText("")
+        self.clear_decision_status()
         w.result_view.show_no_model()
         w.update_buttons()
 

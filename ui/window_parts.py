@@ -72,7 +72,6 @@ class AskPanel(QWidget):
     def __init__(self, think: bool, permute: bool, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("Panel")
-        self.setMinimumWidth(340)
         layout = QVBoxLayout(self)
         self.column = layout  # the window inserts the picture slot into it
         layout.setContentsMargins(16, 16, 12, 14)
@@ -84,8 +83,12 @@ class AskPanel(QWidget):
         self.question.setMinimumHeight(90)
         layout.addWidget(self.question, 1)
         layout.addSpacing(6)
-        layout.addWidget(caption("OPTIONS"))
         self.options = OptionsEditor()
+        options_head = QHBoxLayout()
+        options_head.addWidget(caption("OPTIONS"))
+        options_head.addStretch(1)
+        options_head.addWidget(self.options.count_label)  # "3 options · 2 to 10": beside the caption it fits
+        layout.addLayout(options_head)
         layout.addWidget(self.options)
         layout.addSpacing(4)
 
