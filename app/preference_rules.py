@@ -26,13 +26,15 @@ APP_RANGES: dict[str, tuple[float, float, bool]] = {
     "overlay_opacity": (0.2, 1.0, False),
     "api_port": (1, 65535, True),
     "remote_timeout": (0.5, 3600, False),
+    "watch_interval_ms": (100, 60_000, True),  # watch mode grabs the screen this often
+    "watch_threshold": (0.001, 0.5, False),  # the picture change (engine/frame_change.py) that re-decides
 }
 
 # Screen positions and sizes kept between runs, with the parts each holds.
 PIXEL_FIELDS = {"overlay_position": ("x", "y"), "window_geometry": ("x", "y", "width", "height")}
 
 BOOLEANS = ("exact", "history_image_hashes", "overlay_enabled", "overlay_click_through", "api_enabled", "show_settings",
-            "window_maximized")
+            "window_maximized", "watch_enabled")
 
 
 def declared(name: str, value: object) -> None:

@@ -79,6 +79,10 @@ class GuiSettings(_EngineSettings):
     overlay_position: tuple[int, int] | None = None
     overlay_click_through: bool = False
     hotkey: str = DEFAULT_HOTKEY
+    # watch mode: the companion grabs the screen every watch_interval_ms and re-decides when it changed
+    watch_enabled: bool = False
+    watch_interval_ms: int = 1000
+    watch_threshold: float = 0.02  # engine.frame_change.DEFAULT_CHANGE_THRESHOLD
     # local API
     api_enabled: bool = False
     api_host: str = "127.0.0.1"
@@ -110,7 +114,7 @@ class GuiSettings(_EngineSettings):
         for name in PIXEL_FIELDS:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
-        floats = [n for n in ENGINE_NAMES if SETTINGS[n].kind is float] + ["overlay_opacity", "remote_timeout"]
+        floats = [n for n in ENGINE_NAMES if SETTINGS[n].kind is float] + ["overlay_opacity", "remote_timeout", "watch_threshold"]
         for name in floats:
             object.__setattr__(self, name, float(getattr(self, name)))
 

@@ -40,6 +40,7 @@ from .settings_panel import SettingsPanel
 from .window_companion import SOURCE_TEXT, WindowCompanion
 from .window_columns import FormScroll, WindowColumns
 from .window_models import WindowModels
+from .window_watch import WindowWatch
 from .window_parts import AskPanel, Header, StatusLabels
 
 TABS = ("decision", "inspector", "calibration", "history")
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
         self.screen_decisions = ScreenDecisions(self, self.image_slot, self.overlay, self.decide, register_global_hotkey)
         self.screen_decisions.latency_measured.connect(
             lambda seconds: self.status_latency.setText(f"capture → bars {seconds * 1000:,.0f} ms"))
+        self.watch = WindowWatch(self, register_global_hotkey)
 
         self._save_timer = QTimer(self, singleShot=True, interval=300)
         self._save_timer.timeout.connect(self.save_now)
@@ -332,6 +334,7 @@ class MainWindow(QMainWindow):
         self.update_buttons()
         self.screen_decisions.decision_shown()
         self.decision_shown.emit(result)
+        self.watch.decision_ended(True)
 
     def _on_failed(self, message: str, source: str) -> None:
         self.tabs.setCurrentWidget(self.result_view)
@@ -343,6 +346,7 @@ class MainWindow(QMainWindow):
         self.screen_decisions.decision_ended()
         self.update_buttons()
         self.decision_failed.emit(message)
+        self.watch.decision_ended(False)
 
     def _on_cancelled(self, source: str) -> None:
         self.result_view.show_cancelled()
@@ -354,6 +358,7 @@ class MainWindow(QMainWindow):
         self.show_message("Decision cancelled", 4000)
         self.screen_decisions.decision_ended()
         self.update_buttons()
+        self.watch.decision_ended(False)
 
     # ------------------------------------------------------------ settings
     def update_settings(self, settings: Settings | None = None, **changes) -> None:
@@ -392,6 +397,9 @@ class MainWindow(QMainWindow):
             self.overlay.set_click_through(new.overlay_click_through)
         if old.think != new.think:
             self.calibration_view.set_current(self.controller.model_key, new.think)
+        if (old.watch_enabled, old.watch_interval_ms, old.watch_threshold) != (
+                new.watch_enabled, new.watch_interval_ms, new.watch_threshold):
+            self.watch.apply(new)
 
     def save_now(self) -> None:
         self._save_timer.stop()
@@ -450,5 +458,6 @@ class MainWindow(QMainWindow):
         self.remember_geometry()
         self.save_now()
         self.global_hotkey.close()
+        self.watch.close()
         self.overlay.close()
         super().closeEvent(event)

@@ -54,9 +54,14 @@ class CompanionOverlay(QWidget):
             f"QToolButton:hover {{ color: {color('text').name()}; }}"
         )
         self.close_button.clicked.connect(self.close_requested.emit)
+        # watch mode's state and the shown decision's age ("watching · decided 3 s ago"), empty when not watching
+        self.watch_status = QLabel("")
+        self.watch_status.setStyleSheet(f"color: {color('good').name()}; font-size: 7.5pt; background: transparent;")
+        self.watch_status.hide()
         top.addWidget(self.title)
         top.addWidget(self.source)
         top.addStretch(1)
+        top.addWidget(self.watch_status)
         top.addWidget(self.close_button)
         layout.addLayout(top)
 
@@ -119,6 +124,10 @@ class CompanionOverlay(QWidget):
         self.choice_percent.setText("")
         self.hint.hide()
         self.adjustSize()
+
+    def set_watch_status(self, text: str) -> None:
+        self.watch_status.setText(text)
+        self.watch_status.setVisible(bool(text))
 
     def show_progress(self, tokens: int) -> None:
         self._set_text(self.choice, f"Thinking… {tokens} tokens")

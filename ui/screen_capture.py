@@ -23,6 +23,7 @@ WAYLAND_NOTE = ("Screen capture is not allowed on Wayland without the desktop po
 class Capture:
     image: QImage | None
     message: str  # why there is no image, or what was grabbed
+    area: QRect | None = None  # where the image was grabbed (global coordinates)
 
 
 def capture_note() -> str | None:
@@ -56,7 +57,7 @@ def grab(region: QRect | None = None, near: QPoint | None = None) -> Capture:
     pixmap = screen.grabWindow(0, local.x(), local.y(), local.width(), local.height())
     if pixmap.isNull() or pixmap.width() == 0:
         return Capture(None, "The screen could not be read (the platform refused); paste a screenshot instead.")
-    return Capture(pixmap.toImage(), f"{pixmap.width()}×{pixmap.height()} from {screen.name() or 'the screen'}")
+    return Capture(pixmap.toImage(), f"{pixmap.width()}×{pixmap.height()} from {screen.name() or 'the screen'}", area)
 
 
 class RegionPicker(QWidget):

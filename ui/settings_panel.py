@@ -238,6 +238,35 @@ class SettingsPanel(SettingsForm):
         self.hotkey_status.setWordWrap(True)
         self.hotkey_status.setToolTip(CLIPBOARD_FORMAT)
         grid.addWidget(self.hotkey_status, grid.rowCount(), 0, 1, 2)
+        self._build_watch(grid)
+
+    def _build_watch(self, grid: QGridLayout) -> None:
+        """Watch mode: on/off, how often the screen is grabbed, how much it must change to re-decide."""
+        self.watch_enabled = self._check(grid, "watch_enabled", "Watch the screen (Ctrl+Shift+W)",
+                                         "grab the picked region (else the screen under the overlay) again and again and "
+                                         "decide when the picture changed; nothing is grabbed while paused or locked")
+        self.watch_interval = QSpinBox()
+        low, high, _ = self.rules.setting_range("watch_interval_ms")
+        self.watch_interval.setRange(int(low), int(high))
+        self.watch_interval.setSingleStep(100)
+        self.watch_interval.setSuffix(" ms")
+        self.watch_interval.setKeyboardTracking(False)
+        self.watch_interval.setAlignment(Qt.AlignmentFlag.AlignRight)
+        self.watch_interval.setToolTip("how often watch mode grabs the screen (a grab costs a few ms; a decision only "
+                                       "when the picture changed)")
+        self.watch_interval.valueChanged.connect(lambda value: self._edit("watch_interval_ms", int(value)))
+        self._row(grid, "watch_interval_ms", "Grab every", self.watch_interval, self.rules.range_text("watch_interval_ms"))
+        self.watch_threshold = QDoubleSpinBox()
+        low, high, _ = self.rules.setting_range("watch_threshold")
+        self.watch_threshold.setRange(low, high)
+        self.watch_threshold.setDecimals(3)
+        self.watch_threshold.setSingleStep(0.005)
+        self.watch_threshold.setKeyboardTracking(False)
+        self.watch_threshold.setAlignment(Qt.AlignmentFlag.AlignRight)
+        self.watch_threshold.setToolTip("how much the picture must change to decide again: the mean brightness "
+                                        "difference of a 32×32 thumbnail (0.02 ≈ a new scene; noise is < 0.005)")
+        self.watch_threshold.valueChanged.connect(lambda value: self._edit("watch_threshold", round(float(value), 3)))
+        self._row(grid, "watch_threshold", "Change threshold", self.watch_threshold, self.rules.range_text("watch_threshold"))
 
     def _build_api(self) -> None:
         """The local API server."""

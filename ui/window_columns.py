@@ -39,6 +39,8 @@ class FormScroll(QScrollArea):
 
     def fit_content(self) -> None:
         content = self.widget()
+        if content is None:
+            return
         viewport = self.viewport()
         layout = content.layout()
         # at this width (wrapped labels take more lines when narrow)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 SOURCE_TEXT = {
     "hotkey": "· from clipboard", "hotkey_image": "· from clipboard + the picture in the slot",
-    "api": "· via local API", "capture": "· from a screenshot",
+    "api": "· via local API", "capture": "· from a screenshot", "watch": "· watching the screen",
 }
 
 
