@@ -1,4 +1,5 @@
-"""The endpoints: /v1/models, /v1/chat/completions, /v1/completions, /v1/decide, and the tokenizer's
+"""The endpoints: /v1/models, /v1/chat/completions, /v1/completions, /v1/decide (and /v1/decide/frame, a game's
+pushed frames: app/api/frames.py), and the tokenizer's
 (/tokenize, /detokenize, /tokenizer_info).
 
 Each POST reads its body, validates it into its request class, builds the engine request (the
@@ -24,6 +25,7 @@ from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
 from decider.engine.errors import Cancelled, ContextLimitError, SettingsError
+from decider.engine.frame_change import signature
 from decider.engine.generate import Completion, Delta
 from decider.engine.openai_format import (
     chat_chunk,
@@ -36,8 +38,10 @@ from decider.engine.openai_format import (
     completion_usage_chunk,
     text_completions,
 )
+from decider.engine.types import DecisionResult
 
 from .chat_run import run_chat
+from .frames import FrameRequest, decide_frame
 from ..images import ImageBudget, budget_for, current_budget
 from .completions import prompt_text, run_completions
 from .errors import ApiError, from_engine, from_validation
@@ -69,6 +73,7 @@ def build_app(state: ApiState):
         Route("/chat/completions", routes.endpoint(routes.chat, "POST")),
         Route("/completions", routes.endpoint(routes.completions, "POST")),
         Route("/decide", routes.endpoint(routes.decide, "POST")),
+        Route("/decide/frame", routes.endpoint(routes.decide_frame, "POST")),
         Route("/tokenize", routes.endpoint(routes.tokenize, "POST")),
         Route("/detokenize", routes.endpoint(routes.detokenize, "POST")),
         Route("/tokenizer_info", routes.endpoint(routes.tokenizer_info, "GET")),
@@ -324,6 +329,25 @@ class Routes:
         result = await self._run(client, service.decide, decision, client.should_stop, "api")
         self._notify(state.on_decision, ApiDecision(decision, result))
         return json_response(200, result.to_dict())
+
+
+    async def decide_frame(self, request: Request) -> Response:
+        """A game's pushed frame: decided when it changed, else the last decision (app/api/frames.py)."""
+        state, service = self.state, self.state.service
+        parsed: FrameRequest = await self._parse(request, FrameRequest)
+        frame = parsed.frame()
+        decision = parsed.to_request(service.defaults)
+        await self._refuse_too_long([t for t in (decision.question, decision.system, decision.context, *decision.options) if t])
+        frame_signature = await to_thread.run_sync(signature, frame)
+        client = Client(request.receive, state)
+
+        async def run() -> DecisionResult:
+            result = await self._run(client, service.decide, decision, client.should_stop, "api")
+            self._notify(state.on_decision, ApiDecision(decision, result))
+            return result
+
+        reply = await decide_frame(state.frames.get(parsed.watch), decision, frame_signature, parsed.threshold, run)
+        return json_response(200, reply)
 
 
 def _validate(kind: type[Parsed], body: dict, budget: ImageBudget) -> Parsed:

@@ -20,6 +20,14 @@ from .errors import QueueFull
 if TYPE_CHECKING:
     from decider.app.service import EngineService
 
+    from .frames import FrameWatches
+
+
+def _frame_watches() -> FrameWatches:
+    from .frames import FrameWatches  # frames imports protocol, which the state does not need otherwise
+
+    return FrameWatches()
+
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # a whole 262k-token context as text is ~1 MB; JSON escaping adds some
 DEFAULT_MAX_QUEUE = 64  # requests waiting for the engine, besides the one it is running
 DEFAULT_TIMEOUT = 30.0  # seconds an idle keep-alive connection is kept
@@ -129,6 +137,7 @@ class ApiState:
     created: int = field(default_factory=lambda: int(time.time()))
     stopping: bool = False
     stats: dict[str, int] = field(default_factory=lambda: {"cancelled": 0, "errors": 0, "rejected": 0})
+    frames: FrameWatches = field(default_factory=lambda: _frame_watches())  # /v1/decide/frame's watches
 
     _token_chars: int | None = None
 
