@@ -114,6 +114,7 @@ def _ask_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--context", help="file with shared context (rules, a document); its state is kept in the prompt cache and reused by later decisions")
     p.add_argument("--image", action="append", default=[], metavar="PATH",
                    help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
+    _add_setting(p, "image_pixels")
     p.add_argument("--system", help="system prompt")
     _add_setting(p, "think")
     _add_setting(p, "reasoning_budget", "max reasoning tokens with --think")

@@ -241,12 +241,33 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
     kernel_note = getattr(runner, "kernel_note", None)  # the dynamic runner's; the static path has no kernel
     if kernel_note:
         report.add("info", f"exact int8 kernel (few-token infers): {kernel_note}")
+    _check_capture(report, runner)
     if tune and runner.device.startswith("CPU") and runner.execution_path == "dynamic":
         from decider.engine.fast_tuning import tune as measure
 
         report.add("info", "fast compile: " + measure(runner).summary())
     elif tune:
         report.add("info", f"fast compile: measured on the CPU's dynamic path only (this model runs on {runner.device})")
+
+
+def _check_capture(report: Report, runner) -> None:
+    """Capture-to-bars at the default pixel budget, measured on this model here (a vision export only)."""
+    from decider.engine.errors import DeciderError
+    from decider.engine.settings import SETTINGS
+
+    from .capture_timing import time_capture
+
+    if runner.vision is None:
+        report.add("info", "capture-to-bars: this model cannot see images (no vision encoder on this path)")
+        return
+    budget = int(SETTINGS["image_pixels"].default)  # type: ignore[call-overload]  # an int setting's default
+    try:
+        timing = time_capture(runner, budget)
+    except DeciderError as exc:
+        report.add("warn", f"capture-to-bars: a decision on a screenshot failed ({exc})")
+        return
+    report.add("info", f"capture-to-bars at the default image budget: {timing.summary()} "
+                       "(cold, this machine; set image_pixels lower for faster screen decisions)")
 
 
 def _check_ir(report: Report, core, model) -> int | None:

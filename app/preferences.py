@@ -31,7 +31,7 @@ SETTINGS_FILE = "gui-settings.json"
 MAX_RECENT_MODELS = 8
 
 # The decision settings the app keeps (their ranges, defaults and help are engine.settings').
-DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice", "fast_reasoning")
+DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice", "fast_reasoning", "image_pixels")
 # The engine's settings the app keeps, first in the settings file: every sampling setting users set, then those.
 ENGINE_NAMES = SAMPLING_NAMES + DECISION_NAMES
 
@@ -64,7 +64,7 @@ else:
 @dataclass(frozen=True)
 class GuiSettings(_EngineSettings):
     # The engine's settings (ENGINE_NAMES: sampling, then max_tokens, reasoning_budget, think, permute,
-    # sample_choice, fast_reasoning) come first, from _EngineSettings; the app's own follow.
+    # sample_choice, fast_reasoning, image_pixels) come first, from _EngineSettings; the app's own follow.
     system_prompt: str = ""
     history_image_hashes: bool = True  # the history keeps each image's size and pixel sha256 (off: the size only)
     # model and device

@@ -156,7 +156,7 @@ def decide(
 
 
 def _image_tokens(runner: ModelRunner, request: DecisionRequest) -> list[tuple]:
-    return [tuple(runner.image_tokens(pixels)) for pixels in request.images]
+    return [tuple(runner.image_tokens(pixels, request.image_pixels)) for pixels in request.images]
 
 
 def _encodes(runner: ModelRunner) -> int:

@@ -173,11 +173,12 @@ class RunnerBase:
             limit = min(limit, self.caps.max_total_len)
         return limit
 
-    def image_tokens(self, pixels: np.ndarray) -> list[ImageToken]:
-        """An image's placeholder tokens for a prompt ([H, W, 3] uint8 RGB pixels)."""
+    def image_tokens(self, pixels: np.ndarray, max_pixels: int | None = None) -> list[ImageToken]:
+        """An image's placeholder tokens for a prompt ([H, W, 3] uint8 RGB pixels); max_pixels: a pixel budget
+        below the model's own (the picture is scaled into it)."""
         if self.vision is None:
             raise SettingsError(self._no_vision())
-        return self.vision.tokens(pixels)
+        return self.vision.tokens(pixels, max_pixels)
 
     def _no_vision(self) -> str:
         if not self.folder.has_vision:

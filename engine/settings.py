@@ -20,6 +20,7 @@ from .errors import SettingsError
 from .logprobs import MAX_TOP_LOGPROBS
 
 _DECLARATION = "decider.setting"  # the metadata key of a settings field's declaration
+IMAGE_PIXELS_DEFAULT = 512 * 512  # the capture budget's default (see DECISION_SETTINGS' image_pixels)
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,12 @@ DECISION_SETTINGS: tuple[Setting, ...] = (
             "(more memory); the bars stay exact"),
     Setting("alternatives", int, 10, "Alternatives",
             "how many most likely next tokens a decision lists", 0, MAX_TOP_LOGPROBS),
+    # Qwen3.5's preprocessor takes 256² to 4096² pixels per image; a picture above the budget is scaled down (aspect
+    # kept) before the vision encoder, so a screenshot costs fewer image tokens. The default: BENCHMARKS.md,
+    # "Capture budget" (chosen by measurement).
+    Setting("image_pixels", int, IMAGE_PIXELS_DEFAULT, "Image pixel budget",
+            "pictures above this many pixels are scaled down (aspect kept) before the vision encoder: fewer image "
+            "tokens, a faster decision; the model's own budget caps it", 256 * 256, 4096 * 4096, step=65536),
 )
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_SETTINGS}

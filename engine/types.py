@@ -44,6 +44,8 @@ class DecisionRequest:
     # Functions as the options (engine/tool_decide.py): the options are their names, in order; the bars are how
     # likely the model calls each, and the result carries the chosen call's arguments.
     tools: tuple[Tool, ...] = ()
+    # The pixel budget of each image (a screenshot above it is scaled down before the vision encoder).
+    image_pixels: int = int_default("image_pixels")
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -71,6 +73,7 @@ class DecisionRequest:
             object.__setattr__(self, name, value.strip() or None if isinstance(value, str) else None)
         SETTINGS["reasoning_budget"].check(self.reasoning_budget)
         SETTINGS["alternatives"].check(self.alternatives)
+        SETTINGS["image_pixels"].check(self.image_pixels)
         if not isinstance(self.images, (tuple, list)) or len(self.images) > MAX_IMAGES:
             raise SettingsError(f"images: give at most {MAX_IMAGES}")
         object.__setattr__(self, "images", tuple(check_pixels(image) for image in self.images))

@@ -116,16 +116,21 @@ class VisionEncoder:
         self.stats = VisionStats()
 
     # ----- the prompt side: tokens now, features when the language model needs them -----
-    def tokens(self, pixels: np.ndarray) -> list[ImageToken]:
-        """Preprocess an image and return its placeholder tokens; encoding waits until they are fed."""
+    def tokens(self, pixels: np.ndarray, max_pixels: int | None = None) -> list[ImageToken]:
+        """Preprocess an image and return its placeholder tokens; encoding waits until they are fed.
+        max_pixels: scale the image into this budget where it is below the model's own (never above it, nor
+        below the model's minimum); the budget is part of the digest, so each budget's features are its own."""
         started = time.perf_counter()
-        digest = self.digest(pixels)
+        processor = self.processor
+        if max_pixels is not None and max_pixels < processor.max_pixels:
+            processor = replace(processor, max_pixels=max(int(max_pixels), processor.min_pixels))
+        digest = self.digest(pixels, processor)
         with self._lock:
             pending = self._images.get(digest)
             if pending is not None:
                 self._images.move_to_end(digest)
         if pending is None:
-            pending = _Pending(preprocess(pixels, self.processor))
+            pending = _Pending(preprocess(pixels, processor))
             self._pad(pending.patches.values)  # an image the static shapes cannot hold is refused here, not mid-prompt
             with self._lock:
                 self._remember(digest, pending)
@@ -133,11 +138,11 @@ class VisionEncoder:
         rows, cols = (side // self.geometry.merge_size for side in pending.patches.token_grid)
         return image_tokens(digest, rows, cols)
 
-    def digest(self, pixels: np.ndarray) -> str:
+    def digest(self, pixels: np.ndarray, processor: ProcessorConfig | None = None) -> str:
         if not isinstance(pixels, np.ndarray):
             raise SettingsError("an image must be a pixel array")
         h = hashlib.blake2b(digest_size=16)
-        h.update(repr((pixels.shape, pixels.dtype.str, self.processor)).encode())
+        h.update(repr((pixels.shape, pixels.dtype.str, processor or self.processor)).encode())
         h.update(np.ascontiguousarray(pixels).data)
         return h.hexdigest()
 

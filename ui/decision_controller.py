@@ -48,6 +48,7 @@ def build_request(question: str, options: list[str] | tuple[str, ...], settings:
         sample_choice=settings.sample_choice,
         fast_reasoning=settings.fast_reasoning,
         sampling=settings.sampling(),
+        image_pixels=settings.image_pixels,
     )
 
 

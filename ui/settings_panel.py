@@ -103,6 +103,7 @@ class SettingsPanel(SettingsForm):
                                          "draw the chosen option at the sampling settings (variety, e.g. for a game's characters) "
                                          "instead of taking the most likely one; the result says it was drawn")
         self._number(grid, "max_tokens")
+        self._number(grid, "image_pixels")
         label = QLabel("System prompt")
         label.setObjectName("Caption")
         self.system_prompt = QPlainTextEdit()

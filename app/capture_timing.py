@@ -1,0 +1,75 @@
+"""Capture-to-bars: how long a player waits from a grabbed screen to the option bars, at a pixel budget.
+
+A deterministic 1280×720 game-like screen (sky and ground, sprites, HUD bars, sensor noise, as bench/w_vision.py
+draws it) is decided on cold (the runner's state and its encoded-image cache cleared first), with a short
+three-option question; the time runs from the pixel array to the bars (the grab itself is not included).
+`decider doctor` reports it at the default budget; bench/w_capture_budget.py at several.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+QUESTION = "The screenshot shows the battle. What should we do?"
+OPTIONS = ("Attack", "Defend", "Retreat")
+WIDTH, HEIGHT = 1280, 720
+
+
+def game_screen(width: int = WIDTH, height: int = HEIGHT, seed: int = 0) -> np.ndarray:
+    """A deterministic game-like screen: sky and ground gradients, a few sprites, HUD bars, sensor noise."""
+    rng = np.random.default_rng(seed)
+    y = np.linspace(0, 1, height)[:, None, None]
+    x = np.linspace(0, 1, width)[None, :, None]
+    image = np.where(y < 0.6, [90, 140, 220] * (1 - 0.4 * y), [60, 130, 50] * (1.2 - 0.5 * y)) + 20 * x
+    for _ in range(12):
+        top, left = rng.integers(0, height - 80), rng.integers(0, width - 80)
+        image[top : top + rng.integers(20, 80), left : left + rng.integers(20, 80)] = rng.integers(0, 255, 3)
+    image[10:30, 10:300] = [200, 30, 30]  # health bar
+    image[40:60, 10:220] = [30, 30, 200]  # mana bar
+    image += rng.normal(0, 6, image.shape)
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class CaptureTiming:
+    budget: int  # the pixel budget asked for
+    model_budget: int  # the model's own (a smaller one caps the budget)
+    size: tuple[int, int]  # (height, width) the grab was scaled to
+    image_tokens: int
+    seconds: float  # capture-to-bars
+    preprocess_s: float
+    encode_s: float
+    prefill_s: float  # the language model's prefill, the encode taken out
+
+    def summary(self) -> str:
+        capped = f", capped by the model's own {self.model_budget:,}" if self.model_budget < self.budget else ""
+        return (f"{self.seconds:.2f} s for a {WIDTH}×{HEIGHT} grab at a budget of {self.budget:,} pixels{capped} "
+                f"(scaled to {self.size[1]}×{self.size[0]}, {self.image_tokens} image tokens): preprocess "
+                f"{self.preprocess_s:.2f} s, vision encoder {self.encode_s:.2f} s, prefill {self.prefill_s:.2f} s")
+
+
+def time_capture(runner, budget: int, screen: np.ndarray | None = None) -> CaptureTiming:
+    """One cold decision on the screen at `budget` pixels (the runner must see images)."""
+    from decider.engine.decide import decide
+    from decider.engine.settings import SamplingSettings
+    from decider.engine.types import DecisionRequest
+    from decider.engine.vision_preprocess import target_size
+
+    pixels = game_screen() if screen is None else screen
+    request = DecisionRequest(question=QUESTION, options=OPTIONS, images=(pixels,), image_pixels=budget,
+                              sampling=SamplingSettings(temperature=0.0))
+    runner.reset()  # cold: no state, no snapshot of an earlier prompt, no encoded image to reuse
+    runner.clear_snapshots()
+    runner.vision.clear()
+    started = time.perf_counter()
+    result = decide(runner, request)
+    seconds = time.perf_counter() - started
+    stats = runner.vision.stats
+    prefill = result.timings.get("prefill_s", 0.0) - stats.last_encode_s
+    processor = runner.vision.processor
+    size = target_size(pixels.shape[0], pixels.shape[1], replace(processor, max_pixels=min(budget, processor.max_pixels)))
+    return CaptureTiming(budget, processor.max_pixels, size, int(result.usage.get("image_tokens", 0)), seconds,
+                         stats.last_preprocess_s, stats.last_encode_s, max(prefill, 0.0))
