@@ -38,18 +38,11 @@ WIDTH, HEIGHT = 1280, 720
 
 
 def screenshot(width: int = WIDTH, height: int = HEIGHT, seed: int = 0) -> np.ndarray:
-    """A deterministic game-like screen: sky and ground gradients, a few sprites, HUD bars, sensor noise."""
-    rng = np.random.default_rng(seed)
-    y = np.linspace(0, 1, height)[:, None, None]
-    x = np.linspace(0, 1, width)[None, :, None]
-    image = np.where(y < 0.6, [90, 140, 220] * (1 - 0.4 * y), [60, 130, 50] * (1.2 - 0.5 * y)) + 20 * x
-    for _ in range(12):
-        top, left = rng.integers(0, height - 80), rng.integers(0, width - 80)
-        image[top : top + rng.integers(20, 80), left : left + rng.integers(20, 80)] = rng.integers(0, 255, 3)
-    image[10:30, 10:300] = [200, 30, 30]  # health bar
-    image[40:60, 10:220] = [30, 30, 200]  # mana bar
-    image += rng.normal(0, 6, image.shape)
-    return np.clip(image, 0, 255).astype(np.uint8)
+    """A deterministic game-like screen: sky and ground gradients, a few sprites, HUD bars, sensor noise (the one
+    `decider doctor` times capture-to-bars on)."""
+    from decider.app.capture_timing import game_screen
+
+    return game_screen(width, height, seed)
 
 
 class Decider:
