@@ -134,3 +134,23 @@ def test_loading_a_bundled_model_by_its_path_names_it_by_its_label(qtbot, make_w
     with qtbot.waitSignal(window.model_ready, timeout=60_000):
         window.load_model(FIXTURE)
         assert window.model_button.text() == f"Loading {Path(FIXTURE).name}…"
+
+
+def test_a_narrow_status_bar_leaves_labels_out_whole_and_keeps_their_text_in_a_tooltip(qtbot, make_window):
+    window = decided_window(qtbot, make_window, show_settings=False)
+    status = window.status
+    texts = {status.model: "seeing demo model", status.device: "CPU", status.engine: "exact logprobs (f32)",
+             status.latency: "capture → bars 12,345 ms", status.tokens: "1,234 prompt · 1 answer tokens",
+             status.hotkey: "Ctrl+Shift+D (in app only)"}
+    for label, text in texts.items():
+        label.setText(text)
+    window.resize(900, 560)
+    settle(qtbot)
+    assert layout_problems(window) == []
+    left_out = [label for label in texts if not label.isVisibleTo(window)]
+    assert status.hotkey in left_out and status.model not in left_out and status.latency not in left_out
+    assert status.model.toolTip().split("\n") == [texts[label] for label in texts if label in left_out]
+    window.resize(1920, 1080)
+    settle(qtbot)
+    assert all(label.isVisibleTo(window) for label in texts) and status.model.toolTip() == ""
+    assert layout_problems(window) == []

@@ -215,6 +215,7 @@ def test_the_overlay_is_blanked_out_of_the_grabbed_frame():
 # ---------------------------------------------------------------- the window, real engine, fixture vision model
 
 from decider.app.preferences import GuiSettings  # noqa: E402
+from support.layout_checks import layout_problems  # noqa: E402
 from support.models import model_dir  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))
@@ -251,6 +252,9 @@ def test_the_window_watches_decides_on_changes_only_and_reuses_the_encoded_pictu
     first = shown[-1]
     assert first.usage["images_encoded"] == 1 and window.image_slot.summary() == "640×360 · watching the screen"
     qtbot.waitUntil(lambda: window.overlay.watch_status.text().startswith("watching · decided "), timeout=5_000)
+    window.overlay.show()
+    qtbot.wait(50)  # the text just changed: its layout pass
+    assert layout_problems(window.overlay) == []  # the state and the age fit the overlay, whole
     # the same picture: grabbed, no decision
     for _ in range(3):
         screen.show(noisy(scene(1), 2))

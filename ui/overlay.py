@@ -126,8 +126,10 @@ class CompanionOverlay(QWidget):
         self.adjustSize()
 
     def set_watch_status(self, text: str) -> None:
+        """Watch mode's state and the decision's age; while it shows, it stands where the source note was."""
         self.watch_status.setText(text)
         self.watch_status.setVisible(bool(text))
+        self.source.setVisible(not text)
 
     def show_progress(self, tokens: int) -> None:
         self._set_text(self.choice, f"Thinking… {tokens} tokens")

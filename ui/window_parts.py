@@ -3,7 +3,7 @@ Decide/Cancel) and the status bar's labels. Plain widgets: the window connects a
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -174,6 +174,32 @@ class StatusLabels:
         bar.addPermanentWidget(self.busy)
         for label in (self.model, self.device, self.engine, self.latency, self.tokens, self.hotkey):
             bar.addPermanentWidget(label)
+        self.bar = bar
+        self._fit_timer = QTimer(bar, singleShot=True, interval=0)  # owned by the bar: it goes with the window
+        self._fit_timer.timeout.connect(self.fit)
+        self.folded: list[QLabel] = []  # labels left out for want of room (their text is in the model's tooltip)
+        bar.installEventFilter(_Refit(self, bar))
+
+    def fit(self) -> None:
+        """Leave out labels, least needed first, until the rest fit whole beside a readable message; their text
+        goes into the model label's tooltip (a narrow window then shows no cut label)."""
+        labels = [self.model, self.device, self.engine, self.latency, self.tokens, self.hotkey]
+        layout = self.bar.layout()
+        spacing = 2 * (layout.spacing() if layout is not None else 0) + 4  # between labels, and their padding
+        room = self.bar.width() - MESSAGE_ROOM - (self.busy.width() + spacing if self.busy.isVisible() else 0)
+        shown = [label for label in labels if label.text()]
+        for label in fold_order(self):
+            if sum(label.sizeHint().width() + spacing for label in shown) <= room:
+                break
+            if label in shown:
+                shown.remove(label)
+        self.folded = [label for label in labels if label.text() and label not in shown]
+        for label in labels:
+            label.setVisible(label in shown)
+        self.model.setToolTip("\n".join(label.text() for label in self.folded))
+
+    def schedule_fit(self) -> None:
+        self._fit_timer.start()
 
     def show_message(self, text: str, timeout_ms: int = 0) -> None:
         """Show text until the next message (or for timeout_ms)."""
@@ -184,6 +210,28 @@ class StatusLabels:
 
     def current_message(self) -> str:
         return self.message.text()
+
+
+MESSAGE_ROOM = 160  # the status message keeps at least this much (it elides into it)
+
+
+def fold_order(labels: StatusLabels) -> tuple[QLabel, ...]:
+    """Which status labels a narrow window leaves out first: the hotkey (also in the settings and under Decide),
+    the engine's arithmetic, the token counts, the device; the model and the latency stay."""
+    return (labels.hotkey, labels.engine, labels.tokens, labels.device)
+
+
+class _Refit(QObject):
+    """Re-fits the status labels when the bar is resized or a label's text (size) changes."""
+
+    def __init__(self, labels: StatusLabels, parent: QObject) -> None:
+        super().__init__(parent)
+        self.labels = labels
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.LayoutRequest):
+            self.labels.schedule_fit()
+        return False
 
 
 def connection_message(report) -> tuple[str, bool]:
