@@ -271,6 +271,12 @@ def test_the_window_watches_decides_on_changes_only_and_reuses_the_encoded_pictu
     with qtbot.waitSignal(window.decision_shown, timeout=60_000):
         assert window.watch.screen.tick() is Verdict.DECIDE
     assert shown[-1].usage["images_encoded"] == 1 and len(shown) == 3
+    # a model loaded while watching decides the picture on screen, changed or not
+    with qtbot.waitSignal(window.model_ready, timeout=60_000):
+        window.load_model(VL)
+    with qtbot.waitSignal(window.decision_shown, timeout=60_000):
+        assert window.watch.screen.tick() is Verdict.DECIDE
+    assert len(shown) == 4
     # Pause: nothing grabbed; the hotkey's toggle stops watching
     grabs = screen.grabs
     window.header.pause_button.setChecked(True)

@@ -40,6 +40,8 @@ class WindowWatch:
         # a new question is decided on the next grab, whether or not the picture changed
         w.question.textChanged.connect(self.screen.forget)
         w.options.changed.connect(self.screen.forget)
+        # a model (re)loaded: the picture on screen is decided by it, even if it did not change
+        w.model_ready.connect(lambda _info: self.screen.forget())
         self.shortcut = QShortcut(QKeySequence(WATCH_HOTKEY), w)
         self.shortcut.setContext(Qt.ShortcutContext.ApplicationShortcut)
         self.shortcut.activated.connect(self.toggle)
