@@ -197,6 +197,7 @@ class BarsView(QWidget):
     def clear(self) -> None:
         for bar in self.bars:
             self._layout.removeWidget(bar)
+            bar.hide()  # gone from the screen now, not when the event loop gets to deleting it
             bar.deleteLater()
         self.bars = []
 
