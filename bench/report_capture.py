@@ -94,4 +94,19 @@ def section(results: dict) -> list[str]:
             add(f"| {_side(row['budget'])} | {row['image_tokens']} | {row['capture_to_bars_s'] * 1e3:.0f} ms | "
                 f"{row['encode_s'] * 1e3:.0f} ms | {row['prefill_s'] * 1e3:.0f} ms | {row['vs_full']:.2f}× |")
         add("")
+    lines.extend(_watch_idle(results.get("watch-idle")))
     return lines
+
+
+def _watch_idle(r: dict | None) -> list[str]:
+    """Watch mode's CPU while the game does not change (bench/w_watch_idle.py)."""
+    if not r:
+        return []
+    return [
+        f"Watch mode while nothing changes (`xvfb-run -a -s \"-screen 0 1920x1080x24\" python -m bench.w_watch_idle "
+        f"--seconds {r['seconds']:g} --repeats {r['repeats']}`, {r['date']}, load {r['load_before']:.1f}): the window "
+        f"watching an unchanging 1280×720 game window through a real X server every {r['interval_ms']} ms (the default) "
+        f"uses **{r['watching_core']:.2%} of one core**, against {r['idle_core']:.2%} for the same window not watching, "
+        f"medians of {r['repeats']} paired repeats ({r['grabs']} grabs, {r['unchanged']} of them unchanged: "
+        f"{r['decisions']} decisions, the first grab of each repeat). Target ≤ 5 %.\n",
+    ]
