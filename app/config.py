@@ -71,10 +71,6 @@ def demo_label(path: str | Path) -> str | None:
     return next((label for folder, label in _bundled() if where == folder), None)
 
 
-def is_demo_model(path: str | Path) -> bool:
-    return demo_label(path) is not None
-
-
 def resolve_model_dir(model: str | None) -> Path:
     """--model, else $DECIDER_MODEL, else the bundled demo model."""
     chosen = model or os.environ.get("DECIDER_MODEL")

@@ -155,11 +155,6 @@ class GuiSettings(_EngineSettings):
         recent = (text,) + tuple(p for p in self.recent_models if p != text)
         return self.with_changes(recent_models=recent[:MAX_RECENT_MODELS], last_model=text)
 
-    def without_recent_model(self, path: str | Path) -> "GuiSettings":
-        text = str(path)
-        last = None if self.last_model == text else self.last_model
-        return self.with_changes(recent_models=tuple(p for p in self.recent_models if p != text), last_model=last)
-
     # ----- JSON -----
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -40,7 +40,6 @@ class DecisionService(Protocol):
     """What every front end may ask of a decision engine, local or remote."""
 
     history: HistoryStore | None  # every decision is recorded here when set
-    last_history_id: int | None
 
     @property
     def model_name(self) -> str:
@@ -72,7 +71,6 @@ class EngineService:
         self.runner.use_prompt_cache(prompt_cache)  # shared contexts across processes (exact runners only)
         self.lock = threading.Lock()
         self.history = history  # every decision is recorded here when set
-        self.last_history_id: int | None = None
         self._scorer: PromptScorer | None = None  # compiled on the first echo request only
         # How prompt logprobs are normalised unless a request says (engine/logprobs.py NORMALIZATIONS).
         self.logprob_normalization = VOCABULARY
@@ -167,8 +165,6 @@ def record(service, request: DecisionRequest, result: DecisionResult, device: st
         result.history_id = service.history.add(request, result, model=service.model_name, device=device, source=source)
     except (sqlite3.Error, OSError) as exc:
         log.warning("the decision was not saved in the history %s: %s", service.history.path, exc)
-        return
-    service.last_history_id = result.history_id
 
 
 class RemoteService:
@@ -178,7 +174,6 @@ class RemoteService:
         self.engine = RemoteEngine(config)
         self.history = history
         self.lock = threading.Lock()
-        self.last_history_id: int | None = None
 
     @property
     def model_name(self) -> str:

@@ -88,7 +88,7 @@ def host_profile(runner, ids: list[int], steps: int) -> dict:
 VARIANTS = {
     "exact": ("exact", False, {}),
     "exact, compiled again (control: the pairing's own spread)": ("exact", False, {}),
-    "exact, projections fused (graph.fuse_parallel_projections)": ("exact", True, {}),
+    "exact, projections fused (bench/projection_fusion.py)": ("exact", True, {}),
     "fast (plugin defaults)": ("fast", False, {}),
     "exact + dynamic quantisation (group 32)": ("exact", False, {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "32"}),
     "exact, 1 thread": ("exact", False, {"INFERENCE_NUM_THREADS": 1}),
@@ -99,7 +99,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     import openvino as ov
 
     from decider.engine.devices import DeviceOptions, compile_properties
-    from decider.engine.graph import fuse_parallel_projections
+    from .projection_fusion import fuse_parallel_projections
     from decider.engine.precision import cpu_capabilities
     from decider.engine.runner import _TextLayout
 

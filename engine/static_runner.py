@@ -62,7 +62,7 @@ class StaticRunner(RunnerBase):
         model = self._read(core, self.folder.language_ir)
         self._check_inputs(model)
         self._load_vocabulary(model)
-        self.rope_positions_edited = prepare_stateless(model, self.folder.layout)
+        prepare_stateless(model, self.folder.layout)
         self._specs: list[CacheSpec] = cache_specs(model, self.window)
         hidden = self.folder.text_config.get("hidden_size")
         properties = static_compile_properties(self.device, self.options, cpu_capabilities(core))

@@ -5,8 +5,9 @@ import openvino as ov
 import pytest
 
 from support.models import case, model_dir
+from bench.projection_fusion import fuse_parallel_projections
 from decider.engine.devices import DeviceOptions, compile_properties
-from decider.engine.graph import fuse_parallel_projections, slice_to_last_position
+from decider.engine.graph import slice_to_last_position
 
 PROMPT = case("dist_ten_options")["prompt_ids"]
 EXACT = compile_properties("CPU", DeviceOptions(device="CPU", exact=True))

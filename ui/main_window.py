@@ -192,7 +192,6 @@ class MainWindow(QMainWindow):
         self.columns.set_settings_open(settings.show_settings)
 
         self.status = StatusLabels(self.statusBar())
-        self.busy_indicator = self.status.busy
         self.status_model, self.status_device, self.status_engine = self.status.model, self.status.device, self.status.engine
         self.status_latency, self.status_tokens, self.status_hotkey = self.status.latency, self.status.tokens, self.status.hotkey
 

@@ -41,16 +41,10 @@ class ScreenDecisions(QObject):
         self.hotkey = GlobalHotkey(self)
         self.hotkey.triggered.connect(self.capture_triggered.emit)
         self.global_ok = self.hotkey.register(sequence) if register_global else False
-        self.sequence = QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)
         self.capture_triggered.connect(self.capture_and_decide)
         slot.capture_requested.connect(self.capture_triggered.emit)
         slot.region_requested.connect(self.pick_region)
         self._picker: RegionPicker | None = None
-
-    @property
-    def hotkey_note(self) -> str:
-        where = "from any application" if self.global_ok else f"while Decider has focus ({self.hotkey.message})"
-        return f"{self.sequence} captures the screen and decides, {where}"
 
     def pick_region(self) -> None:
         self._picker = RegionPicker()
