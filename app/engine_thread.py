@@ -89,7 +89,7 @@ class EngineWorker(QObject):
         self._api_server: ApiServer | None = None
         self._api_config: ApiConfig | None = None  # the API the user switched on: served on every local model
         self._lock = threading.Lock()
-        self._submitted = 0  # job ids handed out (UI thread)
+        self._submitted = 0  # decisions submitted so far (UI thread); each job is numbered by it
         self._cancel_upto = 0  # every job with an id <= this is cancelled
         self.request_load.connect(self._load_model, Qt.ConnectionType.QueuedConnection)
         self.request_remote.connect(self._use_remote, Qt.ConnectionType.QueuedConnection)
@@ -111,16 +111,15 @@ class EngineWorker(QObject):
         """Serve the local API on the loaded model and each local model loaded after it (or stop serving)."""
         self.request_api.emit(enabled, ApiConfig(host, port, api_key or None, tuple(allow_origins)))
 
-    def submit_decision(self, request) -> int:
-        """Queue a decision; returns its job id (for cancel)."""
+    def submit_decision(self, request) -> None:
+        """Queue a decision. Nothing to keep: `cancel()` stops every decision submitted before it."""
         with self._lock:
             self._submitted += 1
-            job = self._submitted
+            job = self._submitted  # its place in the queue, which cancel() compares against
         self.request_decide.emit(request, job)
-        return job
 
     def cancel(self) -> None:
-        """Cancel the running and every queued decision (thread-safe, returns at once)."""
+        """Cancel the running and every queued decision; one submitted afterwards runs (thread-safe, returns at once)."""
         with self._lock:
             self._cancel_upto = self._submitted
 

@@ -95,3 +95,24 @@ def test_a_bad_folder_fails_and_keeps_the_loaded_model(qtbot, controller, tmp_pa
     message, path = blocker.args
     assert "not a folder" in message and path == str(tmp_path / "missing")
     assert controller.model_info is info and controller.ready
+
+
+def test_cancel_stops_every_decision_submitted_before_it_and_none_after(qtbot, controller):
+    """submit_decision hands back nothing to keep: cancel() takes no job, it stops all submitted so far."""
+    load_fixture(qtbot, controller)
+    worker = controller.engine
+    long = build_request("Think about it for a long time", ["Now", "Later"], GuiSettings(think=True, reasoning_budget=32768, seed=3))
+    short = build_request("Left or right?", ["Left", "Right"], GuiSettings(temperature=0.0))
+    cancelled: list[bool] = []
+    decided: list[object] = []
+    worker.cancelled.connect(lambda: cancelled.append(True))
+    worker.decided.connect(lambda request, result: decided.append(request))
+    progress: list[int] = []
+    worker.progress.connect(progress.append)
+    assert worker.submit_decision(long) is None
+    worker.submit_decision(short)  # queued behind the long one
+    qtbot.waitUntil(lambda: bool(progress), timeout=30_000)  # the long one runs
+    worker.cancel()
+    worker.submit_decision(short)  # after the cancel: runs
+    qtbot.waitUntil(lambda: len(cancelled) == 2 and len(decided) == 1, timeout=30_000)
+    assert decided == [short]
