@@ -67,26 +67,31 @@ def test_items_are_held_out_and_balanced(measured):
     assert {i.answer for i in items if not i.ambiguous} == {0, 1, 2, 3}  # the right option sits at every letter
 
 
+# Bounds below: the value measured (`python -m pytest -s tests/test_demo_model.py` prints them; f32 exact compile,
+# 2026-12-04, avx512 CPU) with the margin stated beside each. Another CPU's f32 kernels move a bar by ~1e-5, so the
+# margins allow one answer of the 160 unambiguous ones (80 per kind) to flip, and no more.
+
+
 def test_accuracy_on_unambiguous_items(measured):
     _, m, _ = measured
-    assert m["accuracy"] >= 0.95
-    assert m["by_kind"]["retrieval"] >= 0.95
-    assert m["by_kind"]["category"] >= 0.95
+    assert m["accuracy"] >= 0.99  # measured 1.000 (160/160); bound: one wrong (0.994)
+    assert m["by_kind"]["retrieval"] >= 0.98  # measured 1.000 (80/80); bound: one wrong (0.9875)
+    assert m["by_kind"]["category"] >= 0.98  # measured 1.000 (80/80); bound: one wrong (0.9875)
 
 
 def test_expected_calibration_error(measured):
     _, m, _ = measured
-    assert m["ece"] <= 0.10
+    assert m["ece"] <= 0.002  # measured 0.00068; bound 3× it (issue #7's target was 0.10)
 
 
 def test_confidence_gap(measured):
     _, m, _ = measured
-    assert m["confidence_correct"] - m["confidence_other"] >= 0.3
+    assert m["confidence_correct"] - m["confidence_other"] >= 0.55  # measured 0.578 (1.000 vs 0.422); bound −0.03
 
 
 def test_option_order_barely_matters(measured):
     _, first, second = measured
-    assert abs(first["accuracy"] - second["accuracy"]) * 100 <= 2.0
+    assert abs(first["accuracy"] - second["accuracy"]) <= 1 / 160  # measured 0 (160/160 both orders); bound: one item
 
 
 def test_folder_is_marked_and_small():
