@@ -105,10 +105,11 @@ def test_a_vanishing_temperature_approaches_greedy_without_overflow():
 
 
 def reference_sample(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
-    """The stages written the obvious way: full-size masks and a full sort (slow, plainly right)."""
+    """The stages written the obvious way in float64, from numpy alone (none of engine/sampling.py's functions):
+    full-size masks and a full sort (slow, plainly right)."""
+    x = np.array(logits, dtype=np.float64)
     if settings.greedy:
-        return int(np.argmax(logits))
-    x = logits.copy()
+        return int(np.argmax(x))
     finite = np.flatnonzero(np.isfinite(x))
     ranked = finite[np.lexsort((finite, -x[finite]))]
     if 0 < settings.top_k < ranked.size:
@@ -159,18 +160,8 @@ def test_make_sampler_lists_only_the_stages_that_act_in_the_fixed_order():
     assert plain == Chain(TopK(0), (Temperature(1.3),), Draw(rng))
 
 
-def hard_wired_sample(processed: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
-    """engine/sampling.sample() as it was before the stages became data (fixed branches), kept as the reference."""
-    if settings.greedy:
-        return sampling.greedy(processed)
-    candidates = sampling.top_k(processed, settings.top_k)
-    candidates = sampling.top_p(candidates, settings.top_p)
-    candidates = sampling.min_p(candidates, settings.min_p)
-    return sampling.draw(sampling.apply_temperature(candidates, settings.temperature), rng)
-
-
 @pytest.mark.parametrize("case", range(60))
-def test_the_sampler_chain_draws_what_the_hard_wired_sample_drew(case):
+def test_the_sampler_chain_draws_what_a_float64_reference_draws(case):
     rng = np.random.default_rng(1000 + case)
     vocab = int(rng.choice([5, 64, 3000, 248_320]))
     logits = rng.normal(0, rng.uniform(0.2, 8), vocab).astype(rng.choice([np.float32, np.float64]))
@@ -183,11 +174,11 @@ def test_the_sampler_chain_draws_what_the_hard_wired_sample_drew(case):
         top_p=float(rng.choice([1.0, 0.99, 0.8, 0.1])),
         min_p=float(rng.choice([0.0, 0.01, 0.5])),
     )
-    # the same generator through several draws: the chain must consume it exactly as the branches did
-    chained, wired = np.random.default_rng(case), np.random.default_rng(case)
+    # the same generator through several draws: the chain must consume it exactly as one draw per token
+    chained, plain = np.random.default_rng(case), np.random.default_rng(case)
     sampler = make_sampler(settings, chained)
     got = [sampler(Distribution(logits)) for _ in range(8)]
-    want = [hard_wired_sample(logits, settings, wired) for _ in range(8)]
+    want = [reference_sample(logits, settings, plain) for _ in range(8)]
     assert got == want, settings
 
 
