@@ -41,7 +41,9 @@ def test_auto_detects_llama_cpp_and_its_bars_match_local(llama_url, cases_and_lo
     cases, local = cases_and_local
     report = remote_parity.compare(llama_url, cases, local)
     assert report["choices_agree"] == len(cases)
-    assert report["bars"]["exact"] > 0 and report["max_abs_dp_exact"] <= 1e-3
+    # measured 3.7e-7 (`python tools/remote_parity.py --only llama --items 12`, the same compare(), 2026-12-04);
+    # bound 1e-5: an f32 cache on another CPU's kernels, ~25× the measured
+    assert report["bars"]["exact"] > 0 and report["max_abs_dp_exact"] <= 1e-5
     assert set(report["methods"]) <= {"forced letters", "top list"}
 
 
@@ -77,7 +79,9 @@ def test_think_through_the_raw_server_gives_local_choices_and_exact_bars(llama_u
     report = remote_parity.compare(llama_url, cases, local, flags=flags)
     assert report["choices_agree"] == len(cases)
     assert report["bars"]["exact"] >= 2 * len(cases)  # most bars are exact: the reasoning came back as its own ids
-    assert report["max_abs_dp_exact"] <= 1e-4 and report["bounds_violated"] == 0
+    # measured 5.3e-6 with penalties, 3.6e-6 without (`python tools/remote_parity.py --only llama --think --items 20
+    # [--no-penalties]`, 2026-12-04); bound 5e-5, ~10× the measured and half the 1e-4
+    assert report["max_abs_dp_exact"] <= 5e-5 and report["bounds_violated"] == 0
     for method in ("list", "chat"):
         assert remote_parity.compare(llama_url, cases, local, method, flags)["bounds_violated"] == 0, method
 
