@@ -182,4 +182,6 @@ def test_demo_model_decides_the_same_through_the_npu_plugin():
         assert a.choice_index == b.choice_index, item.question
         worst = max(worst, *(abs(x.probability - y.probability) for x, y in zip(a.options, b.options)))
     print(f"\ndemo model, {len(items)} held-out items: same choices; max |Δ probability| = {worst:.2e}")
-    assert worst < 1e-3
+    # measured 2.4e-7 (-s prints it; 2026-12-04); bound 1e-5, over docs/models.md's 4.7e-6-nat drift of the NPU plugin
+    # on another CPU (tools/precision_drift.py)
+    assert worst < 1e-5
