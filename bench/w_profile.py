@@ -41,8 +41,12 @@ def _graph(runner):
 
 def node_profile(runner, ids: list[int], steps: int) -> dict:
     model, props = _graph(runner)
-    out = profile_steps(model, runner.device, props, runner._layout.inputs(np.asarray(ids, dtype=np.int64), 0),
-                        lambda i: runner._layout.inputs(np.asarray([198], dtype=np.int64), len(ids) + i), steps)
+    names = {p.get_any_name() for p in model.inputs}
+
+    def feed(chunk, past: int) -> dict:  # the runner's feed, less the inputs its compile adds (counted head, kernel)
+        return {k: v for k, v in runner._layout.inputs(np.asarray(chunk, dtype=np.int64), past).items() if k in names}
+
+    out = profile_steps(model, runner.device, props, feed(ids, 0), lambda i: feed([198], len(ids) + i), steps)
     out["properties"] = {k: str(v) for k, v in props.items()}
     return out
 
