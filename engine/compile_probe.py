@@ -34,7 +34,9 @@ FAULTS = {signal.SIGFPE, signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SI
 _UNKEYED = ("CACHE_DIR",)
 
 Verdict = dict[str, str]  # {"outcome": "ok" | "failed" | "crashed", "detail": why}
-_IN_PROCESS: dict[str, Verdict] = {}  # verdicts where there is no cache folder (the engine used as a library)
+# Every verdict this process found or read: where there is no cache folder (the engine used as a library), and for a
+# tuning's twins, which compile without the cache folder their parent probed for them with.
+_IN_PROCESS: dict[str, Verdict] = {}
 
 
 def needs_probe(device: str, properties: dict[str, object]) -> bool:
@@ -65,21 +67,23 @@ def _cache_file(runner) -> Path | None:
     return found.with_name(CACHE_NAME) if found is not None else None
 
 
-def _load(path: Path | None) -> dict[str, Verdict]:
-    if path is None:
-        return _IN_PROCESS
+def _read(path: Path | None) -> dict[str, Verdict]:
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries = json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
         return entries if isinstance(entries, dict) else {}
     except (OSError, ValueError):
         return {}  # an unreadable cache is a cache miss
 
 
+def _load(path: Path | None) -> dict[str, Verdict]:
+    return {**_read(path), **_IN_PROCESS}
+
+
 def _store(path: Path | None, found: dict[str, Verdict]) -> None:
+    _IN_PROCESS.update(found)
     if path is None:
-        _IN_PROCESS.update(found)
         return
-    entries = {**_load(path), **found}
+    entries = {**_read(path), **found}
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(entries, indent=1), encoding="utf-8")
