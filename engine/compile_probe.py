@@ -165,15 +165,15 @@ class CompileRefused(DeviceError):
     """A twin's compile that killed a test process: not attempted here."""
 
 
-def checked(runner, properties: dict[str, object], twin: bool) -> dict[str, object]:
+def checked(runner, properties: dict[str, object], twin: bool, on_core: dict[str, object] | None = None) -> dict[str, object]:
     """The properties the runner may compile with: these, unless they killed a test process. Then a twin (a
     tuning candidate, a fast-reasoning twin) is refused (CompileRefused), and a --fast runner compiles exact
-    and says why in its notices."""
+    and says why in its notices. on_core: a thread count set on the Core, which the probe's child compiles with too."""
     from dataclasses import replace
 
     from .devices import compile_properties
 
-    why = refusal(runner, properties)
+    why = refusal(runner, {**(on_core or {}), **properties})
     if not why:
         return properties
     if twin:
@@ -188,9 +188,20 @@ def safe_compile(runner, model, properties: dict[str, object], twin: bool):
     properties it was compiled with."""
     from .mlp_fusion_guard import unfused_mlp_if_one_thread
 
-    properties = checked(runner, properties, twin)
-    with unfused_mlp_if_one_thread(model, runner.device, properties):
+    on_core = _core_threads(runner._core, runner.device)  # what the compile runs on unless it asks otherwise
+    properties = checked(runner, properties, twin, on_core)
+    with unfused_mlp_if_one_thread(model, runner.device, {**on_core, **properties}):
         return runner._core.compile_model(model, runner.device, properties), properties
+
+
+def _core_threads(core, device: str) -> dict[str, object]:
+    """The thread count set on the Core for the CPU (the benches set it there), if any: a compile that does not
+    ask for its own runs on it, so the probe's child and the guard must see it too."""
+    try:
+        count = int(core.get_property("CPU", "INFERENCE_NUM_THREADS")) if device.startswith("CPU") else 0
+    except (RuntimeError, TypeError, ValueError):
+        count = 0
+    return {"INFERENCE_NUM_THREADS": count} if count else {}
 
 
 def _threads(properties: dict[str, object]) -> str:

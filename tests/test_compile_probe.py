@@ -108,3 +108,21 @@ def test_openvino_still_divides_by_zero_in_its_fused_mlp_on_one_bf16_thread_and_
     assert "LLMMLP" not in layers
     two_threads = core.compile_model(model, "CPU", {**BF16_ONE_THREAD, "INFERENCE_NUM_THREADS": 2})  # model put back
     assert "LLMMLP" in {str(n.get_rt_info()["layerType"].astype(str)) for n in two_threads.get_runtime_model().get_ordered_ops()}
+
+
+def test_a_bf16_twin_on_one_thread_compiles_whether_the_thread_count_is_asked_of_the_compile_or_of_the_core():
+    # In a child, so that a regression fails this test instead of killing the session (on AMX CPUs it would).
+    script = (
+        "import sys, openvino as ov\n"
+        "from decider.engine.devices import DeviceOptions\n"
+        "from decider.engine.runner import ModelRunner\n"
+        "core = ov.Core()\n"
+        "runner = ModelRunner(sys.argv[1], DeviceOptions(device='CPU'), core)\n"
+        "fast = DeviceOptions(device='CPU', exact=False)\n"
+        "print(runner.twin(fast, {'INFERENCE_PRECISION_HINT': 'bf16', 'INFERENCE_NUM_THREADS': 1}).precision.inference)\n"
+        "core.set_property('CPU', {'INFERENCE_NUM_THREADS': 1})  # as the benches do\n"
+        "print(runner.twin(fast, {'INFERENCE_PRECISION_HINT': 'bf16'}).precision.inference)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(model_dir("qwen35-text"))], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = "bf16" if "BF16" in cpu_capabilities(ov.Core()) else "f32"
+    assert done.stdout.split() == [expected, expected]
