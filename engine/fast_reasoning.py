@@ -24,6 +24,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .compile_probe import CompileRefused
 from .devices import DeviceOptions
 from .errors import SettingsError
 from .fast_tuning import cached, tuned
@@ -109,7 +110,10 @@ def reasoner_for(runner: RunnerBase, fast: bool) -> Reasoner:
     if twin is None:
         options = DeviceOptions(device=runner.device, exact=False, cache_dir=runner.options.cache_dir,
                                 runtime_cache_capacity=runner.options.runtime_cache_capacity)
-        twin = getattr(runner, "twin")(options, properties)  # can_twin(runner) found it (the dynamic runner)
+        try:
+            twin = getattr(runner, "twin")(options, properties)  # can_twin(runner) found it (the dynamic runner)
+        except CompileRefused as exc:  # that compile killed a test process (engine/compile_probe.py)
+            return Reasoner(runner, f" (fast reasoning off: {exc})")
         _TWINS[runner] = twin
     return Reasoner(twin)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .devices import DeviceOptions
+from .compile_probe import CompileRefused, probe_all
 from .precision import as_ran, cpu_capabilities, fully_connected_kernels, isa_summary
 
 STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
@@ -86,6 +87,9 @@ class Tuning:
     thread_ms: dict[str, float] = field(default_factory=dict)
     # The screen's winner against exact, median of CONFIRM_ROUNDS alternating rounds' ratios (None: nothing to confirm)
     paired_ratio: float | None = None
+    # Candidates (or "NAME @ N threads") not measured because their compile killed a test process, and why
+    # (engine/compile_probe.py): never compiled in this process.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def winner(self) -> Measured | None:
@@ -125,8 +129,9 @@ class Tuning:
         gain = f"{self.reasoning_gain_ms / 1000:+.2f} s per {REASONING_TOKENS} reasoning tokens" if self.winner else ""
         pays = (f"fast reasoning pays ({gain})" if self.reasoning_pays
                 else "fast reasoning does not pay: think mode reasons exactly" + (f" ({gain})" if gain else ""))
+        skipped = "".join(f"; skipped {name}: {why}" for name, why in self.skipped.items())
         return (f"CPU {self.cpu}; exact {self.exact_step_ms:.2f} ms/step, exact prefill {self.exact_prefill_ms_per_token:.2f} "
-                f"ms/token; " + "; ".join(rows) + f"; {verdict}; {pays}")
+                f"ms/token; " + "; ".join(rows) + f"{skipped}; {verdict}; {pays}")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -254,6 +259,24 @@ def _paired_ratio(runner, twin, name: str, prompt: list[int], tokens: list[int],
     return statistics.median(ratios)
 
 
+def _as_compiled(runner, extra: dict[str, object]) -> dict[str, object]:
+    """The properties a twin with these extra properties compiles with (what the compile probe keys on)."""
+    from .devices import compile_properties
+
+    options = DeviceOptions(device=runner.device, exact=False)
+    return {**compile_properties(runner.device, options, cpu_capabilities(getattr(runner, "_core", None))), **extra}
+
+
+def _twin_or_skip(runner, name: str, properties: dict[str, object], skipped: dict[str, str]):
+    """The runner's twin compiled with these properties, or None (and why, in `skipped`) where that compile
+    killed a test process (engine/compile_probe.py)."""
+    try:
+        return runner.twin(DeviceOptions(device=runner.device, exact=False), properties)
+    except CompileRefused as exc:
+        skipped[name] = str(exc)
+        return None
+
+
 def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: tuple[int, ...] | None = None,
          store: bool = True) -> Tuning:
     """Measure every candidate against the exact runner and keep the fastest. `timings` sees each measurement
@@ -271,10 +294,15 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
     runner.prefill(prompt + tokens)
     prefill_per_token = timings("exact prefill", [clock() - started])[0] / len(prompt + tokens)
     runner.reset()
-    measured = []
-    for name, properties in candidates(cpu_capabilities(getattr(runner, "_core", None))).items():
+    measured: list[Measured] = []
+    skipped: dict[str, str] = {}
+    screen = candidates(cpu_capabilities(getattr(runner, "_core", None)))
+    probe_all(runner, [_as_compiled(runner, properties) for properties in screen.values()])  # one child for all
+    for name, properties in screen.items():
         started = clock()
-        twin = runner.twin(DeviceOptions(device=runner.device, exact=False), properties)
+        twin = _twin_or_skip(runner, name, properties, skipped)
+        if twin is None:
+            continue
         compile_s = timings(f"{name} compile", [clock() - started])[0]
         times, logits = _steps(twin, prompt, tokens, clock)
         times = timings(name, times)
@@ -294,12 +322,15 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
         # 1 and 2 threads (as the bench rows compare with llama.cpp) and all of them, beside the plugin's default
         counts = threads if threads is not None else tuple(sorted({1, min(2, os.cpu_count() or 1), os.cpu_count() or 1}))
         default_ms = best.step_ms
+        probe_all(runner, [_as_compiled(runner, {**best.properties, "INFERENCE_NUM_THREADS": count}) for count in counts])
         for count in counts:
-            twin = runner.twin(DeviceOptions(device=runner.device, exact=False), {**best.properties, "INFERENCE_NUM_THREADS": count})
+            twin = _twin_or_skip(runner, f"{best.name} @ {count} threads", {**best.properties, "INFERENCE_NUM_THREADS": count}, skipped)
+            if twin is None:
+                continue
             by_threads[count] = statistics.median(timings(f"{best.name} @ {count} threads", _steps(twin, prompt, tokens, clock)[0])) * 1000
             del twin
-        fastest = min(by_threads, key=lambda count: by_threads[count])
-        if by_threads[fastest] < best.step_ms:
+        fastest = min(by_threads, key=lambda count: by_threads[count], default=0)
+        if fastest and by_threads[fastest] < best.step_ms:
             best_threads, best.step_ms = fastest, by_threads[fastest]
         by_thread_text = {"default": default_ms, **{str(count): ms for count, ms in by_threads.items()}}
         threads_property = {"INFERENCE_NUM_THREADS": best_threads} if best_threads else {}
@@ -309,7 +340,7 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
         if paired >= MARGIN:
             chosen, best_threads = None, None
     tuning = Tuning(tuning_key(runner), isa_summary(), exact_ms, prefill_per_token * 1000, best_threads, chosen, measured,
-                    by_thread_text, paired)
+                    by_thread_text, paired, skipped)
     if store:
         _store(runner, tuning)
         if _cache_file(runner) is None:

@@ -17,6 +17,7 @@ import openvino as ov
 from .devices import DeviceOptions, choose_device, compile_properties, device_caps, npu_emulated, visible_devices
 from .errors import DeviceError
 from .fast_tuning import cached as cached_tuning, tune_on_first_use
+from .compile_probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from .decode_graph import one_token_deltanet
 from .graph import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
 from .kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
@@ -157,7 +158,7 @@ class ModelRunner(RunnerBase):
         prepare_core(core, self.device, self.options.exact)
         started = time.perf_counter()
         try:
-            compiled = core.compile_model(model, self.device, without_cache_if_routed(properties, model))
+            compiled, properties = safe_compile(self, model, without_cache_if_routed(properties, model), _extra is not None)
             if self.folder.layout == "vl" and _twin_of is not None:
                 embeddings = _twin_of._embeddings  # one table lookup: the exact one serves both
             elif self.folder.layout == "vl":
