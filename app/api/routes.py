@@ -40,11 +40,12 @@ from decider.engine.openai_format import (
 )
 from decider.engine.types import DecisionResult
 
+from .answers import encode, json_answer, refuse_huge_answer
 from .chat_run import run_chat
 from .frames import FrameRequest, decide_frame
 from ..images import ImageBudget, budget_for, current_budget
-from .completions import prompt_text, run_completions
-from .errors import ApiError, from_engine, from_validation
+from .completions import completion_answer_size, prompt_text, run_completions
+from .errors import ApiError, dumps, from_engine, from_validation
 from . import tokens
 from .limits import refuse_if_surely_too_long, refuse_if_too_many_tokens
 from .protocol import (
@@ -213,6 +214,7 @@ class Routes:
         parsed: ChatCompletionRequest = await self._parse(request, ChatCompletionRequest)
         await self._refuse_too_long(parsed.texts())
         generation = await to_thread.run_sync(parsed.to_request, service)
+        refuse_huge_answer(parsed.n or 1, (parsed.n or 1) * generation.max_tokens, generation.top_logprobs)
         messages = [m.to_message() for m in parsed.messages]
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = service.model_name
@@ -221,12 +223,12 @@ class Routes:
             choices, completions = await self._run(client, run_chat, service, parsed, generation, client.should_stop)
             self._notify(state.on_chat_completion, messages, completions[0])
             if not parsed.stream:
-                return json_response(200, chat_completions(choices, completions, model, request_id))
+                return await json_answer(lambda: chat_completions(choices, completions, model, request_id))
             return self._replay(client, request_id, model, choices, completions, parsed.include_usage)
         if not parsed.stream:
             completion = await self._run(client, service.run, generation, client.should_stop)
             self._notify(state.on_chat_completion, messages, completion)
-            return json_response(200, chat_completion(completion, model, request_id))
+            return await json_answer(lambda: chat_completion(completion, model, request_id))
         created, usage, logprobs = int(time.time()), parsed.include_usage, bool(parsed.logprobs)
 
         def step(delta: Delta | None) -> Iterator[dict]:
@@ -251,12 +253,13 @@ class Routes:
         """A finished chat answer as a stream: each choice's chunks, then the usage when asked."""
         created = int(time.time())
 
-        async def events() -> AsyncIterator[dict]:
+        async def events() -> AsyncIterator[bytes]:  # a choice's chunks hold its logprobs: encoded off the loop
             for choice in choices:
                 for chunk in chat_choice_chunks(request_id, model, created, choice, usage):
-                    yield chunk
+                    yield await to_thread.run_sync(encode, chunk)
             if usage:
-                yield {**chat_completions(choices, completions, model, request_id), "object": "chat.completion.chunk", "choices": []}
+                yield dumps({**chat_completions(choices, completions, model, request_id), "object": "chat.completion.chunk",
+                             "choices": []})
 
         async def nothing() -> None:
             return None
@@ -270,12 +273,13 @@ class Routes:
             if isinstance(prompt, str):
                 await self._refuse_too_long([prompt])
         jobs = await to_thread.run_sync(parsed.to_request, service)
+        refuse_huge_answer(*completion_answer_size(parsed, jobs))
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
         model, logprobs = service.model_name, parsed.logprobs is not None
         client = Client(request.receive, self.state)
         if not parsed.stream:
             choices, completions = await self._run(client, run_completions, service, parsed, jobs, client.should_stop)
-            return json_response(200, text_completions(choices, completions, model, request_id))
+            return await json_answer(lambda: text_completions(choices, completions, model, request_id))
         # a stream has one prompt, no echo and at least one token to generate (the request class checks)
         job = jobs[0]
         assert job.generation is not None  # the request class refuses a stream with max_tokens 0
