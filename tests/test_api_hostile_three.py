@@ -175,3 +175,31 @@ def test_a_big_answer_is_encoded_without_holding_the_event_loop():
     worst, size = asyncio.run(measure())
     print(f"\n{size / MIB:.0f} MiB encoded; the event loop waited at most {worst * 1000:.0f} ms")
     assert size > 50 * MIB and worst < 0.25
+
+
+def test_the_collector_is_held_off_while_any_answer_is_made_and_comes_back_after():
+    import gc
+    import threading
+
+    from decider.app.api.answers import collector_paused
+
+    assert gc.isenabled()
+    inside: list[bool] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector_paused:
+            entered.set()
+            release.wait(10)
+            inside.append(gc.isenabled())
+
+    worker = threading.Thread(target=other)
+    with collector_paused:
+        worker.start()
+        entered.wait(10)
+        with collector_paused:
+            inside.append(gc.isenabled())
+    inside.append(gc.isenabled())  # the other answer is still being made
+    release.set()
+    worker.join()
+    assert inside == [False, False, False] and gc.isenabled()

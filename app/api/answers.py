@@ -10,14 +10,22 @@ for a millisecond or so, and the event loop runs between pieces.
 
 from __future__ import annotations
 
+import gc
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from anyio import to_thread
 from starlette.responses import Response
 
+from decider.engine.generate import Completion
+from decider.engine.openai_format import chat_choice_chunks, chat_completions
+
 from .errors import ApiError
 
+T = TypeVar("T")
 MAX_ANSWER_LOGPROBS = 1 << 20  # 1,048,576 logprob entries (~85 MiB of JSON) in one answer of several choices
 PIECE_ITEMS = 256  # list items encoded by one json.dumps call
 PIECE_DEPTH = 5  # answer → choices → choice → logprobs → content: deeper values are encoded whole
@@ -38,17 +46,90 @@ def refuse_huge_answer(choices: int, tokens: int, alternatives: int | None) -> N
         )
 
 
-async def json_answer(build: Callable[[], object]) -> Response:
-    """A 200 JSON answer, `build()` and its encoding run in a worker thread."""
-    return Response(await to_thread.run_sync(lambda: encode(build())), status_code=200, media_type="application/json")
+class _CollectorPause:
+    """Python's cyclic garbage collector held off while answers are drawn and built (reentrant, any thread).
+
+    A full collection walks every live object with the GIL held: while 16 choices of 1,000 tokens with 20
+    alternatives each were drawn and built (millions of objects), collections of 0.1–0.8 s each held every
+    other client's request as long (measured: each slow `GET /v1/models` began with one). The answer's objects
+    are freed by their reference counts as usual; the collector runs again once no answer is being made."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._disabled = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._active == 0 and gc.isenabled():
+                gc.disable()
+                self._disabled = True
+            self._active += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._disabled:
+                self._disabled = False
+                gc.enable()
+
+
+collector_paused = _CollectorPause()
+
+
+def paused(work: Callable[..., T]) -> Callable[..., T]:
+    """`work`, run with the collector held off (for a worker thread)."""
+
+    def run(*args):
+        with collector_paused:
+            return work(*args)
+
+    return run
+
+
+async def json_answer(build: Callable[[], object], *owned: list) -> Response:
+    """A 200 JSON answer, `build()` and its encoding run in a worker thread. The `owned` lists (what the answer was
+    built from) are emptied there too: freeing a big answer's hundreds of thousands of objects on the event loop,
+    when the route returns, would hold it as long as building them did."""
+
+    def work() -> bytes:
+        with collector_paused:
+            body = encode(build())
+            for items in owned:
+                items.clear()
+        return body
+
+    return Response(await to_thread.run_sync(work), status_code=200, media_type="application/json")
+
+
+def replay_chunks(request_id: str, model: str, choices: list[dict], completions: list[Completion], usage: bool) -> list[bytes]:
+    """A finished chat answer (n > 1, tool calls) as its stream chunks, encoded (in a worker thread); the
+    choices and completions are emptied (freed here, not on the event loop)."""
+    created = int(time.time())
+    with collector_paused:
+        chunks = [encode(chunk) for choice in choices for chunk in chat_choice_chunks(request_id, model, created, choice, usage)]
+        if usage:
+            chunks.append(encode({**chat_completions(choices, completions, model, request_id), "object": "chat.completion.chunk",
+                                  "choices": []}))
+        choices.clear()
+        completions.clear()
+    return chunks
 
 
 def encode(payload: object) -> bytes:
     """The bytes of errors.dumps(payload) (UTF-8, no NaN; all-ASCII when a lone surrogate is in it), made in pieces."""
     try:
-        return b"".join(_pieces(payload, 0, False))
+        return b"".join(_yielding(_pieces(payload, 0, False)))
     except UnicodeEncodeError:
-        return b"".join(_pieces(payload, 0, True))
+        return b"".join(_yielding(_pieces(payload, 0, True)))
+
+
+def _yielding(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """Each piece, then the GIL offered to the event loop: left to the interpreter's 5 ms switch interval, a
+    thread that needs the GIL a few dozen times to answer one request waits that long each time."""
+    for piece in pieces:
+        yield piece
+        time.sleep(0)
 
 
 def _dump(value: object, ascii_only: bool) -> bytes:
