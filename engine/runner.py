@@ -189,9 +189,14 @@ class ModelRunner(RunnerBase):
         else:
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
-        self._request = self._layout.request
-        self._fresh_states = self._states_now() if self.caps.snapshots else {}  # before any infer
+        self._take_request()
         self._adopt_kernel(compiled)
+
+    def _take_request(self) -> None:
+        """The layout's infer request, and its states' dtypes and shapes while it is fresh (before any infer): what
+        a prompt-cache entry must match (_state_layout)."""
+        self._request = self._layout.request
+        self._fresh_states = self._states_now() if self.caps.snapshots else {}
 
     def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
         """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
