@@ -38,7 +38,8 @@ def _device_options(args: argparse.Namespace):
 def _service(args: argparse.Namespace, history: bool = False) -> EngineService:
     from .service import open_local_service
 
-    service = open_local_service(args.model, _device_options(args), history=history)
+    service = open_local_service(args.model, _device_options(args), history=history,
+                                 announce=_say if args.command != "serve" else None)  # serve logs it
     for notice in service.runner.notices:  # e.g. the NPU could not compile the model and the CPU runs it
         print(f"decider: notice: {notice}", file=sys.stderr)
     return service
@@ -134,12 +135,12 @@ def _decision_service(args: argparse.Namespace) -> tuple[DecisionService, Engine
         return local, local
     from decider.engine.remote import RemoteConfig
 
-    from .history import default_store
+    from .history import open_history
     from .service import RemoteService
 
     config = RemoteConfig(args.engine, args.engine_key, args.engine_model, args.engine_timeout, args.engine_constraint,
                           args.engine_method)
-    return RemoteService(config, None if args.no_history else default_store(_say)), None
+    return RemoteService(config, None if args.no_history else open_history(_say)), None
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

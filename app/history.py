@@ -9,7 +9,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -19,10 +21,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from decider.engine.types import LABELS, DecisionRequest, DecisionResult
-from decider.engine.errors import SettingsError
+from decider.engine.errors import DeciderError, SettingsError
 
 from .history_repair import recover
 from .requests import REQUEST_DECISION_SETTINGS
+
+log = logging.getLogger("decider.history")
 
 SCHEMA_VERSION = 2
 
@@ -153,6 +157,7 @@ class HistoryStore:
         # decision (the app's setting, which the user may change while a model is loaded).
         self.image_hashes = image_hashes
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_writable(self.path)  # before recover(): a read-only history is not a damaged one
         self._migrate_lock = threading.Lock()
         self.notice = recover(self.path, announce)  # a damaged file is moved aside: the history starts afresh
         self.migrate()
@@ -299,9 +304,32 @@ def _cell(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA_STARTS) else text
 
 
+class HistoryUnavailable(DeciderError):
+    """The history cannot be written here (a read-only file or folder): not damage, nothing to move aside."""
+
+
+def check_writable(path: Path) -> None:
+    """SQLite writes the file and, beside it, its -wal and -shm files: both must be writable."""
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise HistoryUnavailable(f"the folder {path.parent} is read-only")
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise HistoryUnavailable(f"{path} is read-only")
+
+
 def default_store(announce: Callable[[str], None] | None = None) -> HistoryStore:
     """The user's history; `announce` is told, in one line, when a damaged file was moved aside."""
     from .config import data_dir
 
     return HistoryStore(data_dir() / "history.sqlite3", announce=announce)
+
+
+def open_history(announce: Callable[[str], None] | None = None) -> HistoryStore | None:
+    """The user's history for a front end that decides (`ask`, `serve`): None, with one line to `announce`
+    (else a logged warning) saying why, when it cannot be opened for writing. Decisions go on without it."""
+    try:
+        return default_store(announce)
+    except (HistoryUnavailable, sqlite3.Error, OSError) as exc:
+        reason = str(exc) if isinstance(exc, HistoryUnavailable) else f"{type(exc).__name__}: {exc}"
+        (announce or log.warning)(f"history off: {' '.join(reason.split())[:200]}; decisions are not recorded")
+        return None
 

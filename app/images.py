@@ -18,9 +18,7 @@ import contextvars
 import hashlib
 import io
 import math
-import os
 import re
-import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from decider.engine.errors import SettingsError
+from decider.engine.files import NotARegularFile, read_regular
 
 MAX_PIXELS = 8192 * 8192  # the declared pixels of ONE request's images together (checked before decoding)
 MAX_IMAGES = 8  # images in one request, over all its messages
@@ -145,17 +144,16 @@ def _reduced_rgb(image, target_pixels: int) -> np.ndarray:
 
 def read_bounded(path: str | Path, limit: int, what: str = "", noun: str = "") -> bytes:
     """A regular file's bytes, at most `limit` of them (a device such as /dev/zero, a FIFO or a folder is
-    refused before anything is read)."""
+    refused at once, before anything is read: a FIFO is opened without waiting for a writer)."""
     path = Path(path).expanduser()
     try:
-        with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise SettingsError(f"{what}{path}: not a regular file")
-            data = handle.read(limit + 1)
+        data = read_regular(path, limit)
     except FileNotFoundError:
         raise SettingsError(f"{what}{path}: no such {noun}file") from None
     except IsADirectoryError:
         raise SettingsError(f"{what}{path}: a folder, not {'an ' + noun if noun else 'a '}file") from None
+    except NotARegularFile:
+        raise SettingsError(f"{what}{path}: not a regular file (a FIFO, a device or a socket)") from None
     except OSError as exc:
         raise SettingsError(f"{what}{path}: cannot read it ({exc.strerror})") from None
     if len(data) > limit:

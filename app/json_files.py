@@ -5,9 +5,9 @@ traceback, a RecursionError or a UnicodeDecodeError from deep inside the reader.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
+
+from decider.engine.files import NotARegularFile, read_regular
 
 MAX_BYTES = 4 * 2**20  # settings files are a few KB
 
@@ -19,12 +19,13 @@ class JsonFileError(ValueError):
 def read_json_file(path: Path, limit: int = MAX_BYTES) -> object:
     """The parsed file. FileNotFoundError when there is none; JsonFileError for anything else wrong."""
     try:
-        with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise JsonFileError("not a regular file")
-            data = handle.read(limit + 1)
+        data = read_regular(path, limit)  # a FIFO is refused at once, not waited on
     except FileNotFoundError:
         raise
+    except IsADirectoryError:
+        raise JsonFileError("a folder, not a file") from None
+    except NotARegularFile:
+        raise JsonFileError("not a regular file") from None
     except OSError as exc:
         raise JsonFileError(f"cannot read it ({exc.strerror})") from None
     if len(data) > limit:

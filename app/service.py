@@ -196,10 +196,11 @@ class RemoteService:
         return result
 
 
-def open_local_service(model: str | None, options: DeviceOptions, *, history: bool = False) -> EngineService:
+def open_local_service(model: str | None, options: DeviceOptions, *, history: bool = False,
+                       announce: Callable[[str], None] | None = None) -> EngineService:
     """The service for a model folder (None: the configured or bundled demo model); `history`: record
-    every decision in the default history store."""
+    every decision in the default history store (off, with one line to `announce`, where it cannot be written)."""
     from .config import prompt_cache, resolve_model_dir
-    from .history import default_store
+    from .history import open_history
 
-    return EngineService(resolve_model_dir(model), options, default_store() if history else None, prompt_cache())
+    return EngineService(resolve_model_dir(model), options, open_history(announce) if history else None, prompt_cache())

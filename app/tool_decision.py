@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from decider.engine.errors import SettingsError
 from decider.engine.tools import Tool, tools_from_openai
@@ -12,21 +11,37 @@ from decider.engine.types import DecisionRequest
 MAX_TOOLS_FILE = 1 << 20  # bytes: a tools file is a few functions' schemas
 
 
+MAX_TOOLS_NESTING = 64  # levels of objects and arrays: a schema nests a handful
+
+
 def load_tools(path: str) -> tuple[Tool, ...]:
     """A JSON file of OpenAI tools (a list, one tool object, or a bare function)."""
-    file = Path(path)
-    if not file.is_file():
-        raise SettingsError(f"--tool {path}: not a regular file")
-    if file.stat().st_size > MAX_TOOLS_FILE:
-        raise SettingsError(f"--tool {path}: larger than {MAX_TOOLS_FILE} bytes")
+    from .images import read_bounded
+
+    data = read_bounded(path, MAX_TOOLS_FILE, "--tool ")  # a FIFO or a device refused at once
     try:
-        value = json.loads(file.read_text(encoding="utf-8"))
+        value = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise SettingsError(f"--tool {path}: nested deeper than {MAX_TOOLS_NESTING} levels") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise SettingsError(f"--tool {path}: not JSON ({exc})") from None
+    if nesting(value) > MAX_TOOLS_NESTING:  # deep schemas would fail deeper down, in the grammar or the prompt
+        raise SettingsError(f"--tool {path}: nested deeper than {MAX_TOOLS_NESTING} levels")
     try:
         return tools_from_openai(value)
     except SettingsError as exc:
         raise SettingsError(f"--tool {path}: {exc}") from None
+
+
+def nesting(value: object) -> int:
+    """How many levels of objects and arrays `value` holds (iteratively: any depth is counted safely)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def tool_request(question: str, tools: tuple[Tool, ...], **fields) -> DecisionRequest:

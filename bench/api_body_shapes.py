@@ -1,6 +1,7 @@
 """Bodies of millions of tiny JSON values against `decider serve` on the demo model (127.0.0.1 only), while
 another client polls `GET /v1/models`: each body's status and time, and the slowest /v1/models answer meanwhile
-(issue #25 item 9; the limits are app/api/limits.check_body's).
+(issue #25 item 9; the limits are app/api/limits.check_body's). Round three (issue #38): megabytes of tool text,
+floods of object keys, and answers of 16 choices with 20 alternatives per token (one refused, one answered).
 
     python -m bench.api_body_shapes ["7 MB of {}" ...]   # only the bodies whose names start so
 """
@@ -8,6 +9,7 @@ another client polls `GET /v1/models`: each body's status and time, and the slow
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import subprocess
 import sys
@@ -38,10 +40,18 @@ SHAPES: dict[str, tuple[str, bytes]] = {
     "1M decide options": ("/v1/decide", b'{"question": "q", "options": ' + _array(b'""', VALUES - 20) + b"}"),
     "10,000 content parts": ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": '
                              + _array(b'{"type": "text", "text": ""}', 10_000) + b"}]}"),
+    "7.7 MB tool description": ("/v1/chat/completions", HEAD + b'"max_tokens": 1, "tool_choice": "none", "tools": [{"type": '
+                                b'"function", "function": {"name": "f", "description": "' + b"word " * 1_540_000 + b'"}}]}'),
+    "700k metadata keys": ("/v1/chat/completions", HEAD + b'"max_tokens": 1, "metadata": {'
+                           + b",".join(b'"%d":0' % i for i in range(700_000)) + b"}}"),
+    "n=16 x 4,000 tokens, top 20": ("/v1/chat/completions", HEAD + b'"n": 16, "max_tokens": 4000, "logprobs": true, '
+                                    b'"top_logprobs": 20, "temperature": 1, "seed": 1}'),
+    "n=16 x 1,000 tokens, top 20": ("/v1/chat/completions", HEAD + b'"n": 16, "max_tokens": 1000, "logprobs": true, '
+                                    b'"top_logprobs": 20, "temperature": 1, "seed": 1}'),
 }
 
 
-def _request(method: str, path: str, body: bytes | None = None, timeout: float = 120) -> int:
+def _request(method: str, path: str, body: bytes | None = None, timeout: float = 900) -> int:
     connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
     try:
         connection.request(method, path, body=body, headers={"Content-Type": "application/json"})
@@ -76,6 +86,18 @@ def _measure(path: str, body: bytes) -> tuple[int, float, float]:
     return status, took, worst[0]
 
 
+def _never_end() -> bytes:
+    """A logit_bias banning the model's end-of-turn tokens (their ids from the server's /tokenize)."""
+    connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
+    try:
+        connection.request("POST", "/tokenize", body=json.dumps({"prompt": "<|im_end|><|endoftext|>"}),
+                           headers={"Content-Type": "application/json"})
+        ids = json.loads(connection.getresponse().read())["tokens"]
+    finally:
+        connection.close()
+    return json.dumps({str(i): -100 for i in ids}).encode()
+
+
 def main() -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": decider_path()}  # the server runs the decider this process imports
@@ -91,9 +113,12 @@ def main() -> None:
                 time.sleep(0.1)
         print(f"{'body':26s} {'MB':>5s} status  answer  slowest /v1/models")
         chosen = sys.argv[1:]
+        never_end = _never_end()
         for name, (path, body) in SHAPES.items():
             if chosen and not any(name.startswith(prefix) for prefix in chosen):
                 continue
+            if name.startswith("n=16"):  # every choice its whole max_tokens: the end-of-turn tokens banned
+                body = body.replace(b'"seed": 1', b'"seed": 1, "logit_bias": ' + never_end)
             status, took, worst = _measure(path, body)
             print(f"{name:26s} {len(body) / 1e6:5.1f} {status:6d} {took:6.2f} s {worst:8.2f} s", flush=True)
     finally:

@@ -6,7 +6,8 @@
     python -m bench.soak --mode latency --model DIR --requests 60 --out docs/benchmarks/prefill-latency-NAME
 
 Every mode draws the same requests: /v1/decide 50 %, /v1/completions 25 %, /v1/chat/completions 25 % (half of
-the last two with logprobs), prompt lengths spread over 1..--max-words words (uniform, or log-uniform with
+the last two with logprobs; of the chats 10 % of all requests offer three functions — tool_choice auto, required
+or none — and 5 % ask for n = 2..4 draws), prompt lengths spread over 1..--max-words words (uniform, or log-uniform with
 `--spread log` for a model too slow to prefill thousands of long prompts), in a seeded random order.
 
 - api (default): the server runs in its own process; its VmRSS is read after every request. Writes OUT.json
@@ -106,7 +107,13 @@ def _engine_call(service, path: str, body: dict) -> str:
     if path == "/v1/completions":
         service.run(service.completion_request(body["prompt"], greedy, body["max_tokens"], None))
         return "complete"
-    service.run(service.chat_request([Message("user", body["messages"][0]["content"])], False, greedy, body["max_tokens"], None))
+    from decider.engine.tools import tools_from_openai
+
+    tools = tools_from_openai(body["tools"]) if body.get("tools") else ()  # rendered into the prompt; the call unconstrained
+    request = service.chat_request([Message("user", body["messages"][0]["content"])], False, greedy, body["max_tokens"], None,
+                                   tools=tools)
+    for _ in range(body.get("n", 1)):
+        service.run(request)
     return "chat"
 
 

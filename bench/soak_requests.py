@@ -28,6 +28,18 @@ PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("
 PREFILL_MODES = {"chunked": "shipped", "fixed": (256, 16), "one-shot": None}
 
 
+TOOLS = [  # what a game offers a model to call
+    {"type": "function", "function": {"name": "attack", "description": "Attack a target.",
+                                      "parameters": {"type": "object", "properties": {"target": {"type": "string"}},
+                                                     "required": ["target"]}}},
+    {"type": "function", "function": {"name": "retreat", "description": "Fall back to the camp."}},
+    {"type": "function", "function": {"name": "trade", "description": "Trade goods with the merchants.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "item": {"type": "string", "enum": ["bread", "rice", "lamps"]},
+                                          "count": {"type": "integer"}}, "required": ["item"]}}},
+]
+
+
 @dataclass(frozen=True)
 class Plan:
     model: Path
@@ -70,6 +82,11 @@ def make_request(rng: random.Random, max_words: int, spread: str = "uniform", ma
             "max_tokens": rng.randint(1, max_tokens), "temperature": 0}
     if logprobs:
         body.update(logprobs=True, top_logprobs=rng.randint(0, 5))
+    if kind < 0.85:  # functions offered: the call constrained by its schema, its probabilities computed
+        body.update(tools=TOOLS, tool_choice=rng.choice(["auto", "required", "none"]),
+                    max_tokens=rng.randint(max_tokens, 4 * max_tokens))
+    elif kind < 0.9:  # several draws from one prefill, answered whole
+        body.update(n=rng.randint(2, 4), temperature=1.0, seed=rng.randint(0, 1000))
     return "/v1/chat/completions", body
 
 

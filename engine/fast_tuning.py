@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import statistics
 import time
@@ -29,6 +30,7 @@ import numpy as np
 
 from .devices import DeviceOptions
 from .compile_probe import CompileRefused, probe_all
+from .files import read_regular
 from .precision import as_ran, cpu_capabilities, fully_connected_kernels, isa_summary
 
 STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
@@ -42,6 +44,8 @@ CACHE_NAME = "fast-tuning.json"
 # The reasoning a twin's compile is amortised over when deciding whether fast reasoning pays: one think-mode
 # decision's worth (the twin is then kept, so later decisions only gain).
 REASONING_TOKENS = 512
+
+log = logging.getLogger("decider.fast_tuning")
 
 
 def candidates(capabilities: tuple[str, ...]) -> dict[str, dict[str, object]]:
@@ -171,33 +175,93 @@ def _cache_file(runner) -> Path | None:
 _IN_PROCESS: dict[str, Tuning] = {}
 
 
+MAX_CACHE_BYTES = 4 * 2**20  # a measurement is ~2 KB; the file holds one per model, device and CPU
+
+
 def cached(runner) -> Tuning | None:
     path = _cache_file(runner)
     if path is None:
         return _IN_PROCESS.get(tuning_key(runner))
+    data = _read_entries(runner, path).get(tuning_key(runner))
+    if data is None:
+        return None
+    tuning = _tuning_from(data)
+    if tuning is None:
+        _notice(runner, f"the fast-compile measurement in {path} is not one (wrong fields); ignored: --fast measures again")
+    return tuning
+
+
+def _read_entries(runner, path: Path) -> dict:
+    """The file's measurements by key; a file that is not an object of them is ignored with a one-line notice
+    (a cache that cannot be read is a cache miss, and the next measurement replaces it)."""
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        data = entries.get(tuning_key(runner))
-        return Tuning.from_json(data) if isinstance(data, dict) else None
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # an unreadable cache is a cache miss
+        data = read_regular(path, MAX_CACHE_BYTES)
+        if len(data) > MAX_CACHE_BYTES:
+            raise ValueError(f"larger than {MAX_CACHE_BYTES // 2**20} MiB")
+        entries = json.loads(data.decode("utf-8"))
+        if not isinstance(entries, dict):
+            raise ValueError(f"a JSON {type(entries).__name__}, not an object")
+    except FileNotFoundError:
+        return {}
+    except RecursionError:
+        problem = "nested too deeply"
+    except (OSError, ValueError) as exc:  # not a file, unreadable, not UTF-8, not JSON
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+    else:
+        return entries
+    _notice(runner, f"the fast-compile measurements {path} cannot be used ({problem}); ignored: --fast measures again")
+    return {}
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _tuning_from(data: object) -> Tuning | None:
+    """A stored measurement with every field of the right type, else None."""
+    try:
+        tuning = Tuning.from_json(data)  # type: ignore[arg-type]
+    except (TypeError, KeyError, AttributeError, ValueError):
+        return None
+    measured_ok = isinstance(tuning.measured, list) and all(
+        isinstance(m.name, str) and isinstance(m.properties, dict) and isinstance(m.precision, str)
+        and all(isinstance(k, str) and (isinstance(v, (str, bool)) or _number(v)) for k, v in m.properties.items())
+        and _number(m.step_ms) and _number(m.drift_nats) and _number(m.compile_ms)
+        and isinstance(m.kernels, list) and all(isinstance(k, str) for k in m.kernels)
+        for m in tuning.measured)
+    fields_ok = (isinstance(tuning.key, str) and isinstance(tuning.cpu, str) and _number(tuning.exact_step_ms)
+                 and _number(tuning.exact_prefill_ms_per_token) and (tuning.chosen is None or isinstance(tuning.chosen, str))
+                 and (tuning.threads is None or (_number(tuning.threads) and isinstance(tuning.threads, int) and tuning.threads > 0))
+                 and isinstance(tuning.thread_ms, dict) and all(isinstance(k, str) and _number(v) for k, v in tuning.thread_ms.items())
+                 and (tuning.paired_ratio is None or _number(tuning.paired_ratio)))
+    return tuning if measured_ok and fields_ok else None
+
+
+def _notice(runner, text: str) -> None:
+    """One line for the user: on the runner's notices (the CLI prints them, once), else logged."""
+    notices = getattr(runner, "notices", None)
+    if isinstance(notices, list):
+        if text not in notices:
+            notices.append(text)
+    else:
+        log.warning("%s", text)
 
 
 def _store(runner, tuning: Tuning) -> None:
     path = _cache_file(runner)
     if path is None:
         return
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        if not isinstance(entries, dict):
-            entries = {}
-    except (OSError, ValueError):
-        entries = {}
+    entries = {key: value for key, value in _read_entries(runner, path).items() if _tuning_from(value) is not None}
     entries[tuning.key] = tuning.to_json()
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(entries, indent=1), encoding="utf-8")
-    temporary.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(entries, indent=1), encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:  # a folder in its place, a read-only cache: measured, used, not kept
+        if temporary.is_file():
+            temporary.unlink()
+        _notice(runner, f"the fast-compile measurement could not be kept in {path} ({exc.strerror or exc})")
 
 
 KERNEL_LAYERS = ("FullyConnected", "GatedDeltaNet", "ScaledDotProductAttention")

@@ -14,32 +14,42 @@ the exact token ids, so a changed model file, device, precision or prompt never 
 the ids are stored in the entry as well and compared on load. Entries are uncompressed .npz files
 (numpy only; loaded with allow_pickle=False), written to a temporary file and renamed into place, and
 the folder is held under a byte cap by evicting the least recently used (mtime, touched on every hit).
+
+Nothing in the folder is trusted (engine/prompt_entry.py): an entry that is not a regular file, is empty or
+oversized, fails its checksum, or holds states of another name, dtype or shape than the runner's, or that are
+not finite, is a miss with one log line and is removed. Housekeeping, once per process and after each write,
+removes what a killed writer left (temporary files older than STALE_TEMPORARY_SECONDS) and shrinks the folder
+to the cap, also a cap lowered since the folder filled.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import shutil
+import stat
 import tempfile
-import zipfile
+import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .precision import isa_summary
+from .prompt_entry import BadEntry, CachedPrefix, StateLayout, checksum, read_entry
+
+__all__ = ["CachedPrefix", "PromptCache", "runner_identity"]
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # ~40 contexts of 1,000 tokens at 0.8B; a few MB each
 SUFFIX = ".npz"
+TEMPORARY_PREFIX = ".tmp-"
+STALE_TEMPORARY_SECONDS = 3600  # a write takes seconds: a temporary file an hour old was left by a killed writer
 
-
-@dataclass(frozen=True)
-class CachedPrefix:
-    states: dict[str, np.ndarray]
-    logits: np.ndarray
+log = logging.getLogger("decider.prompt_cache")
 
 
 def runner_identity(runner: Any) -> str:
@@ -71,6 +81,8 @@ class PromptCache:
         self.max_bytes = max_bytes
         self.hits = 0
         self.writes = 0
+        self._tidied = False  # housekeeping done in this process
+        self._said_unusable = False
 
     @staticmethod
     def key(identity: str, ids: Sequence[int]) -> str:
@@ -84,26 +96,27 @@ class PromptCache:
     def has(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def load(self, key: str, ids: Sequence[int]) -> CachedPrefix | None:
+    def load(self, key: str, ids: Sequence[int], layout: StateLayout | None = None) -> CachedPrefix | None:
+        """The entry for these ids, checked against `layout` (the runner's states at this length); None: a miss."""
+        if not self._tidied:
+            self.evict()
         path = self._path(key)
         try:
-            with np.load(path, allow_pickle=False) as data:
-                if not np.array_equal(data["ids"], np.asarray(ids, dtype=np.int64)):
-                    return None
-                names = [str(n) for n in data["names"]]
-                states = {name: data[f"s{i}"] for i, name in enumerate(names)}
-                logits = data["logits"]
+            entry = read_entry(path, ids, layout, self.max_bytes)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            path.unlink(missing_ok=True)  # torn or foreign: drop it, compute again
+        except NotADirectoryError:  # the folder itself is a file
+            self._unusable()
+            return None
+        except BadEntry as exc:
+            self._discard(path, str(exc))
             return None
         try:
             os.utime(path)  # least recently used goes first
         except OSError:
             pass
         self.hits += 1
-        return CachedPrefix(states, logits)
+        return entry
 
     def store(self, key: str, ids: Sequence[int], states: dict[str, np.ndarray], logits: np.ndarray) -> bool:
         """Write an entry atomically, then evict down to the cap; False when it was not kept (too big, disk error)."""
@@ -111,13 +124,15 @@ class PromptCache:
         size = sum(a.nbytes for a in arrays.values()) + logits.nbytes
         if size > self.max_bytes:
             return False
+        ids_array, names, logits = np.asarray(ids, dtype=np.int64), np.array(list(states), dtype=str), np.asarray(logits)
+        digest = checksum(ids_array, list(states), list(arrays.values()), logits)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=SUFFIX)
+            self._make_folder()
+            handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=TEMPORARY_PREFIX, suffix=SUFFIX)
             try:
                 with os.fdopen(handle, "wb") as out:
-                    np.savez(out, ids=np.asarray(ids, dtype=np.int64), names=np.array(list(states), dtype=str),
-                             logits=np.asarray(logits), **arrays)  # type: ignore[arg-type]  # the stub reads **arrays as allow_pickle
+                    np.savez(out, ids=ids_array, names=names, logits=logits, checksum=np.frombuffer(digest, dtype=np.uint8),
+                             **arrays)  # type: ignore[arg-type]  # the stub reads **arrays as allow_pickle
                 os.replace(tmp, self._path(key))
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
@@ -128,15 +143,57 @@ class PromptCache:
         self.evict()
         return True
 
+    def _make_folder(self) -> None:
+        """The folder, made; a file in its place is moved aside (once) so the cache works again."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            aside = self.folder.with_name(f"{self.folder.name}.not-a-folder-{int(time.time())}")
+            os.replace(self.folder, aside)
+            log.warning("prompt cache: %s was not a folder; moved to %s", self.folder, aside)
+            self.folder.mkdir()
+
+    def _unusable(self) -> None:
+        if not self._said_unusable:
+            self._said_unusable = True
+            log.warning("prompt cache: %s is not a folder; no context is reused until a state is written", self.folder)
+
+    def _discard(self, path: Path, why: str) -> None:
+        """A bad entry: one log line, and it goes (a folder in its place too), so it is computed again."""
+        try:
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("prompt cache: %s %s; computed again (it could not be removed: %s)", path.name, why, exc.strerror)
+            return
+        log.warning("prompt cache: %s %s; removed, computed again", path.name, why)
+
     def entries(self) -> list[tuple[Path, int, float]]:
-        """(path, bytes, last use) of every entry, oldest use first."""
+        """(path, bytes, last use) of every entry that is a regular file, oldest use first; anything else named
+        like an entry is discarded, and a temporary file older than STALE_TEMPORARY_SECONDS removed."""
         found = []
-        for path in self.folder.glob(f"*{SUFFIX}"):
-            if path.name.startswith(".tmp-"):
-                continue
+        now = time.time()
+        try:
+            paths = list(self.folder.iterdir())
+        except OSError:  # no folder yet, or a file in its place
+            return []
+        for path in paths:
             try:
-                st = path.stat()
+                st = os.lstat(path)
             except FileNotFoundError:
+                continue
+            if path.name.startswith(TEMPORARY_PREFIX):
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMPORARY_SECONDS:
+                    path.unlink(missing_ok=True)  # a killed writer's: nobody will rename it into place
+                continue
+            if not path.name.endswith(SUFFIX):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                self._discard(path, "is not a regular file")
                 continue
             found.append((path, st.st_size, st.st_mtime))
         return sorted(found, key=lambda entry: entry[2])
@@ -145,10 +202,15 @@ class PromptCache:
         return sum(size for _, size, _ in self.entries())
 
     def evict(self) -> None:
+        """Down to the cap, least recently used first (after a write, and once per process: a lowered cap)."""
+        self._tidied = True
         entries = self.entries()
         total = sum(size for _, size, _ in entries)
         for path, size, _ in entries:
             if total <= self.max_bytes:
                 break
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("prompt cache: %s could not be evicted (%s)", path.name, exc.strerror)
             total -= size

@@ -190,8 +190,14 @@ class ModelRunner(RunnerBase):
         else:
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
-        self._request = self._layout.request
+        self._take_request()
         self._adopt_kernel(compiled)
+
+    def _take_request(self) -> None:
+        """The layout's infer request, and its states' dtypes and shapes while it is fresh (before any infer): what
+        a prompt-cache entry must match (_state_layout)."""
+        self._request = self._layout.request
+        self._fresh_states = self._states_now() if self.caps.snapshots else {}
 
     def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
         """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
@@ -221,6 +227,16 @@ class ModelRunner(RunnerBase):
 
     def _capture_state(self) -> dict[str, np.ndarray]:
         return {s.name: s.state.data.copy() for s in self._request.query_state()}
+
+    def _states_now(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """Each state's dtype and shape; on a fresh request a 0 where a size grows (batch on axis 0, else the sequence)."""
+        return {s.name: (s.state.element_type.to_dtype(), tuple(s.state.shape)) for s in self._request.query_state()}
+
+    def _state_layout(self, length: int) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        if not self._fresh_states:
+            return None
+        return {name: (dtype, tuple((1 if axis == 0 else length) if size == 0 else size for axis, size in enumerate(shape)))
+                for name, (dtype, shape) in self._fresh_states.items()}
 
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         for state in self._request.query_state():

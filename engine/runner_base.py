@@ -106,6 +106,11 @@ class RunnerBase:
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
+    def _state_layout(self, length: int) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        """The name, dtype and shape of each state _capture_state returns after `length` tokens (None: unknown,
+        so a prompt-cache entry is checked without it)."""
+        return None
+
     def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         """Compute ids (token ids, or items with images) after `past` tokens of state; return the last position's logits (float64, real vocab)."""
         raise NotImplementedError
@@ -246,7 +251,7 @@ class RunnerBase:
             if not self._cacheable(prefix):
                 continue
             tokens = _text_ids(prefix)
-            entry = cache.load(PromptCache.key(self._cache_identity, tokens), tokens)
+            entry = cache.load(PromptCache.key(self._cache_identity, tokens), tokens, self._state_layout(len(tokens)))
             if entry is None:
                 continue
             self._restore_state(entry.states)

@@ -158,6 +158,10 @@ class StaticRunner(RunnerBase):
         past = len(self.history)
         return {s.input_name: (self._caches[s.input_name][:, :, :past] if s.is_kv else self._caches[s.input_name]).copy() for s in self._specs}
 
+    def _state_layout(self, length: int) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        return {s.input_name: (np.dtype(s.dtype), (*s.shape[:2], length, *s.shape[3:]) if s.is_kv else tuple(s.shape))
+                for s in self._specs}
+
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         for spec in self._specs:
             saved = states[spec.input_name]

@@ -52,7 +52,26 @@ def test_every_mode_draws_the_same_mix_of_requests():
     assert 0.2 < paths.count("/v1/completions") / len(paths) < 0.3
     words = [len((b.get("question") or b.get("prompt") or b["messages"][0]["content"]).split()) for _, b in drawn]
     assert min(words) == 1 and max(words) > 300 and sorted(words)[len(words) // 2] < 60  # short-tailed, still reaching 400
-    assert all(b.get("max_tokens", 1) <= 4 for _, b in drawn)
+    assert all(b.get("max_tokens", 1) <= (16 if "tools" in b else 4) for _, b in drawn)
+    chats = [b for path, b in drawn if path == "/v1/chat/completions"]
+    with_tools = [b for b in chats if "tools" in b]
+    several = [b for b in chats if b.get("n", 1) > 1]
+    assert 0.07 < len(with_tools) / len(drawn) < 0.13 and {b["tool_choice"] for b in with_tools} == {"auto", "required", "none"}
+    assert 0.03 < len(several) / len(drawn) < 0.07 and all(2 <= b["n"] <= 4 for b in several)
+
+
+def test_a_short_api_soak_with_tools_and_several_draws_answers_every_request(tmp_path):
+    """The soak's mix through `decider serve` on the fixture model: tool calls and n > 1 answered (200), RSS sampled."""
+    from support.models import model_dir
+
+    plan = soak.Plan(model_dir("qwen35-text"), requests=40, max_words=30, seed=11, max_tokens=4)
+    rng = random.Random(plan.seed)  # the requests the soak draws, in its order
+    drawn = [body for _, body in (soak.make_request(rng, plan.max_words, plan.spread, plan.max_tokens) for _ in range(40))]
+    assert any("tools" in body for body in drawn) and any(body.get("n", 1) > 1 for body in drawn)
+    result = soak.soak_api(plan)
+    paths = {(s["path"]) for s in result["samples"]}
+    assert result["statuses"] == {200: 40} and "/v1/chat/completions" in paths
+    assert all(s["rss_mib"] > 50 for s in result["samples"])
 
 
 def test_the_window_soak_decides_in_the_window_and_through_its_api(tmp_path, monkeypatch, qtbot):

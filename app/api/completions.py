@@ -49,6 +49,14 @@ def run_completions(
     return choices, completions
 
 
+def completion_answer_size(request: CompletionRequest, jobs: list[CompletionJob]) -> tuple[int, int, int | None]:
+    """(choices, the most tokens they can hold together, alternatives per token or None) of a request's answer."""
+    n = request.n or 1
+    echoed = sum(len(job.ids) for job in jobs) * n if request.echo else 0
+    drawn = sum(job.generation.max_tokens for job in jobs if job.generation is not None) * n
+    return len(jobs) * n, echoed + drawn, request.logprobs
+
+
 def prompt_text(tokenizer, job: CompletionJob) -> str:
     """The prompt as text: as sent, or its token ids decoded (text offsets count from its start)."""
     return job.text if job.text is not None else tokenizer.decode(list(job.ids))

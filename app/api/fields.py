@@ -101,7 +101,22 @@ Text = Annotated[str | None, BeforeValidator(_string(show_value=True))]
 Name = Annotated[str | None, BeforeValidator(_string(show_value=False))]  # model names and the like
 EngineInt = Annotated[int | None, BeforeValidator(_engine_number(integer=True))]
 EngineFloat = Annotated[int | float | None, BeforeValidator(_engine_number(integer=False))]
-Ignored = Annotated[Any, Field(default=None, exclude=True)]  # OpenAI bookkeeping (user, metadata, …)
+Ignored = Annotated[Any, Field(default=None, exclude=True)]  # OpenAI bookkeeping (user, store, …)
+MAX_METADATA_KEYS = 16  # OpenAI's bound on metadata
+
+
+def _metadata(value: object) -> None:
+    """OpenAI's metadata: an object of up to 16 pairs, accepted and dropped (700k keys once passed whole)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise field_error("invalid_type", "metadata must be an object")
+    if len(value) > MAX_METADATA_KEYS:
+        raise field_error("invalid_value", f"metadata takes at most {MAX_METADATA_KEYS} keys (got {len(value):,})")
+    return None
+
+
+Metadata = Annotated[None, BeforeValidator(_metadata), Field(default=None, exclude=True)]
 
 
 # Refused: a field a client may only leave neutral, dropped from the model's data; `refused(...)` says what passes.

@@ -3,7 +3,9 @@ cannot possibly fit the context (refused without tokenizing them)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from itertools import islice
 
 from .errors import ApiError
 
@@ -13,6 +15,23 @@ from .errors import ApiError
 # client for 28 s. A legitimate body is long only in scalars (token ids, text), never in containers.
 MAX_JSON_VALUES = 1 << 20  # every value and key counted: a full 262k-token prompt as ids is 262k
 MAX_NESTED_CONTAINERS = 10_000  # messages, content parts, tools, prompt batches: far more than any real request
+
+
+MAX_JSON_KEYS = 65_536  # object keys in one body: 10,000 messages with a name each are 30,000
+# The end of an object key: an unescaped `"` (after an even run of backslashes), optional whitespace, `:`. Inside a
+# string a `"` is always escaped, so only a string that starts with a colon is miscounted (as one key more).
+_KEY_END = re.compile(rb'(?<!\\)(?:\\\\)*"[ \t\r\n]*:')
+
+
+def refuse_key_floods(data: bytes) -> None:
+    """Before parsing: a body with more than MAX_JSON_KEYS object keys. json.loads holds the GIL while it builds an
+    object, so 524k `logit_bias` keys (6.7 MB) once held every other client for a second before their count was
+    refused. A colon count (C speed) lets ordinary bodies through; only a body with that many colons is scanned."""
+    if data.count(b":") <= MAX_JSON_KEYS:
+        return
+    keys = sum(1 for _ in islice(_KEY_END.finditer(data), MAX_JSON_KEYS + 1))  # stops once past the bound
+    if keys > MAX_JSON_KEYS:
+        raise ApiError("request_too_large", f"the body holds more than {MAX_JSON_KEYS:,} object keys (counted before parsing)")
 
 
 def refuse_bracket_floods(data: bytes) -> None:

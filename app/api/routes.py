@@ -29,7 +29,6 @@ from decider.engine.frame_change import signature
 from decider.engine.generate import Completion, Delta
 from decider.engine.openai_format import (
     chat_chunk,
-    chat_choice_chunks,
     chat_completion,
     chat_completions,
     chat_delta,
@@ -40,10 +39,11 @@ from decider.engine.openai_format import (
 )
 from decider.engine.types import DecisionResult
 
+from .answers import collector_paused, json_answer, paused, refuse_huge_answer, replay_chunks
 from .chat_run import run_chat
 from .frames import FrameRequest, decide_frame
 from ..images import ImageBudget, budget_for, current_budget
-from .completions import prompt_text, run_completions
+from .completions import completion_answer_size, prompt_text, run_completions
 from .errors import ApiError, from_engine, from_validation
 from . import tokens
 from .limits import refuse_if_surely_too_long, refuse_if_too_many_tokens
@@ -148,7 +148,7 @@ class Routes:
         client.watch()
         try:
             async with self.state.queue.slot(client.gone_event):
-                return await to_thread.run_sync(work, *args)
+                return await to_thread.run_sync(paused(work), *args)  # no GC pauses while an answer is made
         finally:
             client.stop_watching()
 
@@ -213,20 +213,25 @@ class Routes:
         parsed: ChatCompletionRequest = await self._parse(request, ChatCompletionRequest)
         await self._refuse_too_long(parsed.texts())
         generation = await to_thread.run_sync(parsed.to_request, service)
+        refuse_huge_answer(parsed.n or 1, (parsed.n or 1) * generation.max_tokens, generation.top_logprobs)
         messages = [m.to_message() for m in parsed.messages]
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = service.model_name
         client = Client(request.receive, state)
         if parsed.calls_tools or (parsed.n or 1) > 1:  # answers known whole (engine/tools.py, chat_run.py)
-            choices, completions = await self._run(client, run_chat, service, parsed, generation, client.should_stop)
-            self._notify(state.on_chat_completion, messages, completions[0])
-            if not parsed.stream:
-                return json_response(200, chat_completions(choices, completions, model, request_id))
-            return self._replay(client, request_id, model, choices, completions, parsed.include_usage)
+            with collector_paused:  # from the first draw until the answer is encoded and its objects freed
+                choices, completions = await self._run(client, run_chat, service, parsed, generation, client.should_stop)
+                self._notify(state.on_chat_completion, messages, completions[0])
+                if not parsed.stream:
+                    return await json_answer(lambda: chat_completions(choices, completions, model, request_id),
+                                             choices, completions)
+                chunks = await to_thread.run_sync(replay_chunks, request_id, model, choices, completions, parsed.include_usage)
+            return self._replay(client, chunks)
         if not parsed.stream:
-            completion = await self._run(client, service.run, generation, client.should_stop)
-            self._notify(state.on_chat_completion, messages, completion)
-            return json_response(200, chat_completion(completion, model, request_id))
+            with collector_paused:
+                completion = await self._run(client, service.run, generation, client.should_stop)
+                self._notify(state.on_chat_completion, messages, completion)
+                return await json_answer(lambda: chat_completion(completion, model, request_id))
         created, usage, logprobs = int(time.time()), parsed.include_usage, bool(parsed.logprobs)
 
         def step(delta: Delta | None) -> Iterator[dict]:
@@ -246,17 +251,12 @@ class Routes:
 
         return await self._stream(client, service.stream(generation, client.should_stop), step, end, done)
 
-    def _replay(self, client: Client, request_id: str, model: str, choices: list[dict], completions: list[Completion],
-                usage: bool) -> Response:
-        """A finished chat answer as a stream: each choice's chunks, then the usage when asked."""
-        created = int(time.time())
+    def _replay(self, client: Client, chunks: list[bytes]) -> Response:
+        """A finished chat answer as a stream of its chunks, encoded already (replay_chunks)."""
 
-        async def events() -> AsyncIterator[dict]:
-            for choice in choices:
-                for chunk in chat_choice_chunks(request_id, model, created, choice, usage):
-                    yield chunk
-            if usage:
-                yield {**chat_completions(choices, completions, model, request_id), "object": "chat.completion.chunk", "choices": []}
+        async def events() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield chunk
 
         async def nothing() -> None:
             return None
@@ -270,12 +270,14 @@ class Routes:
             if isinstance(prompt, str):
                 await self._refuse_too_long([prompt])
         jobs = await to_thread.run_sync(parsed.to_request, service)
+        refuse_huge_answer(*completion_answer_size(parsed, jobs))
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
         model, logprobs = service.model_name, parsed.logprobs is not None
         client = Client(request.receive, self.state)
         if not parsed.stream:
-            choices, completions = await self._run(client, run_completions, service, parsed, jobs, client.should_stop)
-            return json_response(200, text_completions(choices, completions, model, request_id))
+            with collector_paused:
+                choices, completions = await self._run(client, run_completions, service, parsed, jobs, client.should_stop)
+                return await json_answer(lambda: text_completions(choices, completions, model, request_id), choices, completions)
         # a stream has one prompt, no echo and at least one token to generate (the request class checks)
         job = jobs[0]
         assert job.generation is not None  # the request class refuses a stream with max_tokens 0

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from decider.engine.errors import Cancelled
 
 from .errors import ApiError, dumps
-from .limits import check_body, refuse_bracket_floods
+from .limits import check_body, refuse_bracket_floods, refuse_key_floods
 from .policy import Policy, check_content_type, header
 from .state import ApiState
 
@@ -140,10 +140,15 @@ async def read_json(request: Request, max_body: int, timeout: float) -> dict:
         return _parse_json(data)
     refuse_bracket_floods(data)
     # megabytes of JSON take a while: off the loop (json.loads itself holds the GIL, the rest of the walk does not)
-    return await anyio.to_thread.run_sync(_parse_json, data)
+    return await anyio.to_thread.run_sync(_parse_large_json, data)
 
 
 PARSE_ON_LOOP_BYTES = 64 * 1024  # smaller bodies parse in well under a millisecond
+
+
+def _parse_large_json(data: bytes) -> dict:
+    refuse_key_floods(data)  # a scan, but past MAX_JSON_KEYS keys not a parse
+    return _parse_json(data)
 
 
 def _parse_json(data: bytes) -> dict:
@@ -198,13 +203,13 @@ class Client:
 class EventStream(Response):
     """Server-sent events from an async iterator of payloads, then `data: [DONE]`.
 
-    `events` yields dicts; an ApiError raised after the headers went out becomes an error event that
+    `events` yields dicts (or their JSON, encoded already); an ApiError raised after the headers went out becomes an error event that
     ends the stream (as OpenAI does). `finish` runs whatever happens (it releases the engine).
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncIterator[dict], client: Client, finish: Callable[[], Awaitable[None]],
+    def __init__(self, events: AsyncIterator[dict] | AsyncIterator[bytes], client: Client, finish: Callable[[], Awaitable[None]],
                  on_error: Callable[[BaseException], ApiError | None]):
         # no Content-Length: the length is unknown, so the body goes out chunked
         self.status_code = 200
@@ -222,7 +227,7 @@ class EventStream(Response):
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         try:
             async for payload in self._events:
-                await self._send(send, b"data: " + dumps(payload) + b"\n\n")
+                await self._send(send, b"data: " + (payload if isinstance(payload, bytes) else dumps(payload)) + b"\n\n")
                 if self._client.gone:  # the server drops writes to a closed peer: stop generating
                     raise Cancelled("the client left during the stream")
             await self._send(send, b"data: [DONE]\n\n")
