@@ -79,6 +79,14 @@ def test_zero_activations_give_zero_and_rows_are_split_at_any_point():
     for start, stop in ((0, 13), (13, 14), (14, 70)):  # a remainder smaller than a block, one row, the rest
         matrix.product_into(parts, pieces, coef, start, stop)
     np.testing.assert_array_equal(parts, whole)
+    one = x[:1]  # one token: blocks of 4 rows, started off a packed group's boundary and ending inside one
+    whole_one, parts_one = matrix @ one, np.full((1, 70), np.nan, np.float32)
+    pieces, coef = matrix.pieces(one)
+    for start, stop in ((0, 6), (6, 15), (15, 70)):
+        matrix.product_into(parts_one, pieces, coef, start, stop)
+    np.testing.assert_array_equal(parts_one, whole_one)
+    plain = Int8Matrix(weights, matrix.zero_point, matrix.scale, vnni_jit.compiled(), pack=False)
+    np.testing.assert_array_equal(plain @ one, whole_one)  # the packed layout changes where rows live, not their sums
 
 
 def test_the_int8_export_s_projections_are_recognised_and_the_rest_left_alone():

@@ -1,20 +1,22 @@
 """An int8 weight matrix as the VNNI kernels read it, and its product with a few f32 activation rows.
 
-The weights come from an OpenVINO Constant as they are (u8, read in place from the model file's memory map when the
-row length is already a multiple of the vector width); i8 weights are moved to u8 by +128 with the zero point moved
-with them. Zero points and scales are per output row, held in double.
+The kernel reads its own copy of the weights (u8; i8 weights moved to u8 by +128, the zero point with them), rows
+padded to the vector width and packed in groups (`_pack_into`), from one huge-page buffer per model (`arena`). Zero
+points and scales are per output row, held in double.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .vnni_ir import PIECES
+from .vnni_ir import PACK, PIECES
 from .vnni_jit import MAX_TOKENS, Kernels
 
 
 class Int8Matrix:
-    def __init__(self, weights: np.ndarray, zero_point: np.ndarray | float, scale: np.ndarray, kernels: Kernels):
+    def __init__(self, weights: np.ndarray, zero_point: np.ndarray | float, scale: np.ndarray, kernels: Kernels,
+                 pack: bool = True, storage: np.ndarray | None = None):
+        """storage: where the kernel's copy of the weights goes (a slice of an `arena`), else a buffer of its own."""
         if weights.ndim != 2 or weights.dtype not in (np.uint8, np.int8):
             raise ValueError(f"int8 weights must be [rows, columns] u8 or i8, not {weights.dtype}{list(weights.shape)}")
         rows, columns = weights.shape
@@ -22,12 +24,12 @@ class Int8Matrix:
         if weights.dtype == np.int8:  # w + 128 as u8, and the zero point with it: (w + 128) − (zp + 128) = w − zp
             weights = (weights.view(np.uint8) ^ np.uint8(0x80))
             zp += 128.0
-        padded = -(-columns // kernels.pad) * kernels.pad
-        if padded != columns or not weights.flags.c_contiguous:
-            full = np.zeros((rows, padded), dtype=np.uint8)
-            full[:, :columns] = weights
-            weights = full
-        self.weights = weights
+        padded = padded_columns(columns, kernels)
+        self.packed = rows // PACK * PACK if pack else 0
+        copy = storage.reshape(rows, padded) if storage is not None else np.empty((rows, padded), dtype=np.uint8)
+        copy[:, columns:] = 0  # zero weights against zero pieces: the padding adds nothing
+        _pack_into(copy, weights, self.packed, kernels.pad)
+        self.weights = copy
         self.zero_point = zp
         self.scale = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=np.float64).reshape(-1), (rows,)))
         self.rows, self.columns, self.padded = rows, columns, padded
@@ -48,7 +50,7 @@ class Int8Matrix:
         weights, scale, zero_point = self._addresses
         self.kernels.rows[pieces.shape[0]](
             weights, self.padded, self.padded, _address(pieces), _address(coef), scale, zero_point, _address(out),
-            out.strides[0] // 4, start, self.rows if stop is None else stop)
+            out.strides[0] // 4, start, self.rows if stop is None else stop, self.packed, self.kernels.pad)
 
     def __matmul__(self, xt: np.ndarray) -> np.ndarray:
         """(self @ x.T).T for x f32 [T, columns], T ≤ MAX_TOKENS: the product, f32 [T, rows]."""
@@ -62,3 +64,34 @@ class Int8Matrix:
 
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
+
+
+def padded_columns(columns: int, kernels: Kernels) -> int:
+    return -(-columns // kernels.pad) * kernels.pad
+
+
+def arena(sizes: list[int]) -> list[np.ndarray]:
+    """One buffer for all of a model's kernel weights, cut into `sizes` pieces at page boundaries. One allocation
+    this large gets transparent huge pages (numpy advises them for large arrays): streamed from 4 KiB pages, the
+    TLB misses cost about a tenth of the read rate (measured: 9.7 GB/s from one buffer, 8.7 from separate ones)."""
+    starts = np.cumsum([0] + [-(-size // 4096) * 4096 for size in sizes])
+    memory = np.empty(int(starts[-1]), dtype=np.uint8)
+    return [memory[start : start + size] for start, size in zip(starts[:-1], sizes)]
+
+
+def _pack_into(out: np.ndarray, weights: np.ndarray, packed: int, vector: int) -> None:
+    """weights [rows, columns] into out [rows, padded]: the first `packed` rows (a multiple of PACK) in groups of PACK
+    rows interleaved by vector — within a group the first vector of each row, then the second of each… — so a block
+    of rows reads one forward stream, which the hardware prefetches, instead of PACK streams a row apart (measured
+    8.3 against 7.5 GB/s, one token); the other rows as they are."""
+    rows, columns = weights.shape
+    padded = out.shape[1]
+    if packed:
+        if columns == padded:
+            source = weights[:packed]
+        else:
+            source = np.zeros((packed, padded), dtype=np.uint8)
+            source[:, :columns] = weights[:packed]
+        groups = source.reshape(packed // PACK, PACK, padded // vector, vector)
+        out[:packed].reshape(packed // PACK, padded // vector, PACK, vector)[:] = groups.transpose(0, 2, 1, 3)
+    out[packed:, :columns] = weights[packed:]

@@ -25,7 +25,7 @@ import openvino as ov
 import openvino.opset13 as ops
 from openvino import Op
 
-from .int8_matvec import Int8Matrix
+from .int8_matvec import Int8Matrix, arena, padded_columns
 from .row_split import RowSplit
 from .vnni_jit import MAX_TOKENS, Kernels
 
@@ -147,19 +147,22 @@ def route_int8_projections(model: ov.Model, kernels: Kernels, split: RowSplit | 
     limit = ops.parameter([1], np.int64, name=KERNEL_TOKENS)
     limit.output(0).get_tensor().set_names({KERNEL_TOKENS})
     model.add_parameters([limit])
+    every = [w for members in groups.values() for _, w in members]
+    storage = iter(arena([w.weights.shape[0] * padded_columns(w.weights.shape[1], kernels) for w in every]))
     for members in groups.values():
-        _route(members, kernels, limit.output(0), split or RowSplit())
+        matrices = tuple(Int8Matrix(w.weights, w.zero_point, w.scale, kernels, storage=next(storage)) for _, w in members)
+        _route(members, matrices, limit.output(0), split or RowSplit())
     return sum(len(members) for members in groups.values())
 
 
-def _route(members: list[tuple[ov.Node, _Int8Weights]], kernels: Kernels, limit: ov.Output, split: RowSplit) -> None:
+def _route(members: list[tuple[ov.Node, _Int8Weights]], matrices: tuple[Int8Matrix, ...], limit: ov.Output,
+           split: RowSplit) -> None:
     x = members[0][0].input_value(0)
     tokens = ops.gather(ops.shape_of(x), ops.constant(np.array([1], np.int64)), ops.constant(np.int64(0)))
     cut = ops.select(ops.greater(tokens, limit), tokens, ops.constant(np.array([0], np.int64)))
     axis, one, zero = (ops.constant(np.array([v], np.int64)) for v in (1, 1, 0))
     plugin_x = ops.slice(x, zero, cut, one, axis)
     kernel_x = ops.slice(x, cut, ops.constant(np.array([_END], np.int64)), one, axis)
-    matrices = tuple(Int8Matrix(w.weights, w.zero_point, w.scale, kernels) for _, w in members)
     ours = Int8Projections([kernel_x.output(0)], matrices, split)
     ours.set_friendly_name(members[0][0].get_friendly_name() + "/int8_kernel")
     for i, (matmul, _) in enumerate(members):

@@ -15,14 +15,15 @@ arithmetic where it is not (several tokens).
 
 `module_ir(width)` returns one module with:
   split(x f32[T,K], T, K, Kp, pieces i8[T,PIECES,Kp], coef f64[T,PIECES+1])   pieces, then (s1 … s4, Σx̂) per token
-  rows_t{T}(w u8[N,ldw], ldw, Kp, pieces, coef, scale f64[N], zp f64[N], out f32[T,ldo], ldo, n0, n1)
-                                                                    rows n0 ≤ n < n1, for T = 1 … MAX_TOKENS
+  rows_t{T}(w u8[N,ldw], ldw, Kp, pieces, coef, scale f64[N], zp f64[N], out f32[T,ldo], ldo, n0, n1, npacked,
+            vector bytes)                                           rows n0 ≤ n < n1, for T = 1 … MAX_TOKENS
 """
 
 from __future__ import annotations
 
 MAX_TOKENS = 8
 PIECES = 4
+PACK = 4  # rows interleaved per group in the packed layout (every block size divides it)
 PREFETCH_BLOCKS = 0  # software prefetch of the rows ahead: off (the hardware's streams measured no slower)
 # Accumulators per block: rows × tokens × PIECES, within the 32 vector registers with room for the loads.
 _ROWS_PER_BLOCK = {1: 4, 2: 2, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1, 8: 1}
@@ -39,17 +40,17 @@ def _block(rows: int, tokens: int, width: int) -> str:
         return f"%a{r}_{t}_{p}"
 
     out = [
-        f"define internal void @block_r{rows}_t{tokens}(i8* %w, i64 %ldw, i64 %kp, i8* %pc, double* %coef, "
+        f"define internal void @block_r{rows}_t{tokens}(i8* %w, i64 %rs, i64 %km, i64 %kp, i8* %pc, double* %coef, "
         f"double* %scale, double* %zp, float* %out, i64 %ldo) alwaysinline nounwind {{",
         "entry:", "  br label %loop", "loop:", "  %i = phi i64 [0, %entry], [%inext, %loop]",
     ]
     out += [f"  {a(*x)} = phi {v} [zeroinitializer, %entry], [{a(*x)}n, %loop]" for x in accs]
     for r in range(rows):
-        out += [f"  %wr{r} = mul i64 {r}, %ldw", f"  %wo{r} = add i64 %wr{r}, %i",
+        out += [f"  %wr{r} = mul i64 {r}, %rs", f"  %wk{r} = mul i64 %i, %km", f"  %wo{r} = add i64 %wr{r}, %wk{r}",
                 f"  %wp{r} = getelementptr i8, i8* %w, i64 %wo{r}", f"  %wq{r} = bitcast i8* %wp{r} to {v}*",
                 f"  %wv{r} = load {v}, {v}* %wq{r}, align 1"]
         if PREFETCH_BLOCKS:  # the same bytes of the rows PREFETCH_BLOCKS blocks on: the next rows' stream starts early
-            out += [f"  %pa{r} = mul i64 %ldw, {rows * PREFETCH_BLOCKS}", f"  %pf{r} = getelementptr i8, i8* %wp{r}, i64 %pa{r}",
+            out += [f"  %pa{r} = mul i64 %kp, {rows * PREFETCH_BLOCKS}", f"  %pf{r} = getelementptr i8, i8* %wp{r}, i64 %pa{r}",
                     f"  call void @llvm.prefetch.p0i8(i8* %pf{r}, i32 0, i32 0, i32 1)"]
     for t in range(tokens):
         for p in range(PIECES):
@@ -87,27 +88,36 @@ def _block(rows: int, tokens: int, width: int) -> str:
 
 
 def _rows(tokens: int) -> str:
-    """Rows n0 ≤ n < n1 in blocks, the remainder one row at a time."""
+    """Rows n0 ≤ n < n1 in blocks, the remainder one row at a time. Rows below `npacked` are stored in groups of
+    PACK rows interleaved by vector ([K/vector][PACK][vector] per group: a block reads one forward stream); the rows
+    from `npacked` on are plain."""
     rows = _ROWS_PER_BLOCK[tokens]
     args = "i8* %w, i64 %ldw, i64 %kp, i8* %pc, double* %coef, double* %scale, double* %zp, float* %out, i64 %ldo"
 
     def call(block: int, n: str, tag: str) -> list[str]:
-        return [f"  %{tag}wo = mul i64 {n}, %ldw", f"  %{tag}wp = getelementptr i8, i8* %w, i64 %{tag}wo",
+        return [f"  %{tag}in = icmp ult i64 {n}, %np", f"  %{tag}g = and i64 {n}, {-PACK}",
+                f"  %{tag}s = and i64 {n}, {PACK - 1}", f"  %{tag}go = mul i64 %{tag}g, %ldw",
+                f"  %{tag}so = mul i64 %{tag}s, %vb", f"  %{tag}po = add i64 %{tag}go, %{tag}so",
+                f"  %{tag}uo = mul i64 {n}, %ldw", f"  %{tag}wo = select i1 %{tag}in, i64 %{tag}po, i64 %{tag}uo",
+                f"  %{tag}rs = select i1 %{tag}in, i64 %vb, i64 %ldw", f"  %{tag}km = select i1 %{tag}in, i64 {PACK}, i64 1",
+                f"  %{tag}wp = getelementptr i8, i8* %w, i64 %{tag}wo",
                 f"  %{tag}sp = getelementptr double, double* %scale, i64 {n}",
                 f"  %{tag}zp = getelementptr double, double* %zp, i64 {n}",
                 f"  %{tag}op = getelementptr float, float* %out, i64 {n}",
-                f"  call void @block_r{block}_t{tokens}(i8* %{tag}wp, i64 %ldw, i64 %kp, i8* %pc, double* %coef, "
-                f"double* %{tag}sp, double* %{tag}zp, float* %{tag}op, i64 %ldo)"]
+                f"  call void @block_r{block}_t{tokens}(i8* %{tag}wp, i64 %{tag}rs, i64 %{tag}km, i64 %kp, i8* %pc, "
+                f"double* %coef, double* %{tag}sp, double* %{tag}zp, float* %{tag}op, i64 %ldo)"]
 
+    # one loop: a block where n is a multiple of the block size and a whole block fits (a packed block never
+    # straddles two groups), else one row
     return "\n".join([
-        f"define void @rows_t{tokens}({args}, i64 %n0, i64 %n1) nounwind {{",
+        f"define void @rows_t{tokens}({args}, i64 %n0, i64 %n1, i64 %np, i64 %vb) nounwind {{",
         "entry:", "  br label %head",
-        "head:", "  %n = phi i64 [%n0, %entry], [%nn, %body]", f"  %e = add i64 %n, {rows}",
-        "  %ok = icmp ule i64 %e, %n1", "  br i1 %ok, label %body, label %tail",
-        "body:", *call(rows, "%n", "b"), f"  %nn = add i64 %n, {rows}", "  br label %head",
-        "tail:", "  %m = phi i64 [%n, %head], [%mm, %tbody]", "  %tok = icmp ult i64 %m, %n1",
-        "  br i1 %tok, label %tbody, label %done",
-        "tbody:", *call(1, "%m", "t"), "  %mm = add i64 %m, 1", "  br label %tail",
+        "head:", "  %n = phi i64 [%n0, %entry], [%nb, %body], [%nt, %tbody]", "  %more = icmp ult i64 %n, %n1",
+        "  br i1 %more, label %choose, label %done",
+        "choose:", f"  %e = add i64 %n, {rows}", "  %fits = icmp ule i64 %e, %n1", f"  %off = and i64 %n, {rows - 1}",
+        "  %aligned = icmp eq i64 %off, 0", "  %ok = and i1 %fits, %aligned", "  br i1 %ok, label %body, label %tbody",
+        "body:", *call(rows, "%n", "b"), f"  %nb = add i64 %n, {rows}", "  br label %head",
+        "tbody:", *call(1, "%n", "t"), "  %nt = add i64 %n, 1", "  br label %head",
         "done:", "  ret void", "}",
     ])
 

@@ -20,7 +20,7 @@ from . import vnni_ir
 MAX_TOKENS = vnni_ir.MAX_TOKENS
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SPLIT = ctypes.CFUNCTYPE(None, _P, _I, _I, _I, _P, _P)
-_ROWS = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _P, _P, _P, _P, _I, _I, _I)
+_ROWS = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I)
 
 
 @dataclass(frozen=True)
