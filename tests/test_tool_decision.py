@@ -81,7 +81,7 @@ def test_a_bad_tools_file_is_one_line(tmp_path):
         bad.write_text(text)
         with pytest.raises(SettingsError, match=message):
             load_tools(str(bad))
-    with pytest.raises(SettingsError, match="not a regular file"):
+    with pytest.raises(SettingsError, match="a folder, not a file"):
         load_tools(str(tmp_path))
 
 
