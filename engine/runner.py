@@ -7,6 +7,7 @@ conversation logic (history, prefix reuse, snapshots, run-ahead steps) is in run
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,6 +22,7 @@ from .compile_probe import safe_compile  # never a compile that killed a test pr
 from .decode_graph import one_token_deltanet
 from .graph import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
 from .kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
+from .kernels import verdicts as kernel_verdicts
 from .kernels.adoption import KernelPlan, without_cache_if_routed
 from .kernels.projection_op import KERNEL_TOKENS
 from .model_folder import ModelFolder, inspect_folder
@@ -141,7 +143,7 @@ class ModelRunner(RunnerBase):
                 # fused kernel (engine/decode_graph.py). CPU only: the routing relies on the CPU plugin skipping a node
                 # with an empty input.
                 one_token_deltanet(model)
-        self.kernel_plan: KernelPlan = route_kernel(model, self.device, self.options.exact, _twin_of.kernel_plan if _twin_of else None)
+        self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
         self._core, self._model = core, model
         capabilities = cpu_capabilities(core)
         properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
@@ -199,17 +201,35 @@ class ModelRunner(RunnerBase):
         self._request = self._layout.request
         self._fresh_states = self._states_now() if self.caps.snapshots else {}
 
+    def _route_kernel(self, model: ov.Model, core: ov.Core, twin_of: ModelRunner | None) -> KernelPlan:
+        """The int8 projections routed to our kernel (engine/kernels) unless it measured slower here before."""
+        return route_kernel(model, self.device, self.options.exact, twin_of.kernel_plan if twin_of else None,
+                            lost_before=self._kernel_verdict(core) is False)
+
     def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
         """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
         twin compiles its parent's model, routed already, and feeds it 0 unless it is exact too."""
-        tokens, self.kernel_note = adopt_kernel(self.kernel_plan, compiled, self._scratch_step)
-        self._layout.kernel_tokens[0] = tokens
-        if tokens:
+        adoption = adopt_kernel(self.kernel_plan, compiled, self._scratch_step, won_before=self._kernel_verdict(self._core) is True)
+        if adoption.measured:  # kept for later runs, which then compile only the path that won
+            kernel_verdicts.keep(self, self._kernel_key(self._core), bool(adoption.tokens))
+        self.kernel_note = adoption.note
+        self._layout.kernel_tokens[0] = adoption.tokens
+        if adoption.tokens:
             self.precision = replace(self.precision, projections=KERNEL_DESCRIPTION)
 
     @property
     def verifies(self) -> bool:
         return LOGITS_POSITIONS in self._layout.names  # the counted head (not on the NPU's NPUW_LLM path)
+
+    def _kernel_key(self, core: ov.Core) -> str:
+        threads = int(core.get_property("CPU", "INFERENCE_NUM_THREADS") or 0) if self.device.startswith("CPU") else 0
+        return kernel_verdicts.verdict_key(self.folder.path, self.device, threads or len(os.sched_getaffinity(0)))
+
+    def _kernel_verdict(self, core: ov.Core) -> bool | None:
+        """What the kernel's adoption measured for this model here before (None: never, or not an exact CPU runner)."""
+        if not (self.device.startswith("CPU") and self.options.exact):
+            return None
+        return kernel_verdicts.known(self, self._kernel_key(core))
 
     def _scratch_step(self, past: int) -> dict[str, np.ndarray]:
         """A one-token feed at position `past`, for timing on a request of its own."""

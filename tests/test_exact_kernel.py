@@ -178,10 +178,20 @@ def test_the_label_names_the_kernel_only_where_it_runs(monkeypatch):
     assert fast.kernel_plan.routed == 0 and adoption.DESCRIPTION not in fast.precision.label
 
 
-@needs_vnni
-def test_adoption_measures_both_paths_on_the_runner_s_own_model(monkeypatch):
-    """Unforced, the runner times one-token infers both ways and keeps what was faster; the note says which and why."""
+@pytest.fixture
+def fresh_verdicts(monkeypatch, tmp_path):
+    """No adoption measured before: an empty cache folder and nothing remembered in this process."""
+    from decider.engine.kernels import verdicts
+
+    monkeypatch.setenv("DECIDER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(verdicts, "_IN_PROCESS", {})
     monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
+    return tmp_path / "compiled" / verdicts.CACHE_NAME
+
+
+@needs_vnni
+def test_adoption_measures_both_paths_on_the_runner_s_own_model(monkeypatch, fresh_verdicts):
+    """Unforced, the runner times one-token infers both ways and keeps what was faster; the note says which and why."""
     timed = []
     real = adoption._paired_steps
 
@@ -256,3 +266,34 @@ def test_a_decision_s_engine_names_the_kernel(tmp_path):
     assert done.returncode == 0, done.stderr
     engine = json.loads(done.stdout)["engine"]
     assert adoption.DESCRIPTION in engine["precision"] and engine["logprobs"].startswith("exact full-vocabulary")
+
+
+@needs_vnni
+@pytest.mark.parametrize("kernel_wins", [True, False])
+def test_a_measured_verdict_is_kept_and_the_next_runner_compiles_only_the_winner(monkeypatch, fresh_verdicts, kernel_wins):
+    import json
+
+    from decider.engine.kernels import verdicts
+
+    timed = []
+
+    def fixed(compiled, feed):
+        timed.append(1)
+        return (1.0, 2.0) if kernel_wins else (2.0, 1.0)
+
+    monkeypatch.setattr(adoption, "_paired_steps", fixed)
+    first = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert timed == [1] and first.kernel_plan.routed == 32
+    assert list(json.loads(fresh_verdicts.read_text()).values()) == [kernel_wins]
+    monkeypatch.setattr(verdicts, "_IN_PROCESS", {})  # a new process: the file alone
+    second = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert timed == [1]  # not timed again
+    if kernel_wins:
+        assert second._layout.kernel_tokens[0] == vnni_jit.MAX_TOKENS and "before" in second.kernel_note
+    else:  # the plugin's graph as exported: no routing, no kernel input
+        assert second.kernel_plan.routed == 0 and "slower" in second.kernel_note
+        assert KERNEL_TOKENS not in {p.get_any_name() for p in second.compiled.inputs}
+    fresh_verdicts.write_text("[not an object")  # a damaged file is a miss: measured again
+    monkeypatch.setattr(verdicts, "_IN_PROCESS", {})
+    ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert timed == [1, 1]

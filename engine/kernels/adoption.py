@@ -33,9 +33,10 @@ class KernelPlan:
     split: RowSplit = field(default_factory=RowSplit)  # the routed operations' threads (adopt sets them)
 
 
-def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None = None) -> KernelPlan:
+def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None = None, lost_before: bool = False) -> KernelPlan:
     """Route `model` in place where the kernel can run. A twin (twin_of: its parent's plan) compiles the parent's
-    model, routed already: exact, it shares the plan; reduced, it feeds the routed model 0 (the plugin's path)."""
+    model, routed already: exact, it shares the plan; reduced, it feeds the routed model 0 (the plugin's path).
+    lost_before: the kernel measured slower on this model and machine (engine/kernels/verdicts.py): not routed."""
     if twin_of is not None:
         return twin_of if exact else KernelPlan(0, "reduced precision: the plugin's reduced kernels run")
     if not device.startswith("CPU"):
@@ -45,9 +46,18 @@ def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None 
     why = vnni_jit.unavailable()
     if why:
         return KernelPlan(0, why)
+    if lost_before and os.environ.get("DECIDER_EXACT_KERNEL", "").lower() != "kernel":
+        return KernelPlan(0, "not adopted: measured slower than the plugin's path on this machine before")
     split = RowSplit()
     routed = route_int8_projections(model, vnni_jit.compiled(), split)
     return KernelPlan(routed, "" if routed else "no int8 projections in this model", split)
+
+
+@dataclass(frozen=True)
+class Adoption:
+    tokens: int  # the KERNEL_TOKENS value to feed: MAX_TOKENS (the kernel) or 0 (the plugin)
+    note: str  # one line: adopted or not, and why
+    measured: bool = False  # timed now (a verdict worth keeping for later runs)
 
 
 def without_cache_if_routed(properties: dict[str, object], model: ov.Model) -> dict[str, object]:
@@ -57,17 +67,22 @@ def without_cache_if_routed(properties: dict[str, object], model: ov.Model) -> d
     return properties
 
 
-def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]]) -> tuple[int, str]:
-    """(the KERNEL_TOKENS value to feed, a one-line note): MAX_TOKENS where the kernel won on this model, else 0."""
+def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]],
+          won_before: bool = False) -> Adoption:
+    """MAX_TOKENS where the kernel won on this model, else 0, and why. won_before: it measured faster on this model
+    and machine before (engine/kernels/verdicts.py): not timed again."""
     if not plan.routed:
-        return 0, plan.reason
+        return Adoption(0, plan.reason)
     plan.split.set_threads(_threads(compiled))
     if os.environ.get("DECIDER_EXACT_KERNEL", "").lower() == "kernel":
-        return vnni_jit.MAX_TOKENS, "adopted: DECIDER_EXACT_KERNEL=kernel"
+        return Adoption(vnni_jit.MAX_TOKENS, "adopted: DECIDER_EXACT_KERNEL=kernel")
+    if won_before:
+        return Adoption(vnni_jit.MAX_TOKENS, "adopted: measured faster than the plugin's path on this machine before")
     kernel_ms, plugin_ms = _paired_steps(compiled, step_feed)
+    timing = f"a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
     if kernel_ms < plugin_ms:
-        return vnni_jit.MAX_TOKENS, f"adopted: a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
-    return 0, f"not adopted: a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without"
+        return Adoption(vnni_jit.MAX_TOKENS, f"adopted: {timing}", measured=True)
+    return Adoption(0, f"not adopted: {timing}", measured=True)
 
 
 def _threads(compiled: ov.CompiledModel) -> int:
