@@ -185,7 +185,7 @@ def fresh_verdicts(monkeypatch, tmp_path):
 
     monkeypatch.setenv("DECIDER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(verdicts, "_IN_PROCESS", {})
-    monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", "auto")
     return tmp_path / "compiled" / verdicts.CACHE_NAME
 
 
@@ -208,7 +208,15 @@ def test_adoption_measures_both_paths_on_the_runner_s_own_model(monkeypatch, fre
     assert (adoption.DESCRIPTION in runner.precision.label) == adopted
 
 
+def test_unasked_the_kernel_is_off_and_says_how_to_ask(monkeypatch):
+    monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
+    runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert runner.kernel_plan.routed == 0 and "DECIDER_EXACT_KERNEL=auto" in runner.kernel_note
+    assert KERNEL_TOKENS not in {p.get_any_name() for p in runner.compiled.inputs} and runner.precision.label == "f32"
+
+
 def test_without_vnni_the_plugin_path_stays_and_says_why(monkeypatch):
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", "auto")
     monkeypatch.setattr(vnni_jit, "unavailable", lambda: "this CPU has no VNNI (test)")
     runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert runner.kernel_plan.routed == 0 and runner.kernel_note == "this CPU has no VNNI (test)"

@@ -1,10 +1,14 @@
 """Whether a runner's exact few-token infers use our int8 kernel, decided on the runner's own compiled model.
 
-`route(model, device, exact)` routes the int8 projections (projection_op) where the kernel can run: a CPU compile,
-exact arithmetic (the reduced compiles have kernels of their own), llvmlite and VNNI present, int8 weights in the
-model. `adopt(...)` then times one-token infers of the compiled model on a scratch request with the kernel and
-without, interleaved, and keeps the kernel only where it was faster (the guide's rule: adopt it where it measurably
-beats the plugin in the same process). DECIDER_EXACT_KERNEL=kernel adopts it without measuring, =plugin never routes.
+Off unless asked for (DECIDER_EXACT_KERNEL=auto or =kernel). Routing alone costs the plugin's path: a 0.8B int8 step
+measured 129.9 ms on the exported graph and 144.6 ms on the routed one with every infer sent to the plugin (1 thread;
+85.7 against 111.7 ms at 2), and the kernel's 139.4 ms did not beat the exported graph on that machine (an Intel
+AMX CPU, BENCHMARKS.md fourth pass). Where it is asked for, `route(model, device, exact)` routes the int8
+projections (projection_op) when the kernel can run: a CPU compile, exact arithmetic (the reduced compiles have
+kernels of their own), llvmlite and VNNI present, int8 weights in the model. With `auto`, `adopt(...)` then times
+one-token infers of the compiled model on a scratch request with the kernel and without (the routed graph's plugin
+path, which carries the routing's cost: a lower bar than the exported graph), interleaved, and keeps the faster;
+`kernel` adopts it without measuring. DECIDER_EXACT_KERNEL=plugin (or unset) never routes.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from . import vnni_jit
 from .projection_op import KERNEL_TOKENS, route_int8_projections
 from .row_split import RowSplit
 
+MODES = ("auto", "kernel")  # DECIDER_EXACT_KERNEL values that route the projections
 DESCRIPTION = "few-token int8 projections: VNNI kernel, 31-bit activations, int32 dot products"
 _ROUNDS = 5
 
@@ -46,7 +51,10 @@ def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None 
     why = vnni_jit.unavailable()
     if why:
         return KernelPlan(0, why)
-    if lost_before and os.environ.get("DECIDER_EXACT_KERNEL", "").lower() != "kernel":
+    if _mode() not in MODES:
+        return KernelPlan(0, "off (DECIDER_EXACT_KERNEL=auto measures it on this machine, =kernel forces it): routing "
+                             "costs the plugin's path more than the kernel saved where it was measured")
+    if lost_before and _mode() != "kernel":
         return KernelPlan(0, "not adopted: measured slower than the plugin's path on this machine before")
     split = RowSplit()
     routed = route_int8_projections(model, vnni_jit.compiled(), split)
@@ -74,7 +82,7 @@ def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int
     if not plan.routed:
         return Adoption(0, plan.reason)
     plan.split.set_threads(_threads(compiled))
-    if os.environ.get("DECIDER_EXACT_KERNEL", "").lower() == "kernel":
+    if _mode() == "kernel":
         return Adoption(vnni_jit.MAX_TOKENS, "adopted: DECIDER_EXACT_KERNEL=kernel")
     if won_before:
         return Adoption(vnni_jit.MAX_TOKENS, "adopted: measured faster than the plugin's path on this machine before")
@@ -83,6 +91,10 @@ def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int
     if kernel_ms < plugin_ms:
         return Adoption(vnni_jit.MAX_TOKENS, f"adopted: {timing}", measured=True)
     return Adoption(0, f"not adopted: {timing}", measured=True)
+
+
+def _mode() -> str:
+    return os.environ.get("DECIDER_EXACT_KERNEL", "").strip().lower()
 
 
 def _threads(compiled: ov.CompiledModel) -> int:

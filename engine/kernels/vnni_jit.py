@@ -4,7 +4,8 @@ reason they cannot run here.
 `compiled()` compiles once per process (~0.2 s) and returns the entry points as ctypes functions; ctypes releases the
 GIL for the call, so two threads can run two row ranges at once. `unavailable()` says why not, in one line: llvmlite
 missing, or a CPU without VNNI (AVX2-only CPUs without AVX-VNNI have no integer dot-product instruction; the plugin's
-path stays there). DECIDER_EXACT_KERNEL=plugin turns the kernel off on any CPU.
+path stays there). DECIDER_EXACT_KERNEL=plugin turns the kernel off on any CPU (it is off unless asked for:
+engine/kernels/adoption.py).
 """
 
 from __future__ import annotations
