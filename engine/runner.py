@@ -23,7 +23,7 @@ from .decode_graph import one_token_deltanet
 from .graph import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
 from .kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
 from .kernels import verdicts as kernel_verdicts
-from .kernels.adoption import KernelPlan, without_cache_if_routed
+from .kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from .kernels.projection_op import KERNEL_TOKENS
 from .model_folder import ModelFolder, inspect_folder
 from .precision import cpu_capabilities, gpu_precision, int8_activations_run, npu_precision, prepare_core, read_cpu_precision
@@ -227,8 +227,8 @@ class ModelRunner(RunnerBase):
 
     def _kernel_verdict(self, core: ov.Core) -> bool | None:
         """What the kernel's adoption measured for this model here before (None: never, or not an exact CPU runner)."""
-        if not (self.device.startswith("CPU") and self.options.exact):
-            return None
+        if not (self.device.startswith("CPU") and self.options.exact) or not kernel_asked_for():
+            return None  # no file to read, no key to hash, where the kernel is not asked for
         return kernel_verdicts.known(self, self._kernel_key(core))
 
     def _scratch_step(self, past: int) -> dict[str, np.ndarray]:

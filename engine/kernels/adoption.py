@@ -51,7 +51,7 @@ def route(model: ov.Model, device: str, exact: bool, twin_of: KernelPlan | None 
     why = vnni_jit.unavailable()
     if why:
         return KernelPlan(0, why)
-    if _mode() not in MODES:
+    if not asked_for():
         return KernelPlan(0, "off (DECIDER_EXACT_KERNEL=auto measures it on this machine, =kernel forces it): routing "
                              "costs the plugin's path more than the kernel saved where it was measured")
     if lost_before and _mode() != "kernel":
@@ -91,6 +91,10 @@ def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int
     if kernel_ms < plugin_ms:
         return Adoption(vnni_jit.MAX_TOKENS, f"adopted: {timing}", measured=True)
     return Adoption(0, f"not adopted: {timing}", measured=True)
+
+
+def asked_for() -> bool:
+    return _mode() in MODES
 
 
 def _mode() -> str:
