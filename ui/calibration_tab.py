@@ -70,7 +70,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
         super().__init__(parent)
         self._store_factory = store_factory
         self.calibration = calibration
-        self._store = None
+        self._store: History | None = None
         self._dirty = True
         self.rows: list[HistoryRecord] = []
         self.by_precision: dict[str, list[HistoryRecord]] = {}  # the selected model and mode's labelled rows
@@ -203,7 +203,7 @@ class CalibrationView(RefreshWhenShown, QScrollArea):
 
     # ----- data -----
     @property
-    def store(self):
+    def store(self) -> History | None:
         if self._store is None and self._store_factory is not None:
             try:
                 self._store = self._store_factory()

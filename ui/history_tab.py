@@ -49,7 +49,7 @@ class HistoryView(RefreshWhenShown, QWidget):
     def __init__(self, store_factory: Callable[[], History] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._store_factory = store_factory
-        self._store = None
+        self._store: History | None = None
         self._dirty = True
         self.rows: list[HistoryRecord] = []
         self.combos: dict[int, QComboBox] = {}
@@ -105,7 +105,7 @@ class HistoryView(RefreshWhenShown, QWidget):
         self.refresh_button.clicked.connect(self.refresh)
 
     @property
-    def store(self):
+    def store(self) -> History | None:
         if self._store is None and self._store_factory is not None:
             try:
                 self._store = self._store_factory()
