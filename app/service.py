@@ -150,21 +150,24 @@ class EngineService:
                 result = decide_tools(self.runner, request, should_stop=should_stop)
             else:
                 result = decide(self.runner, request, should_stop=should_stop)
-        result.engine = replace(self.info, reasoning=result.reasoning_precision)
-        if result.engine.logprobs == "reduced":  # --fast, an NPU's f16: no bar is exact (engine/labels.py)
-            result.mark_reduced()
-        record(self, request, result, self.runner.device, source)
-        return result
+        engine = replace(self.info, reasoning=result.reasoning_precision)
+        result = replace(result, engine=engine)
+        if engine.logprobs == "reduced":  # --fast, an NPU's f16: no bar is exact (engine/labels.py)
+            result = result.with_reduced_bars()
+        return record(self, request, result, self.runner.device, source)
 
 
-def record(service, request: DecisionRequest, result: DecisionResult, device: str, source: str) -> None:
-    """Save a decision in the service's history; a history that fails is logged, never the answer's failure."""
+def record(service: DecisionService, request: DecisionRequest, result: DecisionResult, device: str, source: str) -> DecisionResult:
+    """The result as saved in the service's history (with its history_id); a history that fails is logged, never
+    the answer's failure (the result comes back without an id)."""
     if service.history is None:
-        return
+        return result
     try:
-        result.history_id = service.history.add(request, result, model=service.model_name, device=device, source=source)
+        history_id = service.history.add(request, result, model=service.model_name, device=device, source=source)
     except (sqlite3.Error, OSError) as exc:
         log.warning("the decision was not saved in the history %s: %s", service.history.path, exc)
+        return result
+    return replace(result, history_id=history_id)
 
 
 class RemoteService:
@@ -192,8 +195,7 @@ class RemoteService:
     ) -> DecisionResult:
         with self.lock:
             result = self.engine.decide(request, should_stop)
-        record(self, request, result, "remote", source)
-        return result
+        return record(self, request, result, "remote", source)
 
 
 def open_local_service(model: str | None, options: DeviceOptions, *, history: bool = False,

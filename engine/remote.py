@@ -196,17 +196,15 @@ class RemoteEngine:
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise RemoteError(f"{self.config.base_url}/v1/decide: an answer Decider cannot read ({exc})") from None
         if not request.sample_choice:  # whatever the server's version chose, the choice is the largest bar
-            result.choice_index = result.most_likely_index
-            result.choice_mode = "argmax"
-        result.engine = self.info("decide")
+            result = replace(result, choice_index=result.most_likely_index, choice_mode="argmax")
+        engine = self.info("decide")
         engine_field = answer.get("engine")
         server_engine: dict = engine_field if isinstance(engine_field, dict) else {}
         if any(o.bar == "reduced" for o in result.options):  # a --fast server: its bars are its reduced compile's
             precision = server_engine.get("precision")
-            result.engine = replace(result.engine, logprobs="reduced", precision=precision if isinstance(precision, str) else None)
+            engine = replace(engine, logprobs="reduced", precision=precision if isinstance(precision, str) else None)
         clock.lap("remote_s")
-        result.timings = dict(result.timings, **clock.total())
-        return result
+        return replace(result, engine=engine, timings=dict(result.timings, **clock.total()))
 
     # --- a raw prompt on /v1/completions ---
     def _sampling_fields(self, request: DecisionRequest) -> dict:

@@ -115,10 +115,12 @@ MODES = ("letters", "words", "tools")  # how the bars were read: option letters,
 CHOICE_MODES = ("argmax", "sampled")
 
 
-@dataclass
+@dataclass(frozen=True)
 class DecisionResult:
     """Built through `build` (or `from_dict` for a Decider server's JSON), never field by field: one place
-    holds what every engine's result must satisfy."""
+    holds what every engine's result must satisfy. Frozen: a later stage (the service's engine label, the
+    history's id, a server's choice) derives a new result with `dataclasses.replace`, which runs the same
+    checks again in `__post_init__`."""
 
     choice_index: int
     options: list[OptionResult]
@@ -128,7 +130,7 @@ class DecisionResult:
     alternatives: list[Alternative]
     timings: dict[str, float]
     usage: dict[str, int]
-    history_id: int | None = None  # set by the app when the decision is recorded
+    history_id: int | None = None  # the app's history row, once recorded (app/service.record)
     engine: EngineInfo | None = None  # which engine computed it and how exact its logprobs are (set by the service)
     choice_mode: str = "argmax"  # "argmax": the shown bars' favourite; "sampled": drawn (sample_choice)
     uncertain: bool = False  # the bars do not settle which option is most likely (uncertain_why says why)
@@ -136,6 +138,25 @@ class DecisionResult:
     reasoning_precision: str | None = None  # which precision drew the reasoning tokens (think mode; the service puts it in engine)
     tool_call: ToolCall | None = None  # functions as options: the chosen function's call (None: cut short by max_tokens)
     tool_probabilities: dict | None = None  # functions as options: engine/tools.choice_probabilities at the answer
+
+    def __post_init__(self) -> None:
+        """What holds of every result, however derived (a ValueError names what does not); the choice is
+        marked uncertain wherever engine/labels.py says it is not settled (reasons kept, not repeated)."""
+        if not 0 <= self.choice_index < len(self.options):
+            raise ValueError(f"choice {self.choice_index} is not one of the {len(self.options)} options")
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.choice_mode not in CHOICE_MODES:
+            raise ValueError(f"choice mode {self.choice_mode!r} is not one of {', '.join(CHOICE_MODES)}")
+        options = list(self.options)
+        reasons = uncertain_reasons([o.shown for o in options], [o.low for o in options], [o.high for o in options],
+                                    self.coverage, self.mode)
+        why = list(self.uncertain_why)
+        why += [r for r in reasons if r not in why]
+        # copies: a result shares no list with the one it was derived from
+        for name, value in (("options", options), ("coverage", float(self.coverage)), ("alternatives", list(self.alternatives)),
+                            ("uncertain_why", why), ("uncertain", bool(self.uncertain) or bool(why))):
+            object.__setattr__(self, name, value)
 
     @classmethod
     def build(
@@ -160,42 +181,26 @@ class DecisionResult:
     ) -> DecisionResult:
         """The one constructor every engine uses (local letters and words, functions, a server's reading).
 
-        The options must be the request's, in order, under their letters, and the choice one of them;
+        The options must be the request's, in order, under their letters (the rest `__post_init__` checks);
         choice_mode follows the request (drawn only when it asked for sample_choice) unless given, as a
         Decider server's answer says which it did. A ValueError names what does not hold.
         """
         if [(o.label, o.text) for o in options] != list(zip(LABELS, request.options)):
             raise ValueError("the result's options are not the request's, in order, under their letters")
-        if not 0 <= choice_index < len(options):
-            raise ValueError(f"choice {choice_index} is not one of the {len(options)} options")
-        if mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-        choice_mode = choice_mode or ("sampled" if request.sample_choice else "argmax")
-        if choice_mode not in CHOICE_MODES:
-            raise ValueError(f"choice mode {choice_mode!r} is not one of {', '.join(CHOICE_MODES)}")
-        result = cls(
-            choice_index=choice_index, options=list(options), coverage=float(coverage), mode=mode, reasoning=reasoning,
-            alternatives=list(alternatives), timings=timings, usage=usage, engine=engine, choice_mode=choice_mode,
-            uncertain=bool(uncertain), uncertain_why=list(uncertain_why), reasoning_precision=reasoning_precision,
+        return cls(
+            choice_index=choice_index, options=list(options), coverage=coverage, mode=mode, reasoning=reasoning,
+            alternatives=list(alternatives), timings=timings, usage=usage, engine=engine,
+            choice_mode=choice_mode or ("sampled" if request.sample_choice else "argmax"),
+            uncertain=uncertain, uncertain_why=list(uncertain_why), reasoning_precision=reasoning_precision,
             tool_call=tool_call, tool_probabilities=tool_probabilities,
         )
-        result.relabel()
-        return result
 
-    def relabel(self) -> None:
-        """Mark the choice uncertain wherever engine/labels.py says it is not settled (reasons kept, not repeated)."""
-        reasons = uncertain_reasons([o.shown for o in self.options], [o.low for o in self.options],
-                                    [o.high for o in self.options], self.coverage, self.mode)
-        self.uncertain_why += [r for r in reasons if r not in self.uncertain_why]
-        self.uncertain = self.uncertain or bool(self.uncertain_why)
-
-    def mark_reduced(self) -> None:
-        """The bars came from a reduced-precision compile: none is exact; each gets the stated allowance's range."""
+    def with_reduced_bars(self) -> DecisionResult:
+        """This result with bars from a reduced-precision compile: none is exact; each gets the stated allowance's range."""
         shown = [o.shown for o in self.options]
         low, high = reduced_ranges([math.log(p) if p > 0 else -math.inf for p in shown])
-        self.options = [replace(o, bar="reduced", low=float(lo), high=float(hi)) if o.bar == "exact" else o
-                        for o, lo, hi in zip(self.options, low, high)]
-        self.relabel()
+        return replace(self, options=[replace(o, bar="reduced", low=float(lo), high=float(hi)) if o.bar == "exact" else o
+                                      for o, lo, hi in zip(self.options, low, high)])
 
     @classmethod
     def from_dict(cls, body: dict, request: DecisionRequest) -> DecisionResult:

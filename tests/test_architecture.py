@@ -125,7 +125,7 @@ def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
     from decider.app.task_runner import Task
     from decider.engine.decide import DecisionRequest
     from decider.engine.settings import SamplingSettings
-    from test_gui_calibration import synthetic_result
+    from support.results import letters_result
     from decider.ui import ports
 
     assert isinstance(EngineWorker(), ports.EngineClient)
@@ -135,7 +135,8 @@ def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
     assert isinstance(info, ports.ModelInfo)
     store = HistoryStore(tmp_path / "history.sqlite3")
     assert isinstance(store, ports.History)
-    store.add(DecisionRequest("Q?", ("a", "b")), synthetic_result([-0.1, -2.0]), model="m", device="CPU", source="test")
+    request = DecisionRequest("Q?", ("a", "b"))
+    store.add(request, letters_result([-0.1, -2.0], request), model="m", device="CPU", source="test")
     assert isinstance(store.rows()[0], ports.HistoryRecord)
     assert isinstance(calibration(), ports.Calibration) and isinstance(model_tools(), ports.ModelTools)
     assert settings_rules().setting_range("temperature")[1] >= 1.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import os
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.results import letters_result
 from test_history import fake_result, request
 
 from decider.app.history import HistoryStore
@@ -77,10 +77,7 @@ def test_csv_export_neutralises_formulas(tmp_path):
     hostile = request()
     hostile = type(hostile)('=HYPERLINK("http://evil.example","x")', ("+1", "@SUM(A1)", "-2", "plain"),
                             system=hostile.system, think=False, sampling=hostile.sampling)
-    result = fake_result(np.log([0.1, 0.2, 0.3, 0.4]).tolist())
-    result = dataclasses.replace(
-        result, options=[dataclasses.replace(o, text=t) for o, t in zip(result.options, hostile.options)]
-    )
+    result = letters_result(np.log([0.1, 0.2, 0.3, 0.4]).tolist(), hostile)
     store.add(hostile, result, model="=m", device="\tCPU", source="\rapi")
     rows = list(csv.reader(io.StringIO(store.export_csv())))
     header, row = rows[0], rows[1]

@@ -1,5 +1,6 @@
 """engine/types.DecisionResult: one constructor (`build`, and `from_dict` through it) for every engine's result."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -26,10 +27,11 @@ def build(request=REQUEST, opts=None, choice=0, **fields):
 
 
 def test_no_engine_assembles_a_result_field_by_field():
-    # Production code (engine, app, ui) builds every result through DecisionResult.build / from_dict.
+    # Production code (engine, app, ui) builds every result through DecisionResult.build / from_dict, and so do
+    # the tests (tests/support/results.py); bench/ and tools/ take results from the engine.
     calls = {
         str(path.relative_to(ROOT)): len(re.findall(r"\bDecisionResult\(", path.read_text(encoding="utf-8")))
-        for package in ("engine", "app", "ui")
+        for package in ("engine", "app", "ui", "tests", "bench", "tools")
         for path in sorted((ROOT / package).rglob("*.py"))
         if path.name != "types.py"
     }
@@ -73,3 +75,31 @@ def test_a_servers_answer_for_other_options_is_not_read_as_this_requests():
     other = DecisionRequest(REQUEST.question, ("North", "South", "West"))
     with pytest.raises(ValueError, match="not the request's"):
         DecisionResult.from_dict(body, other)
+
+
+def test_a_result_stays_as_built_and_a_derived_one_is_checked_again():
+    result = build()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.choice_index = 1  # type: ignore[misc]
+    moved = dataclasses.replace(result, choice_index=2, history_id=7)
+    assert (moved.choice.text, moved.history_id) == ("East", 7) and (result.choice_index, result.history_id) == (0, None)
+    for change, message in (({"choice_index": 3}, "choice 3"), ({"mode": "guess"}, "mode 'guess'"),
+                            ({"choice_mode": "random"}, "choice mode 'random'")):
+        with pytest.raises(ValueError, match=message):
+            dataclasses.replace(result, **change)
+
+
+def test_a_derived_result_keeps_its_uncertainty_reasons_once_and_shares_no_list():
+    tied = build()  # three equal bars: a tie engine/labels.py names
+    assert tied.uncertain and tied.uncertain_why
+    again = dataclasses.replace(tied, history_id=1)
+    assert again.uncertain_why == tied.uncertain_why and again.uncertain_why is not tied.uncertain_why
+    assert again.options is not tied.options
+
+
+def test_reduced_bars_are_a_new_result_with_each_bar_ranged():
+    clear = build(opts=[OptionResult(label, text, lp, p) for label, text, lp, p
+                        in zip(LABELS, REQUEST.options, (-0.01, -6.0, -7.0), (0.996, 0.0025, 0.0015))], coverage=0.99)
+    reduced = clear.with_reduced_bars()
+    assert {o.bar for o in clear.options} == {"exact"} and {o.bar for o in reduced.options} == {"reduced"}
+    assert all(o.low is not None and o.high is not None and o.low <= o.shown <= o.high for o in reduced.options)

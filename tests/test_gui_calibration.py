@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -15,19 +14,8 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from decider.app.gui_ports import calibration  # noqa: E402
 from decider.app.preferences import GuiSettings  # noqa: E402
-from decider.engine.decide import LABELS, DecisionRequest, DecisionResult, OptionResult  # noqa: E402
-
-
-def synthetic_result(logprobs: list[float]) -> DecisionResult:
-    top = max(logprobs)
-    weights = [math.exp(v - top) for v in logprobs]
-    total = sum(weights)
-    options = [OptionResult(LABELS[i], f"option {i}", v, w / total) for i, (v, w) in enumerate(zip(logprobs, weights))]
-    return DecisionResult(
-        choice_index=max(range(len(logprobs)), key=logprobs.__getitem__), options=options,
-        coverage=sum(math.exp(v) for v in logprobs), mode="letters", reasoning=None, alternatives=[],
-        timings={"total_s": 0.01}, usage={"prompt_tokens": 10, "prefill_tokens": 10, "reused_tokens": 0, "completion_tokens": 1},
-    )
+from decider.engine.decide import DecisionRequest  # noqa: E402
+from support.results import letters_result  # noqa: E402
 
 
 def seed_history(store, model: str, count: int, think: bool = False, seed: int = 5) -> list[int]:
@@ -43,7 +31,7 @@ def seed_history(store, model: str, count: int, think: bool = False, seed: int =
         logprobs[chosen] = -0.05 - rng.random() * 0.2
         right = chosen if rng.random() < 0.6 else (chosen + 1) % n
         request = DecisionRequest(f"question {i}?", tuple(f"option {j}" for j in range(n)), think=think, sampling=GREEDY)
-        decision_id = store.add(request, synthetic_result(logprobs), model=model, device="CPU", source="test")
+        decision_id = store.add(request, letters_result(logprobs, request), model=model, device="CPU", source="test")
         store.label(decision_id, right)
         ids.append(decision_id)
     return ids
@@ -99,8 +87,9 @@ def test_history_view_labels_decisions_and_exports(qtbot, dirs, tmp_path):
 
     create_app()
     store = HistoryStore(tmp_path / "history.sqlite3")
-    ids = [store.add(DecisionRequest(f"q{i}?", ("Left", "Right", "Stay"), sampling=GREEDY),
-                     synthetic_result([-0.2, -2.0 - i, -3.0]), model="m", device="CPU", source="test") for i in range(3)]
+    requests = [DecisionRequest(f"q{i}?", ("Left", "Right", "Stay"), sampling=GREEDY) for i in range(3)]
+    ids = [store.add(request, letters_result([-0.2, -2.0 - i, -3.0], request), model="m", device="CPU", source="test")
+           for i, request in enumerate(requests)]
     view = HistoryView(lambda: store)
     qtbot.addWidget(view)
     view.refresh()

@@ -4,7 +4,6 @@ state and geometry, offscreen, on the real window and engine."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -16,10 +15,11 @@ from PySide6.QtCore import QMimeData, Qt, QTimer, QUrl  # noqa: E402
 from PySide6.QtGui import QColor, QImage  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog, QToolButton  # noqa: E402
 
-from decider.engine.decide import LABELS, DecisionResult, OptionResult  # noqa: E402
+from decider.engine.decide import DecisionResult  # noqa: E402
 from decider.engine.logprobs import Alternative  # noqa: E402
 
 from support.models import FIXTURES, model_dir  # noqa: E402
+from support.results import letters_result  # noqa: E402
 
 VL = str(model_dir("qwen35-vl"))
 
@@ -78,14 +78,7 @@ def test_the_image_caption_shows_its_whole_top_line_and_never_cuts_a_word(qtbot,
 
 
 def result_with_a_certain_choice() -> DecisionResult:
-    logprobs = [-1.2e-5, -11.5, -13.0]
-    weights = [math.exp(v) for v in logprobs]
-    options = [OptionResult(LABELS[i], f"option {i}", v, w / sum(weights)) for i, (v, w) in enumerate(zip(logprobs, weights))]
-    alternatives = [Alternative("A", 32, -1.2e-5), Alternative(" the", 279, -12.25)]
-    return DecisionResult(
-        choice_index=0, options=options, coverage=sum(weights), mode="letters", reasoning=None, alternatives=alternatives,
-        timings={"total_s": 0.01}, usage={"prompt_tokens": 10, "prefill_tokens": 10, "reused_tokens": 0, "completion_tokens": 1},
-    )
+    return letters_result([-1.2e-5, -11.5, -13.0], alternatives=[Alternative("A", 32, -1.2e-5), Alternative(" the", 279, -12.25)])
 
 
 def test_the_token_inspector_shades_whole_rows_and_shows_a_real_logprob(qtbot):

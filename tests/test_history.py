@@ -17,22 +17,18 @@ import pytest
 from decider.app.cli import main
 from decider.app.history import MIGRATIONS, SCHEMA_VERSION, HistoryStore
 from decider.engine.calibration import evaluate, fit_temperature, letter_bias
-from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult, Alternative
+from decider.engine.decide import DecisionRequest, DecisionResult, Alternative
 from decider.engine.errors import SettingsError
 from decider.engine.settings import SamplingSettings
+from support.results import letters_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def fake_result(logprobs, choice=None) -> DecisionResult:
-    lp = np.array(logprobs)
-    p = np.exp(lp) / np.exp(lp).sum()
-    options = [OptionResult("ABCDEFGHIJ"[i], f"opt{i}", float(lp[i]), float(p[i])) for i in range(len(lp))]
-    return DecisionResult(
-        choice_index=int(np.argmax(lp)) if choice is None else choice, options=options, coverage=float(np.exp(lp).sum()),
-        mode="letters", reasoning="because", alternatives=[Alternative("A", 7, -0.5)],
-        timings={"total_s": 0.25}, usage={"prompt_tokens": 10, "prefill_tokens": 10, "reused_tokens": 0, "completion_tokens": 1},
-    )
+    """A result for `request(len(logprobs))`, with reasoning and alternatives (every field the history keeps)."""
+    return letters_result(logprobs, request(len(logprobs)), choice=choice, reasoning="because",
+                          alternatives=[Alternative("A", 7, -0.5)])
 
 
 def request(n=3, think=False):

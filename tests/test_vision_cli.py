@@ -10,7 +10,8 @@ from decider.app.cli import main
 from decider.app.history import HistoryStore, default_store
 from decider.app.images import decode_data_url, image_digest, load_image_file
 from support.models import FIXTURES, REFERENCE, model_dir
-from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult
+from decider.engine.decide import DecisionRequest
+from support.results import letters_result
 from decider.engine.errors import SettingsError
 
 REF = json.loads((REFERENCE / "qwen35-vl-images.json").read_text())
@@ -66,8 +67,7 @@ def test_a_text_only_model_says_it_cannot_see(capsys):
 def test_history_keeps_a_hash_or_only_the_size_never_the_pixels(tmp_path):
     pixels = load_image_file(SCREEN)
     request = DecisionRequest("Q?", ("A", "B"), images=(pixels,))
-    option = OptionResult("A", "A", -0.7, 0.5)
-    result = DecisionResult(0, [option, OptionResult("B", "B", -0.7, 0.5)], 0.5, "letters", None, [], {}, {})
+    result = letters_result([-0.7, -0.7], request)
     for hashes, expected in ((True, {"width": 640, "height": 360, "sha256": image_digest(pixels)}), (False, {"width": 640, "height": 360})):
         store = HistoryStore(tmp_path / f"h{hashes}.sqlite3", image_hashes=hashes)
         row = store.get(store.add(request, result, model="m", device="CPU", source="test"))

@@ -10,7 +10,8 @@ from support.models import FIXTURES, model_dir
 from decider.app.history import HistoryStore
 from decider.app.images import image_digest, load_image_file
 from decider.app.preferences import GuiSettings
-from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult
+from decider.engine.decide import DecisionRequest
+from support.results import letters_result
 
 SCREEN = FIXTURES / "images" / "screen_640x360.png"
 VL = str(model_dir("qwen35-vl"))
@@ -18,9 +19,7 @@ VL = str(model_dir("qwen35-vl"))
 
 def record(store: HistoryStore, pixels: np.ndarray) -> dict:
     request = DecisionRequest("Q?", ("A", "B"), images=(pixels,))
-    result = DecisionResult(0, [OptionResult("A", "A", -0.7, 0.5), OptionResult("B", "B", -0.7, 0.5)], 0.5, "letters",
-                            None, [], {}, {})
-    return store.get(store.add(request, result, model="m", device="CPU", source="test")).settings["images"][0]
+    return store.get(store.add(request, letters_result([-0.7, -0.7], request), model="m", device="CPU", source="test")).settings["images"][0]
 
 
 def test_a_callable_switch_is_read_at_each_decision(tmp_path):

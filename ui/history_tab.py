@@ -132,7 +132,7 @@ class HistoryView(RefreshWhenShown, QWidget):
             self.table.setRowCount(0)
             return
         try:
-            self.rows = store.rows(limit=MAX_HISTORY_ROWS, newest_first=True)
+            self.rows = list(store.rows(limit=MAX_HISTORY_ROWS, newest_first=True))
         except Exception as exc:  # noqa: BLE001
             self._show(f"The decision history cannot be read: {exc}", error=True)
             return
