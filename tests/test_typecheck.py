@@ -68,6 +68,15 @@ def test_only_untyped_libraries_are_exempt():
     assert not config.get("ignore_errors") and not config.get("ignore_missing_imports")
 
 
+def test_unannotated_functions_are_checked_too():
+    """mypy skips the body of a function without annotations unless check_untyped_defs is on: then the
+    errors there are found (the option is read from pyproject.toml, and the checker is shown to honour it)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert config.get("check_untyped_defs") is True
+    done = mypy("-c", "def untyped():\n    return 'text' + 1\n")
+    assert done.returncode == 1 and 'Unsupported operand types for + ("str" and "int")' in done.stdout, done.stdout
+
+
 def test_the_ports_name_their_types():
     """ui/ports.py is the boundary between the widgets and the application: no value crosses it as Any."""
     import ast
