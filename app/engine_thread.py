@@ -15,41 +15,27 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 
+from decider.engine.devices import DeviceOptions
 from decider.engine.errors import Cancelled, DeciderError, SettingsError
-from decider.engine.info import EngineInfo
+from decider.engine.info import ModelInfo
+from decider.engine.types import DecisionRequest, DecisionResult
 
-if TYPE_CHECKING:  # the API stack loads only when the API is switched on
+if TYPE_CHECKING:  # the API stack loads only when the API is switched on; a server's engine when first used
+    from decider.engine.remote import RemoteConfig
+
     from .api.server import ApiServer
     from .api.state import ApiDecision
+    from .history import HistoryStore
     from .service import DecisionService
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the UI shows about the loaded model (no engine objects)."""
-
-    path: str
-    name: str  # folder name, or "demo model"
-    device: str
-    defaults: object  # engine.settings.SamplingSettings from the model's generation_config
-    is_demo: bool
-    load_seconds: float
-    engine: EngineInfo | None = None  # service.info: kind local/remote, logprobs exactness, …
-    model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
-    notices: tuple[str, ...] = ()  # what loading had to work around (e.g. AUTO fell back from the NPU)
-    sees_images: bool | None = None  # the model can take pictures; None: not known (a remote server)
-
-    @property
-    def remote(self) -> bool:
-        return self.engine is not None and self.engine.remote
 
 
 @dataclass(frozen=True)
@@ -64,28 +50,28 @@ class ApiConfig:
 
 class EngineWorker(QObject):
     # results
-    model_loaded = Signal(object)  # ModelInfo
+    model_loaded = Signal(ModelInfo)
     model_failed = Signal(str)
-    decided = Signal(object, object)  # DecisionRequest, DecisionResult
+    decided = Signal(DecisionRequest, DecisionResult)
     failed = Signal(str)
     cancelled = Signal()
     busy = Signal(bool)
     progress = Signal(int)  # reasoning tokens generated so far in the running decision
     api_state = Signal(bool, str)  # running?, message
-    api_decided = Signal(object, object)  # question text, DecisionResult (from the API server's thread)
+    api_decided = Signal(str, DecisionResult)  # question text, result (from the API server's thread)
 
     # requests (connected to the slots below; emitted from the UI thread, run in the worker thread)
-    request_load = Signal(str, object, bool)
-    request_remote = Signal(object)  # engine.remote.RemoteConfig
-    request_decide = Signal(object, int)
-    request_api = Signal(bool, object)  # enabled, ApiConfig
+    request_load = Signal(str, DeviceOptions, bool)
+    request_remote = Signal(object)  # engine.remote.RemoteConfig (object: engine.remote loads the tokenizer, imported when used)
+    request_decide = Signal(DecisionRequest, int)
+    request_api = Signal(bool, ApiConfig)
     request_shutdown = Signal()
 
-    def __init__(self, history_factory=None) -> None:
+    def __init__(self, history_factory: Callable[[], HistoryStore] | None = None) -> None:
         super().__init__()
         self.service: DecisionService | None = None  # EngineService or RemoteService once a model is loaded
         self._history_factory = history_factory  # () -> app.history.HistoryStore, or None: no history
-        self._history = None
+        self._history: HistoryStore | None = None
         self._api_server: ApiServer | None = None
         self._api_config: ApiConfig | None = None  # the API the user switched on: served on every local model
         self._lock = threading.Lock()
@@ -98,11 +84,11 @@ class EngineWorker(QObject):
         self.request_shutdown.connect(self._shutdown, Qt.ConnectionType.QueuedConnection)
 
     # ----- called from the UI thread (ui.ports.EngineClient): each queues its work to the engine thread -----
-    def load(self, path: str, options, is_demo: bool = False) -> None:
+    def load(self, path: str, options: DeviceOptions, is_demo: bool = False) -> None:
         """Load a local model folder (engine.devices.DeviceOptions) in place of the current engine."""
         self.request_load.emit(path, options, is_demo)
 
-    def use_remote(self, config) -> None:
+    def use_remote(self, config: RemoteConfig) -> None:
         """Decide on an OpenAI-compatible server (engine.remote.RemoteConfig) from now on."""
         self.request_remote.emit(config)
 
@@ -111,7 +97,7 @@ class EngineWorker(QObject):
         """Serve the local API on the loaded model and each local model loaded after it (or stop serving)."""
         self.request_api.emit(enabled, ApiConfig(host, port, api_key or None, tuple(allow_origins)))
 
-    def submit_decision(self, request) -> None:
+    def submit_decision(self, request: DecisionRequest) -> None:
         """Queue a decision. Nothing to keep: `cancel()` stops every decision submitted before it."""
         with self._lock:
             self._submitted += 1
@@ -128,8 +114,8 @@ class EngineWorker(QObject):
             return job <= self._cancel_upto
 
     # ----- slots (worker thread) -----
-    @Slot(str, object, bool)
-    def _load_model(self, path: str, options, is_demo: bool = False) -> None:
+    @Slot(str, DeviceOptions, bool)
+    def _load_model(self, path: str, options: DeviceOptions, is_demo: bool = False) -> None:
         self.busy.emit(True)
         try:
             from decider.engine.model_folder import inspect_folder
@@ -168,7 +154,7 @@ class EngineWorker(QObject):
             self.busy.emit(False)
 
     @Slot(object)
-    def _use_remote(self, config) -> None:
+    def _use_remote(self, config: RemoteConfig) -> None:
         """Decide on an OpenAI-compatible server from now on (RemoteService); the server is asked for its
         models first, so an unreachable URL or a wrong key is reported now, not at the first decision."""
         self.busy.emit(True)
@@ -197,11 +183,11 @@ class EngineWorker(QObject):
             self.model_failed.emit(str(exc))
         except Exception as exc:
             log.error("remote engine failed:\n%s", traceback.format_exc())
-            self.model_failed.emit(f"could not use {getattr(config, 'base_url', config)}: {type(exc).__name__}: {exc}")
+            self.model_failed.emit(f"could not use {config.base_url}: {type(exc).__name__}: {exc}")
         finally:
             self.busy.emit(False)
 
-    def _history_store(self):
+    def _history_store(self) -> HistoryStore | None:
         if self._history is None and self._history_factory is not None:
             try:
                 self._history = self._history_factory()
@@ -210,8 +196,8 @@ class EngineWorker(QObject):
                 self._history_factory = None
         return self._history
 
-    @Slot(object, int)
-    def _decide_job(self, request, job: int) -> None:
+    @Slot(DecisionRequest, int)
+    def _decide_job(self, request: DecisionRequest, job: int) -> None:
         if self._is_cancelled(job):
             self.cancelled.emit()
             return
@@ -247,7 +233,7 @@ class EngineWorker(QObject):
             self.busy.emit(False)
 
     # ----- the local API server on the loaded model -----
-    @Slot(bool, object)
+    @Slot(bool, ApiConfig)
     def _set_api(self, enabled: bool, config: ApiConfig) -> None:
         self._api_config = config if enabled else None
         if not enabled:
@@ -280,7 +266,7 @@ class EngineWorker(QObject):
                                on_decision=self._on_api_decision)
             server.start()
             self._api_server = server
-            url = getattr(server, "url", None) or f"http://{host}:{port}/v1"
+            url = server.url or f"http://{host}:{port}/v1"
             self.api_state.emit(True, f"serving {self.service.model_name} on {url}")
         except DeciderError as exc:
             self.api_state.emit(False, str(exc))
@@ -312,7 +298,7 @@ class EngineWorker(QObject):
 class EngineThread:
     """The worker and its QThread, started together; `close()` cancels, stops and joins."""
 
-    def __init__(self, history_factory=None) -> None:
+    def __init__(self, history_factory: Callable[[], HistoryStore] | None = None) -> None:
         self.thread = QThread()
         self.thread.setObjectName("decider-engine")
         self.worker = EngineWorker(history_factory)

@@ -1,4 +1,5 @@
-"""What computed a result: the engine's kind, model, device, execution path and how exact its logprobs are.
+"""What computed a result: the engine's kind, model, device, execution path and how exact its logprobs are;
+and what a front end shows about the model it loaded (ModelInfo).
 
 One frozen value replaces the free dict front ends used to read with `.get(...)` and `startswith`: the
 UI asks `info.exact` or `info.remote`, and `to_dict()` gives the JSON object the API and `--json` have
@@ -8,7 +9,10 @@ always printed (same keys, same wording), so clients see no change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .settings import SamplingSettings
 
 EngineKind = Literal["local", "remote"]
 # exact: full-vocabulary float64 logprobs from f32 logits; reduced: full vocabulary, lower-precision
@@ -127,3 +131,23 @@ class EngineInfo:
             return f"{self.model or 'a model'} on {self.server or 'a server'} at {self.url} · {self.logprobs_text}"
         device = f"{self.device} (emulated: {self.emulated})" if self.emulated else self.device
         return f"{self.model} on {device} · {self.execution_path} path · {self.logprobs_text} logprobs"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a front end shows about the loaded model or server (the engine thread builds it; the window reads it)."""
+
+    path: str  # the model folder, or the server's base URL
+    name: str  # folder name, or "demo model"
+    device: str
+    defaults: SamplingSettings  # the model's generation_config (a server: the plain defaults)
+    is_demo: bool
+    load_seconds: float
+    engine: EngineInfo | None = None  # service.info: kind local/remote, logprobs exactness, …
+    model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
+    notices: tuple[str, ...] = ()  # what loading had to work around (e.g. AUTO fell back from the NPU)
+    sees_images: bool | None = None  # the model can take pictures; None: not known (a remote server)
+
+    @property
+    def remote(self) -> bool:
+        return self.engine is not None and self.engine.remote

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import time
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from decider.engine.types import DecisionRequest
+from decider.engine.info import ModelInfo
+from decider.engine.types import DecisionRequest, DecisionResult
 
-from .ports import EngineClient, ModelInfo, Settings
+from .ports import EngineClient, Settings
+
+if TYPE_CHECKING:  # the widgets never load the engine's devices or a server's engine at run time
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.remote import RemoteConfig
 
 
 class DecisionState(str, Enum):
@@ -54,17 +59,17 @@ def build_request(question: str, options: list[str] | tuple[str, ...], settings:
 
 class DecisionController(QObject):
     state_changed = Signal(str)  # DecisionState value
-    started = Signal(object, str)  # DecisionRequest, source
-    decided = Signal(object, object, str)  # DecisionRequest, DecisionResult, source
+    started = Signal(DecisionRequest, str)  # the request, source
+    decided = Signal(DecisionRequest, DecisionResult, str)  # the request, its result, source
     failed = Signal(str, str)  # message, source
     cancelled = Signal(str)  # source
     progress = Signal(int)  # reasoning tokens of the running decision
     model_loading = Signal(str)  # what is being loaded (folder or server URL)
-    model_ready = Signal(object)  # ModelInfo
+    model_ready = Signal(ModelInfo)
     model_failed = Signal(str, str)  # message, the folder or URL that failed
     busy = Signal(bool)
     api_state = Signal(bool, str)
-    api_decided = Signal(object, object)  # question, DecisionResult
+    api_decided = Signal(str, DecisionResult)  # the question, its result
 
     def __init__(self, engine: EngineClient, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -73,7 +78,7 @@ class DecisionController(QObject):
         self.model_info: ModelInfo | None = None
         self.loading: str | None = None  # folder or URL being loaded
         self.last_request: DecisionRequest | None = None
-        self.last_result: Any = None
+        self.last_result: DecisionResult | None = None
         self.source = "window"  # where the running (or last) decision came from
         self.submitted_at = 0.0
         engine.model_loaded.connect(self._on_model_loaded)
@@ -103,7 +108,7 @@ class DecisionController(QObject):
         info = self.model_info
         if info is None:
             return None
-        return getattr(info, "model_key", "") or info.name
+        return info.model_key or info.name
 
     def _set_state(self, state: DecisionState) -> None:
         if state is not self.state:
@@ -111,7 +116,7 @@ class DecisionController(QObject):
             self.state_changed.emit(state.value)
 
     # ------------------------------------------------------------ model
-    def load_model(self, path: str, options: Any, is_demo: bool = False) -> None:
+    def load_model(self, path: str, options: DeviceOptions, is_demo: bool = False) -> None:
         """Load a local folder in the engine thread; a running decision is cancelled first."""
         if self.deciding:
             self.engine.cancel()
@@ -119,7 +124,7 @@ class DecisionController(QObject):
         self.model_loading.emit(path)
         self.engine.load(path, options, is_demo)
 
-    def connect_remote(self, config: Any) -> None:
+    def connect_remote(self, config: RemoteConfig) -> None:
         """Decide on an OpenAI-compatible server from now on (the engine thread checks it first)."""
         if self.deciding:
             self.engine.cancel()
@@ -179,7 +184,7 @@ class DecisionController(QObject):
         if self.deciding:
             self.progress.emit(tokens)
 
-    def _on_decided(self, request: DecisionRequest, result: Any) -> None:
+    def _on_decided(self, request: DecisionRequest, result: DecisionResult) -> None:
         self.last_request, self.last_result = request, result
         self._set_state(DecisionState.IDLE)
         self.decided.emit(request, result, self.source)

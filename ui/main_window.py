@@ -22,8 +22,9 @@ from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from decider.engine.types import DecisionRequest
+from decider.engine.types import DecisionRequest, DecisionResult
 from decider.engine.errors import SettingsError
+from decider.engine.info import ModelInfo
 
 from .calibration_tab import CalibrationView
 from .history_tab import HistoryView
@@ -49,8 +50,8 @@ FAILED_PREFIX = "Decision failed: "
 
 class MainWindow(QMainWindow):
     hotkey_triggered = Signal()  # the clipboard trigger: global hotkey, in-app shortcut, or a test
-    decision_shown = Signal(object)  # DecisionResult, after the window has rendered it
-    model_ready = Signal(object)  # ModelInfo
+    decision_shown = Signal(DecisionResult)  # after the window has rendered it
+    model_ready = Signal(ModelInfo)
     model_error = Signal(str)
     decision_failed = Signal(str)
     # parts made in _build, declared for the type checker (it reads __init__'s lambdas before _build)
@@ -218,7 +219,7 @@ class MainWindow(QMainWindow):
         return self.controller.last_request
 
     @property
-    def last_result(self):
+    def last_result(self) -> DecisionResult | None:
         return self.controller.last_result
 
     # ------------------------------------------------------------ deciding
@@ -308,12 +309,12 @@ class MainWindow(QMainWindow):
         state = f"T = {temperature:.3f} applied" if temperature is not None else "calibration off"
         self.show_message(f"{model} ({'think' if think else 'no think'}): {state}", 5000)
 
-    def _on_decided(self, request, result, source: str) -> None:
+    def _on_decided(self, request: DecisionRequest, result: DecisionResult, source: str) -> None:
         if self.status.current_message().startswith(FAILED_PREFIX):
             self.show_message("")  # an earlier failure is not this decision's news
         self.result_view.show_result(result, self.temperature_for(request))
         self.inspector.set_result(result, request)
-        engine = getattr(result, "engine", None)
+        engine = result.engine
         if engine:
             short, long = engine_summary(engine)
             self.status_engine.setText(short)

@@ -4,7 +4,7 @@
 passes each widget the part it uses. The types are structural (Protocols): the application objects
 satisfy them without knowing this module, and a test can hand a widget a stand-in.
 
-Values that cross the boundary are engine types (DecisionRequest, DecisionResult, EngineInfo,
+Values that cross the boundary are engine types (DecisionRequest, DecisionResult, EngineInfo, ModelInfo,
 SamplingSettings, DeviceOptions, RemoteConfig, CalibrationReport) or plain data; `ui/` may import
 `engine/` (never the runner: no OpenVINO in the widgets).
 """
@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from PySide6.QtCore import SignalInstance
-
-from decider.engine.info import EngineInfo
 
 if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of these modules through this one
     from decider.engine.calibration import CalibrationReport
@@ -109,7 +107,7 @@ class EngineClient(Protocol):
     """The engine thread's face toward the window. Requests return at once (the work is queued to the
     engine thread); results come back as signals, delivered queued on the UI thread."""
 
-    model_loaded: SignalInstance  # (ModelInfo)
+    model_loaded: SignalInstance  # (engine.info.ModelInfo)
     model_failed: SignalInstance  # (message)
     decided: SignalInstance  # (DecisionRequest, DecisionResult)
     failed: SignalInstance  # (message)
@@ -125,35 +123,6 @@ class EngineClient(Protocol):
                   allow_origins: tuple[str, ...] = ()) -> None: ...
     def submit_decision(self, request: DecisionRequest) -> None: ...  # cancel() stops all submitted so far
     def cancel(self) -> None: ...
-
-
-@runtime_checkable
-class ModelInfo(Protocol):
-    """What the window shows about the loaded model (app.engine_thread.ModelInfo)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def device(self) -> str: ...
-    @property
-    def defaults(self) -> SamplingSettings: ...
-    @property
-    def is_demo(self) -> bool: ...
-    @property
-    def load_seconds(self) -> float: ...
-    @property
-    def engine(self) -> EngineInfo | None: ...  # kind, device, logprob exactness, constraint (ui.result_view.engine_summary)
-    @property
-    def model_key(self) -> str: ...
-    @property
-    def notices(self) -> tuple[str, ...]: ...  # what loading had to work around, shown in the status bar (e.g. a device fallback)
-    @property
-    def sees_images(self) -> bool | None: ...  # the model can take pictures (None: not known, e.g. a remote server)
-
-    @property
-    def remote(self) -> bool: ...
 
 
 @runtime_checkable

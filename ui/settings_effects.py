@@ -20,8 +20,10 @@ from contextlib import contextmanager
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from decider.engine.info import ModelInfo
+
 from .decision_controller import DecisionController
-from .ports import ModelInfo, Settings
+from .ports import Settings
 
 RELOAD_FIELDS = ("device", "vision_device", "exact")
 REMOTE_FIELDS = ("remote_url", "remote_api_key", "remote_model", "remote_timeout", "remote_constraint")

@@ -12,6 +12,7 @@ from PySide6.QtCore import QPoint
 from PySide6.QtGui import QGuiApplication, QKeySequence
 
 from decider.engine.errors import SettingsError
+from decider.engine.types import DecisionResult
 
 from .clipboard import parse_situation
 
@@ -49,7 +50,7 @@ class WindowCompanion:
         if w.image_slot.pixels():
             # the slot's picture (say, an earlier capture) goes with the text only where it can, and never unsaid
             info = w.model_info
-            if getattr(info, "sees_images", None) is False:
+            if info is not None and info.sees_images is False:
                 w.image_slot.clear()
                 w.image_slot.show_note(f"Picture removed:\n{info.name} cannot see images.")
                 w.show_message(f"Clipboard decision on the text alone: {info.name} cannot see the picture, removed", 8000)
@@ -59,13 +60,13 @@ class WindowCompanion:
                 return w.decide("hotkey_image")
         return w.decide("hotkey")
 
-    def show_api_decision(self, question: str, result) -> None:
+    def show_api_decision(self, question: str, result: DecisionResult) -> None:
         w = self.window
         w.history_view.mark_dirty()
         w.calibration_view.mark_dirty()
         self.set_overlay_visible(True)
         w.overlay.show_result(question, result, SOURCE_TEXT["api"])
-        w.show_message(f"API decision: {result.options[result.choice_index].text}", 6000)
+        w.show_message(f"API decision: {result.choice.text}", 6000)
 
     # ------------------------------------------------------------ overlay and hotkey
     def place_overlay(self) -> None:

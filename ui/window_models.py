@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decider.engine.errors import SettingsError
+from decider.engine.info import ModelInfo
 
 from .model_picker import ModelPickerDialog
-from .ports import ModelInfo, TaskHandle
+from .ports import TaskHandle
 from .result_view import engine_summary
 from .window_parts import connection_message
 
