@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPainterPath
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
@@ -9,6 +11,9 @@ from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 from decider.engine.labels import uncertain_text
 
 from .theme import color
+
+if TYPE_CHECKING:
+    from decider.engine.types import DecisionResult, OptionResult
 
 
 def percent_text(probability: float) -> str:
@@ -26,20 +31,20 @@ def bound_text(probability: float, bound: str | None) -> str:
     return f"< {percent_text(probability)}" if bound == "upper" else percent_text(probability)
 
 
-def shown_probability(option) -> float:
+def shown_probability(option: OptionResult) -> float:
     """The value a bar shows: the order-debiased probability when permute ran, else the renormalised one."""
     return option.debiased_probability if option.debiased_probability is not None else option.probability
 
 
-def choice_note(result) -> str:
+def choice_note(result: DecisionResult) -> str:
     """What the big letter is when it is not simply the longest bar: drawn (sample-choice mode) or uncertain
     (a server's bounds overlap); empty otherwise."""
     notes = []
-    if getattr(result, "choice_mode", "argmax") == "sampled":
+    if result.drawn:
         likely = result.options[result.most_likely_index]
         notes.append(f"Drawn at the sampling settings (sample-choice mode) · most likely: {likely.label}. {likely.text} "
-                     f"({bound_text(shown_probability(likely), getattr(likely, 'bound', None))})")
-    if getattr(result, "uncertain", False):  # near-tie, tiny coverage, overlapping bounds: the result says which
+                     f"({bound_text(shown_probability(likely), likely.bound)})")
+    if result.uncertain:  # near-tie, tiny coverage, overlapping bounds: the result says which
         text = uncertain_text(result)
         notes.append(text[:1].upper() + text[1:])
     return "\n".join(notes)
@@ -201,7 +206,7 @@ class BarsView(QWidget):
             bar.deleteLater()
         self.bars = []
 
-    def set_result(self, result, calibrated: list[float] | None = None) -> None:
+    def set_result(self, result: DecisionResult, calibrated: list[float] | None = None) -> None:
         """One bar per option; `calibrated` (one value per option, at the applied temperature) adds a note."""
         self.clear()
         for index, option in enumerate(result.options):
@@ -209,7 +214,7 @@ class BarsView(QWidget):
             bar = ConfidenceBar(
                 option.label, option.text, shown_probability(option), chosen=index == result.choice_index,
                 raw=option.probability if debiased else None, logprob=option.logprob, compact=self.compact,
-                bound=getattr(option, "bound", None), calibrated=None if calibrated is None else calibrated[index],
+                bound=option.bound, calibrated=None if calibrated is None else calibrated[index],
                 parent=self,
             )
             self._layout.addWidget(bar)

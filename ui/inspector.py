@@ -10,6 +10,7 @@ Cells are tinted by probability.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush
@@ -29,6 +30,9 @@ from decider.engine.labels import usage_text
 
 from .bars import percent_text
 from .theme import heat
+
+if TYPE_CHECKING:
+    from decider.engine.types import DecisionRequest, DecisionResult
 
 
 def token_display(token: str) -> str:
@@ -171,7 +175,7 @@ class TokenInspector(QScrollArea):
         for widget in self._sections + self._reasoning_widgets:
             widget.hide()
 
-    def set_result(self, result, request=None) -> None:
+    def set_result(self, result: DecisionResult, request: DecisionRequest | None = None) -> None:
         self.empty.hide()
         for widget in self._sections:
             widget.show()
@@ -192,7 +196,7 @@ class TokenInspector(QScrollArea):
             item = _item(f"{option.label}   {option.text}{mark}", option.probability)
             item.setToolTip(f"{option.label}. {option.text}")
             table.setItem(row, 0, item)
-            upper = getattr(option, "bound", None) == "upper"
+            upper = option.bound == "upper"
             mark = "≤ " if upper else ""  # a remote server did not list it: the list's lowest logprob bounds it
             # every cell of a row carries its shade: a gap reads as a missing value
             table.setItem(row, 1, _item(f"{mark}{logprob_text(option.logprob)}", option.probability, Qt.AlignmentFlag.AlignRight))
@@ -210,7 +214,7 @@ class TokenInspector(QScrollArea):
         hidden = len(result.alternatives) - len(alts)
         self.alts_note.setText(
             (f"The {len(result.alternatives)} most likely next tokens the server listed (its top-20)"
-             if getattr(getattr(result, "engine", None), "remote", False)
+             if result.engine is not None and result.engine.remote
              else f"The {len(result.alternatives)} most likely next tokens over the whole vocabulary")
             + (f", minus {hidden} option letter{'s' if hidden != 1 else ''}" if hidden else "")
             + ". High mass here means the model wanted to say something other than a letter."
@@ -245,4 +249,4 @@ class TokenInspector(QScrollArea):
                 f"About {count} tokens of reasoning (including the forced end of the think block). "
                 "Per-token logprobs are not recorded for decisions; only the answer position is."
             )
-            self.reasoning.setPlainText(result.reasoning)
+            self.reasoning.setPlainText(result.reasoning or "")

@@ -7,7 +7,7 @@ Click-through makes it ignore the mouse entirely (then it cannot be dragged: tur
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPainterPath, QPen
@@ -15,6 +15,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVB
 
 from .bars import BarsView, bound_text, choice_note, shown_probability
 from .theme import color
+
+if TYPE_CHECKING:
+    from decider.engine.types import DecisionResult
 
 OVERLAY_WIDTH = 360
 
@@ -33,7 +36,7 @@ class CompanionOverlay(QWidget):
         self._opacity = opacity
         self._drag_offset: QPoint | None = None
         self.click_through = False
-        self.shown: tuple[str, Any, str] | None = None  # (question, result, source) of the decision on display
+        self.shown: tuple[str, DecisionResult, str] | None = None  # (question, result, source) of the decision on display
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 10, 14, 12)
@@ -145,30 +148,30 @@ class CompanionOverlay(QWidget):
         self.hint.show()
         self.adjustSize()
 
-    def show_result(self, question: str, result, source: str = "", calibrated: list[float] | None = None) -> None:
+    def show_result(self, question: str, result: DecisionResult, source: str = "", calibrated: list[float] | None = None) -> None:
         """`calibrated`: one value per option at the temperature applied in the Calibration tab (shown beside
         the raw percentage, as in the window). A decision between functions shows the chosen call under the bars."""
         self.shown = (question, result, source)
         self.source.setText(source)
         self._set_text(self.question, question)
-        chosen = result.options[result.choice_index]
-        bound = getattr(chosen, "bound", None)
+        chosen = result.choice
+        bound = chosen.bound
         percent = bound_text(shown_probability(chosen), bound)
         if calibrated is not None:
             percent += f" · {bound_text(calibrated[result.choice_index], bound)} cal."
         self.choice_percent.setText(percent)
         self.choice_percent.setToolTip("raw · calibrated (the temperature applied in the Calibration tab)" if calibrated else "")
-        drawn = getattr(result, "choice_mode", "argmax") == "sampled"
+        drawn = result.drawn
         self._set_text(self.choice, f"{chosen.label}. {chosen.text}" + (" (drawn)" if drawn else ""))
         self.bars.set_result(result, calibrated)
         self.bars.show()
         note = choice_note(result)
         if chosen.debiased_probability is not None:
             note = "\n".join(filter(None, [note, "Bars averaged over every option order (debiased)"]))
-        call = getattr(result, "tool_call", None)
+        call = result.tool_call
         if call is not None:
             note = "\n".join(filter(None, [f"Call: {call.name}({call.arguments})", note]))
-        engine = getattr(result, "engine", None)
+        engine = result.engine
         if engine is not None and not engine.remote and not engine.exact:
             # the bars' arithmetic is named wherever it is not exact f32 (a fast compile, a real NPU's f16)
             note = "\n".join(filter(None, [note, f"Reduced precision: {engine.precision or engine.reduced_by}"]))

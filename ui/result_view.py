@@ -33,6 +33,7 @@ from .theme import set_role
 
 if TYPE_CHECKING:
     from decider.engine.info import EngineInfo
+    from decider.engine.types import DecisionResult
 
 
 def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:
@@ -80,7 +81,7 @@ class ResultView(QStackedWidget):
         """`calibrate(option logprobs, T)`: the calibrated confidences shown beside the raw ones."""
         super().__init__(parent)
         self._calibrate = calibrate
-        self.result = None
+        self.result: DecisionResult | None = None
         self.temperature: float | None = None
         self.calibrated: list[float] | None = None
         self._think_budget = 0
@@ -292,23 +293,23 @@ class ResultView(QStackedWidget):
         self.result = None
         self._only(self.error_box, self.placeholder)
 
-    def show_result(self, result, temperature: float | None = None) -> None:
+    def show_result(self, result: DecisionResult, temperature: float | None = None) -> None:
         """Show a result; with `temperature` (the one applied for this model and think mode) every raw
         percentage gets its calibrated value beside it, labelled "calibrated"."""
         self.result = result
         self.temperature = temperature
-        chosen = result.options[result.choice_index]
+        chosen = result.choice
         self.choice_badge.setText(chosen.label)
         self.choice_text.setText(chosen.text)
         shown = shown_probability(chosen)
         debiased = chosen.debiased_probability is not None
         how = "averaged over every option order" if debiased else "renormalised over the options"
-        bound = getattr(chosen, "bound", None)
+        bound = chosen.bound
         self.choice_percent.setText(bound_text(shown, bound))
-        drawn = getattr(result, "choice_mode", "argmax") == "sampled"
+        drawn = result.drawn
         verb = "Drawn" if drawn else "Chosen"
         meta = f"{verb} with {bound_text(shown, bound)} confidence · {how} · {result.mode} mode"
-        call = getattr(result, "tool_call", None)
+        call = result.tool_call
         if call is not None:  # functions as options: the chosen function's call, its arguments under its schema
             meta += f"\nCall: {call.name}({call.arguments})"
         self.calibrated = self._calibrated(result, temperature)
@@ -324,7 +325,7 @@ class ResultView(QStackedWidget):
         note = choice_note(result)
         self.choice_meta.setText(meta + (f"\n{note}" if note else ""))
         self.bars.set_result(result, self.calibrated)
-        bounded = [o for o in result.options if getattr(o, "bound", None) == "upper"]
+        bounded = [o for o in result.options if o.bound == "upper"]
         if bounded:
             names = ", ".join(o.label for o in bounded)
             one = len(bounded) == 1
@@ -335,9 +336,9 @@ class ResultView(QStackedWidget):
             )
         else:
             self.bound_note.setText("")
-        estimates = [o.label for o in result.options if getattr(o, "bar", "exact") == "estimate"]
+        estimates = [o.label for o in result.options if o.bar == "estimate"]
         if estimates:  # the server's numbers that Decider could not confirm: said under the bars, never hidden
-            notes = getattr(getattr(result, "engine", None), "notes", None)
+            notes = result.engine.notes if result.engine is not None else None
             self.bound_note.setText(" ".join(filter(None, [
                 self.bound_note.text(),
                 f"{', '.join(estimates)}: {'an estimate' if len(estimates) == 1 else 'estimates'}, not exact values"
@@ -350,7 +351,7 @@ class ResultView(QStackedWidget):
             f"{' or calls' if result.mode == 'tools' else ''}. The bars renormalise over it"
             + (": almost nothing, so they say little." if tiny else ".")
         )
-        self.engine_note.setText(engine_summary(getattr(result, "engine", None))[1])
+        self.engine_note.setText(engine_summary(result.engine)[1])
         visible = [self.choice_row, self.choice_meta, self.bars_title, self.bars, self.coverage]
         visible += [w for w in (self.bound_note, self.engine_note) if w.text()]
         if result.reasoning:

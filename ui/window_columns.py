@@ -75,7 +75,7 @@ class WindowColumns(QObject):
         return False
 
     def _settings_minimum(self) -> int:
-        body = getattr(self.settings, "widget", lambda: None)()
+        body = self.settings.widget() if isinstance(self.settings, QScrollArea) else None  # the settings panel scrolls its form
         content = body.minimumSizeHint().width() if body is not None else self.settings.minimumSizeHint().width()
         return content + 12  # its vertical scroll bar
 

@@ -154,12 +154,12 @@ class WindowModels:
             w.inspector.clear()
             w.result_view.show_ready()
             self.clear_decision_status()
-        if w.image_slot.pixels() and getattr(info, "sees_images", None) is False:
+        if w.image_slot.pixels() and info.sees_images is False:
             w.image_slot.clear()
             w.image_slot.show_note(f"Picture removed:\n{info.name} cannot see images.")
-        remote = getattr(info, "remote", False)
-        notices = tuple(getattr(info, "notices", ()))
-        short, long = engine_summary(getattr(info, "engine", None))
+        remote = info.remote
+        notices = info.notices
+        short, long = engine_summary(info.engine)
         w.status_model.setText(info.name)
         w.status_engine.setText(short)
         w.status_engine.setToolTip(long)
@@ -204,7 +204,7 @@ class WindowModels:
             w.result_view.show_no_model(message)
         else:
             info = w.model_info
-            w.model_button.setText(f"●  {info.name}   ·   {'remote' if getattr(info, 'remote', False) else info.device}")
+            w.model_button.setText(f"●  {info.name}   ·   {'remote' if info.remote else info.device}")
             what = "use the remote server" if w.settings.engine == "remote" else "load the model"
             w.result_view.show_error(f"Could not {what}: {message}")
             w.tabs.setCurrentWidget(w.result_view)
