@@ -22,11 +22,15 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from decider.engine.errors import SettingsError
 from decider.engine.files import NotARegularFile, read_regular
+
+if TYPE_CHECKING:  # the runner (openvino) for the annotation only
+    from decider.engine.runner_base import RunnerBase
 
 MAX_PIXELS = 8192 * 8192  # the declared pixels of ONE request's images together (checked before decoding)
 MAX_IMAGES = 8  # images in one request, over all its messages
@@ -79,9 +83,9 @@ class ImageBudget:
         self.pixels_left -= width * height
 
 
-def budget_for(runner, model_name: str) -> ImageBudget:
+def budget_for(runner: RunnerBase, model_name: str) -> ImageBudget:
     """A model's limits for one request's images (none at all when it cannot see)."""
-    vision = getattr(runner, "vision", None)
+    vision = runner.vision
     if vision is None:
         return ImageBudget(refusal=f"{model_name} cannot see images")
     return ImageBudget(target_pixels=vision.processor.max_pixels)

@@ -35,12 +35,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .precision import isa_summary
 from .prompt_entry import BadEntry, CachedPrefix, StateLayout, checksum, read_entry
+
+if TYPE_CHECKING:
+    from .runner_base import RunnerBase
 
 __all__ = ["CachedPrefix", "PromptCache", "runner_identity"]
 
@@ -52,7 +55,7 @@ STALE_TEMPORARY_SECONDS = 3600  # a write takes seconds: a temporary file an hou
 log = logging.getLogger("decider.prompt_cache")
 
 
-def runner_identity(runner: Any) -> str:
+def runner_identity(runner: RunnerBase) -> str:
     """Everything besides the token ids that decides what state a prefill leaves: a stable JSON string."""
     import openvino as ov
 
@@ -64,7 +67,7 @@ def runner_identity(runner: Any) -> str:
     options = {k: str(v) for k, v in asdict(runner.options).items() if k != "cache_dir"}
     # The arithmetic the compiled model really runs (read back) and the CPU's ISA: the same options compile to
     # other kernels on another CPU, and a state from one must not seed the other.
-    precision = getattr(getattr(runner, "precision", None), "label", None)
+    precision = runner.precision.label
     return json.dumps({
         "folder": str(folder.resolve()), "files": files, "device": runner.device,
         "execution_path": runner.execution_path, "options": options, "openvino": ov.get_version(),

@@ -124,7 +124,7 @@ def from_validation(exc: ValidationError) -> ApiError:
 def from_engine(exc: SettingsError | ContextLimitError) -> ApiError:
     if isinstance(exc, ContextLimitError):
         return ApiError("context_length_exceeded", str(exc))
-    return ApiError("invalid_value", str(exc), param=getattr(exc, "field", None))
+    return ApiError("invalid_value", str(exc), param=exc.field)
 
 
 def dumps(payload: object) -> bytes:
