@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 import numpy as np
 
-from decider.engine.calibration import CalibrationReport, evaluate, fit_temperature, letter_bias, probabilities
+from decider.engine.calibration import CalibrationReport, TemperatureFit, evaluate, fit_temperature, letter_bias, probabilities
 from decider.engine.errors import SettingsError
 
 from .config import config_dir
@@ -26,15 +25,6 @@ class CalibrationEntry(TypedDict):
     report: CalibrationReport
     bias: list[dict]
     fit: NotRequired[TemperatureFit]  # with --fit
-
-
-@dataclass(frozen=True)
-class TemperatureFit:
-    temperature: float
-    fitted_on: int
-    held_out: int
-    before: CalibrationReport  # on the held-out rows, raw
-    after: CalibrationReport  # on the held-out rows, at the fitted temperature
 
 
 def labelled(store: HistoryStore, model: str | None, think: bool | None) -> list[HistoryRow]:

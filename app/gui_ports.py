@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from decider.engine.calibration import CalibrationReport
+from decider.engine.calibration import CalibrationReport, TemperatureFit
 from decider.ui.ports import AppPorts, Calibration, EngineClient, History, HistoryRecord, ModelTools, SettingsRules
 
 from . import calibration_history, convert, model_jobs, models, preferences, pull
@@ -31,7 +31,7 @@ def _report(rows: Sequence[HistoryRecord], bins: int, temperature: float) -> Cal
     return calibration_history.report(_history_rows(rows), bins, temperature)
 
 
-def _fit(rows: Sequence[HistoryRecord], bins: int) -> calibration_history.TemperatureFit:
+def _fit(rows: Sequence[HistoryRecord], bins: int) -> TemperatureFit:
     return calibration_history.fit(_history_rows(rows), bins)
 
 

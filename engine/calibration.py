@@ -49,6 +49,17 @@ class CalibrationReport:
     bins: tuple[ReliabilityBin, ...]
 
 
+@dataclass(frozen=True)
+class TemperatureFit:
+    """A temperature fitted on labelled decisions, checked on held-out ones."""
+
+    temperature: float
+    fitted_on: int
+    held_out: int
+    before: CalibrationReport  # on the held-out rows, raw
+    after: CalibrationReport  # on the held-out rows, at the fitted temperature
+
+
 def reliability_bins(confidence: np.ndarray, correct: np.ndarray, bins: int) -> tuple[ReliabilityBin, ...]:
     edges = np.linspace(0.0, 1.0, bins + 1)
     # right-closed bins, except the first which also takes 0: a confidence of exactly 1 is in the last.

@@ -31,13 +31,13 @@ from PySide6.QtWidgets import (
 
 from decider.engine.errors import SettingsError
 
-from .ports import Calibration, History, HistoryRecord, TemperatureFit
+from .ports import Calibration, History, HistoryRecord
 from .reliability_chart import ReliabilityChart
 from .tab_parts import RefreshWhenShown, caption_label, cell, note_label, read_only_table
 from .theme import color, set_role
 
 if TYPE_CHECKING:
-    from decider.engine.calibration import CalibrationReport
+    from decider.engine.calibration import CalibrationReport, TemperatureFit
 
 THINK_MODES = (("no think", False), ("think", True))
 

@@ -5,7 +5,7 @@ passes each widget the part it uses. The types are structural (Protocols): the a
 satisfy them without knowing this module, and a test can hand a widget a stand-in.
 
 Values that cross the boundary are engine types (DecisionRequest, DecisionResult, EngineInfo, ModelInfo,
-SamplingSettings, DeviceOptions, RemoteConfig, CalibrationReport) or plain data; `ui/` may import
+SamplingSettings, DeviceOptions, RemoteConfig, CalibrationReport, TemperatureFit) or plain data; `ui/` may import
 `engine/` (never the runner: no OpenVINO in the widgets).
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from PySide6.QtCore import SignalInstance
 
 if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of these modules through this one
-    from decider.engine.calibration import CalibrationReport
+    from decider.engine.calibration import CalibrationReport, TemperatureFit
     from decider.engine.devices import DeviceOptions
     from decider.engine.remote import RemoteConfig
     from decider.engine.settings import SamplingSettings
@@ -205,22 +205,6 @@ class History(Protocol):
     def label(self, decision_id: int, right: int | None) -> HistoryRecord: ...
     def export_csv(self) -> str: ...
     def export_jsonl(self) -> str: ...
-
-
-@runtime_checkable
-class TemperatureFit(Protocol):
-    """A temperature fitted on labelled decisions (app.calibration_history.TemperatureFit), checked on held-out ones."""
-
-    @property
-    def temperature(self) -> float: ...
-    @property
-    def fitted_on(self) -> int: ...
-    @property
-    def held_out(self) -> int: ...
-    @property
-    def before(self) -> CalibrationReport: ...  # on the held-out rows, raw
-    @property
-    def after(self) -> CalibrationReport: ...  # on the held-out rows, at the fitted temperature
 
 
 @dataclass(frozen=True)
