@@ -51,14 +51,25 @@ class CaptureTiming:
     logprobs: tuple[float, ...] = field(default=(), compare=False)
 
     def summary(self) -> str:
-        from .capture_budget import is_quiet_load
-
         capped = f", capped by the model's own {self.model_budget:,}" if self.model_budget < self.budget else ""
-        quiet = "quiet" if is_quiet_load(self.load, self.cpus) else "busy: other work slowed this"
         return (f"{self.seconds:.2f} s for a {WIDTH}×{HEIGHT} grab at a budget of {self.budget:,} pixels{capped} "
                 f"(scaled to {self.size[1]}×{self.size[0]}, {self.image_tokens} image tokens): preprocess "
                 f"{self.preprocess_s:.2f} s, vision encoder {self.encode_s:.2f} s, prefill {self.prefill_s:.2f} s; "
-                f"measured at load {self.load:.2f} on {self.cpus} vCPUs ({quiet})")
+                f"{self.conditions()}")
+
+    def conditions(self) -> str:
+        """The load it was measured under and whether that counts as quiet (app/capture_budget.py). Other processes'
+        CPU during the run decides where it is known: the load average lags, and still counts the compile that ran
+        just before (`decider doctor` compiles the model first)."""
+        from .capture_budget import OTHERS_PER_CPU, is_quiet_load
+
+        seen = f"measured at load {self.load:.2f} on {self.cpus} vCPUs"
+        if self.others_cores is None:
+            quiet = is_quiet_load(self.load, self.cpus)
+        else:
+            quiet = self.others_cores <= OTHERS_PER_CPU * self.cpus
+            seen += f", other processes using {self.others_cores:.2f} cores during it"
+        return f"{seen} ({'quiet' if quiet else 'busy: other work slowed this'})"
 
 
 def _cpu_jiffies() -> tuple[float, float, float] | None:
