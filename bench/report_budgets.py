@@ -40,6 +40,12 @@ def _row(row: dict, cpus: int) -> str:
             f"{others:.2f} {quiet} |")
 
 
+def _over(r: dict) -> str:
+    limit = r.get("max_seconds", 0) + 15 + (r.get("demo") or {}).get("seconds", 0)
+    seconds = r.get("command_s", r["wall_s"])
+    return "" if seconds <= limit else " (past its time limit: one round always runs, however slow)"
+
+
 def _demo(demo: dict | None) -> list[str]:
     if not demo:
         return []
@@ -84,7 +90,7 @@ def section(results: dict) -> list[str]:
              f"{r['versions']['openvino']}. Before it the command waited {wait.get('waited_s', 0):.0f} s for a load "
              f"≤ 0.5 per vCPU and started at load {wait.get('load', r['load_before']):.2f} "
              f"({'quiet' if wait.get('quiet') else 'NOT quiet: the wait timed out'}); load after {r['load_after']:.2f}. "
-             f"Whole command {r.get('command_s', r['wall_s']):.0f} s.\n",
+             f"Whole command {r.get('command_s', r['wall_s']):.0f} s{_over(r)}.\n",
              "| budget → grab scaled to | image tokens | Decider capture-to-bars | preprocess | vision tower | prefill | "
              "transformers fp32 | ×Decider | max Δ logprob | others' cores (max), quiet |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bench vision-budgets")
     parser.add_argument("--quick", action="store_true", help="the test fixture and a tenth of the demo's scenes")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="at most (the time limit stops earlier: one always runs)")
     parser.add_argument("--seconds", type=float, default=TOTAL_S, help="the measurement's time (the wait excluded)")
     parser.add_argument("--wait", type=float, help=f"longest wait for a quiet machine (default {WAIT_S} s; quick: 0)")
     parser.add_argument("--no-torch", action="store_true")
