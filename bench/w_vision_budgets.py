@@ -33,10 +33,10 @@ BUDGETS = {"full": FULL, "half": FULL // 2, "quarter": FULL // 4}
 QWEN_MAX_PIXELS = 4096 * 4096  # real Qwen3.5's own budget; the quick fixture is given it (its own is 65,536)
 
 
-def decider_run(runner, budget: int) -> dict:
+def decider_run(runner, pixels, budget: int) -> dict:
     from decider.app.capture_timing import time_capture
 
-    t = time_capture(runner, budget)
+    t = time_capture(runner, budget, pixels)
     return {"capture_to_bars_s": t.seconds, "preprocess_s": t.preprocess_s, "vision_s": t.encode_s,
             "prefill_s": t.prefill_s, "tokens": t.image_tokens, "size": list(t.size), "logprobs": list(t.logprobs),
             "load": t.load, "others_cores": t.others_cores if t.others_cores is not None else float("nan")}
@@ -191,7 +191,7 @@ def load_engines(args, result: dict) -> tuple[dict, dict]:
         runner.vision.processor = replace(runner.vision.processor, max_pixels=QWEN_MAX_PIXELS)
     result["model_budget"] = runner.vision.processor.max_pixels
     result["threads"] = {"decider": os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())}
-    engines = {"decider": lambda pixels, budget: decider_run(runner, budget)}
+    engines = {"decider": lambda pixels, budget: decider_run(runner, pixels, budget)}
     if not args.no_torch:
         started = time.perf_counter()
         peer = TorchPeer(args.hf, runner)
