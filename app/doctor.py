@@ -266,8 +266,8 @@ def _check_capture(report: Report, runner) -> None:
     except DeciderError as exc:
         report.add("warn", f"capture-to-bars: a decision on a screenshot failed ({exc})")
         return
-    report.add("info", f"capture-to-bars at the default image budget: {timing.summary()} "
-                       "(cold, this machine; set image_pixels lower for faster screen decisions)")
+    report.add("info", f"capture-to-bars at the default image budget, cold on this machine: {timing.summary()}; "
+                       "set image_pixels lower for faster screen decisions")
 
 
 def _check_ir(report: Report, core, model) -> int | None:

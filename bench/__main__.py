@@ -5,6 +5,8 @@
     python -m bench run    [--sizes 0.8b,2b] [--only KEY…]  # measurements -> ~/.cache/decider-bench/results
     python -m bench report --out BENCHMARKS.md              # the tables from the stored results
     python -m bench all    --out BENCHMARKS.md              # build + run + report
+    python -m bench vision-budgets [--quick]                # capture budget at the 0.8B vision geometry, on a
+                                                            # quiet machine (bench/vision_budgets.py)
 
 Every measurement runs in its own child process (its peak RSS is its own, nothing leaks between
 engines). Decider-only measurements use this interpreter; those that need torch, transformers,
@@ -303,6 +305,11 @@ def cmd_report(args) -> int:
 
 
 def main(argv=None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["vision-budgets"]:  # its own options (bench/vision_budgets.py)
+        from .vision_budgets import main as vision_budgets
+
+        return vision_budgets(words[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -334,6 +341,8 @@ def main(argv=None) -> int:
     common_run(r)
     rep = sub.add_parser("report", help="write the report from stored results")
     rep.add_argument("--out", default="BENCHMARKS.md")
+    sub.add_parser("vision-budgets", help="capture-to-bars at three pixel budgets, the default they choose "
+                   "(`python -m bench vision-budgets --help`)")
     a = sub.add_parser("all", help="build, run, report")
     common_build(a)
     common_run(a, sizes=False)

@@ -450,12 +450,14 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
     from .report_structured import section as structured_section
     from .report_vision import section as vision_section
     from .report_capture import section as capture_section
+    from .report_budgets import section as budgets_section
 
     lines.extend(static_section(results))
     lines.extend(soak_section(results))
     lines.extend(structured_section(results))
     lines.extend(vision_section(results))
     lines.extend(capture_section(results))
+    lines.extend(budgets_section(results))
 
     # targets
     add("## Targets\n")

@@ -7,6 +7,7 @@ the engine tests give it real Qwen3.5's (256² to 4096², preprocessor_config.js
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -114,5 +115,8 @@ def test_doctor_states_capture_to_bars_at_the_default_on_the_model_it_runs():
     default = SETTINGS["image_pixels"].default
     assert f"{WIDTH}×{HEIGHT} grab at a budget of {default:,} pixels" in line
     assert "capped by the model's own 65,536" in line and " s for a " in line and "image tokens" in line
+    # the load it was measured under, and whether that counts as quiet (app/capture_budget.py)
+    assert "measured at load " in line and f" on {os.cpu_count()} vCPUs, other processes using " in line
+    assert ("(quiet)" in line) != ("(busy: other work slowed this)" in line)
     text = run_doctor(model_dir("qwen35-text"), DeviceOptions(device="CPU"), compile=True)
     assert any(c.text.startswith("capture-to-bars: this model cannot see images") for c in text.checks)
