@@ -48,6 +48,9 @@ class Setting:
     choices: tuple[str, ...] = ()  # a str setting's values
     local: bool = False  # how this engine computes, not what: never sent to a remote server
     form_help: str = ""  # a form's longer tooltip, where the one-line help is too terse for it
+    # A decision setting every Decider server's /v1/decide takes: sent even at its default. The others are sent
+    # only when changed, since a server older than the setting refuses the field.
+    always_sent: bool = False
 
     @property
     def flag(self) -> str:
@@ -220,14 +223,16 @@ class DecisionSettings:
     its setting (`setting(...)`), in the order flags and form rows show them. Keyword-only, so that
     DecisionRequest (a DecisionSettings with a question and options) keeps its positional fields first."""
 
-    think: bool = setting(False, "Think before answering", "let the model reason first",
+    think: bool = setting(False, "Think before answering", "let the model reason first", always_sent=True,
                           form_help="the model reasons first (slower); the reasoning is shown under the result")
     reasoning_budget: int = setting(512, "Reasoning budget", "most tokens the model may think for before it must answer",
-                                    1, 32768, step=64)
+                                    1, 32768, step=64, always_sent=True)
     permute: bool = setting(False, "Debias option order", "average over cyclic option orders (letter-prior debiasing)",
+                            always_sent=True,
                             form_help="ask once per cyclic order of the options and average (n forwards): removes the "
                                       "letter prior")
-    score_options: bool = setting(False, "Score whole options", "score each option's whole text instead of its letter")
+    score_options: bool = setting(False, "Score whole options", "score each option's whole text instead of its letter",
+                                  always_sent=True)
     sample_choice: bool = setting(
         False, "Sample the choice",
         "draw the choice at the sampling settings (variety) instead of taking the most likely option",
@@ -239,14 +244,14 @@ class DecisionSettings:
         form_help="think mode: draw the reasoning from a second, faster compile of the model (more memory while it is "
                   "loaded); the bars are still computed exactly")
     alternatives: int = setting(10, "Alternatives", "how many most likely next tokens a decision lists", 0,
-                                MAX_TOP_LOGPROBS)
+                                MAX_TOP_LOGPROBS, always_sent=True)
     # Qwen3.5's preprocessor takes 256² to 4096² pixels per image; a picture above the budget is scaled down (aspect
     # kept) before the vision encoder, so a screenshot costs fewer image tokens. The default: BENCHMARKS.md,
     # "Capture budget" (chosen by measurement).
     image_pixels: int = setting(
         IMAGE_PIXELS_DEFAULT, "Image pixel budget", "pictures above this many pixels are scaled down (aspect kept) "
         "before the vision encoder: fewer image tokens, a faster decision; the model's own budget caps it",
-        256 * 256, 4096 * 4096, step=65536)
+        256 * 256, 4096 * 4096, step=65536, local=True)  # local: a server is sent no pictures to scale
 
     def __post_init__(self) -> None:
         for declared in DECISION_SETTINGS:
@@ -258,6 +263,12 @@ class DecisionSettings:
 
     def to_dict(self) -> dict[str, object]:
         return {s.name: getattr(self, s.name) for s in DECISION_SETTINGS}
+
+    def request_fields(self) -> dict[str, object]:
+        """The fields a Decider server's /v1/decide is sent: each setting declared always_sent, the others where
+        they are not their default (none that is local)."""
+        return {s.name: getattr(self, s.name) for s in DECISION_SETTINGS
+                if not s.local and (s.always_sent or getattr(self, s.name) != s.default)}
 
 
 DECISION_SETTINGS: tuple[Setting, ...] = declared_settings(DecisionSettings)

@@ -37,19 +37,9 @@ def build_request(question: str, options: list[str] | tuple[str, ...], settings:
     if tools and tuple(options) == tuple(t.name for t in tools):
         return DecisionRequest(question=question, options=tuple(options), tools=tuple(tools),
                                system=settings.system_prompt or None, sampling=settings.sampling())
-    return DecisionRequest(
-        question=question,
-        options=tuple(options),
-        images=images,
-        system=settings.system_prompt or None,
-        think=settings.think,
-        reasoning_budget=settings.reasoning_budget,
-        permute=settings.permute,
-        sample_choice=settings.sample_choice,
-        fast_reasoning=settings.fast_reasoning,
-        sampling=settings.sampling(),
-        image_pixels=settings.image_pixels,
-    )
+    return DecisionRequest(question=question, options=tuple(options), images=images,
+                           system=settings.system_prompt or None, sampling=settings.sampling(),
+                           **settings.decision().to_dict())
 
 
 class DecisionController(QObject):

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of 
     from decider.engine.calibration import CalibrationReport
     from decider.engine.devices import DeviceOptions
     from decider.engine.remote import RemoteConfig
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.settings import DecisionSettings, SamplingSettings
     from decider.engine.types import DecisionRequest
 
 
@@ -36,14 +36,6 @@ class Settings(Protocol):
     def think(self) -> bool: ...
     @property
     def permute(self) -> bool: ...
-    @property
-    def sample_choice(self) -> bool: ...  # draw the choice instead of taking the largest bar
-    @property
-    def fast_reasoning(self) -> bool: ...  # think mode: reasoning from a fast compile, the answer exact
-    @property
-    def reasoning_budget(self) -> int: ...
-    @property
-    def image_pixels(self) -> int: ...  # the pixel budget of each picture (screenshots scaled into it)
     @property
     def system_prompt(self) -> str: ...
     @property
@@ -91,6 +83,7 @@ class Settings(Protocol):
     def with_sampling(self, sampling: SamplingSettings) -> Settings: ...
     def with_recent_model(self, path: str | Path) -> Settings: ...
     def sampling(self) -> SamplingSettings: ...
+    def decision(self) -> DecisionSettings: ...  # think, permute, the reasoning budget, ... (engine.settings)
     def device_options(self) -> DeviceOptions: ...
     def remote_config(self) -> RemoteConfig: ...  # SettingsError when incomplete
 
