@@ -257,11 +257,7 @@ class DecisionSettings:
         for declared in DECISION_SETTINGS:
             declared.check(getattr(self, declared.name))
 
-    def decision_settings(self) -> "DecisionSettings":
-        """The decision settings alone (of a DecisionRequest too)."""
-        return DecisionSettings(**self.to_dict())
-
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return {s.name: getattr(self, s.name) for s in DECISION_SETTINGS}
 
     def request_fields(self) -> dict[str, object]:

@@ -26,8 +26,9 @@ def declared(default: object, low: float | None = None, high: float | None = Non
              choices: tuple[str, ...] = ()) -> Any:
     """A setting's field: absent by default (the engine's default applies); `default` and the range restate the
     schema's, for readers and for the drift test."""
-    return Field(default=None, json_schema_extra={_SCHEMA_KEY: {
-        "default": default, "low": low, "high": high, "low_open": low_open, "choices": list(choices)}})
+    restated: dict[str, Any] = {"default": default, "low": low, "high": high, "low_open": low_open,
+                                "choices": list(choices)}
+    return Field(default=None, json_schema_extra={_SCHEMA_KEY: restated})
 
 
 class SamplingFields(Strict):
@@ -75,12 +76,13 @@ def _restated(setting: Setting) -> dict[str, object]:
 
 def _fields_of(cls: type[Strict], own_of: type[Strict] | None) -> dict[str, dict[str, object]]:
     inherited = set(own_of.model_fields) if own_of is not None else set()
-    found = {}
+    found: dict[str, dict[str, object]] = {}
     for name, info in cls.model_fields.items():
         if name in inherited:
             continue
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        found[name] = {"kind": _kind(info.annotation), **dict(extra.get(_SCHEMA_KEY) or {})}
+        restated: Any = extra.get(_SCHEMA_KEY) or {}
+        found[name] = {"kind": _kind(info.annotation), **restated}
     return found
 
 
