@@ -78,6 +78,12 @@ class DecisionRequest(DecisionSettings):
             if clashes or self.images:
                 raise SettingsError(f"functions as options: not with {', '.join(clashes or ['images'])}")
 
+    @property
+    def reasoning_limit(self) -> int:
+        """The most reasoning tokens this decision may draw: the budget once per option order it reads (every
+        cyclic order with permute, each thinking again); 0 without think."""
+        return self.reasoning_budget * (len(self.options) if self.permute else 1) if self.think else 0
+
 
 @dataclass(frozen=True)
 class OptionResult:

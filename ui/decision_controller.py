@@ -48,7 +48,7 @@ class DecisionController(QObject):
     decided = Signal(object, object, str)  # DecisionRequest, DecisionResult, source
     failed = Signal(str, str)  # message, source
     cancelled = Signal(str)  # source
-    progress = Signal(int)  # reasoning tokens of the running decision
+    progress = Signal(int, int)  # reasoning tokens of the running decision so far, the most it may draw
     model_loading = Signal(str)  # what is being loaded (folder or server URL)
     model_ready = Signal(object)  # ModelInfo
     model_failed = Signal(str, str)  # message, the folder or URL that failed
@@ -165,9 +165,9 @@ class DecisionController(QObject):
         if self.deciding:
             self.engine.cancel()
 
-    def _on_progress(self, tokens: int) -> None:
+    def _on_progress(self, done: int, total: int) -> None:
         if self.deciding:
-            self.progress.emit(tokens)
+            self.progress.emit(done, total)
 
     def _on_decided(self, request: DecisionRequest, result: Any) -> None:
         self.last_request, self.last_result = request, result

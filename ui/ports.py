@@ -108,7 +108,7 @@ class EngineClient(Protocol):
     failed: SignalInstance  # (message)
     cancelled: SignalInstance  # ()
     busy: SignalInstance  # (bool)
-    progress: SignalInstance  # (reasoning tokens so far)
+    progress: SignalInstance  # (reasoning tokens so far, the most the decision may draw)
     api_state: SignalInstance  # (running, message)
     api_decided: SignalInstance  # (question, DecisionResult) of a decision that arrived through the local API
 
