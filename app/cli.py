@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from decider.engine.devices import DEFAULT_VISION_DEVICE
 from decider.engine.errors import DeciderError, SettingsError
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.settings import DECISION_SETTINGS
 
 from .cli_parser import build_parser
-from .requests import REQUEST_DECISION_SETTINGS, sampling_from
+from .requests import sampling_from
 
 if TYPE_CHECKING:
     from decider.engine.settings import SamplingSettings
@@ -106,8 +107,7 @@ def decision_request(args: argparse.Namespace, defaults, budget=None):
         system=args.system,
         context=context,
         sampling=sampling_from(vars(args), defaults),
-        # each declared decision setting `ask` has a flag for (the others keep their declared default)
-        **{s.name: getattr(args, s.name) for s in REQUEST_DECISION_SETTINGS if hasattr(args, s.name)},
+        **{s.name: getattr(args, s.name) for s in DECISION_SETTINGS},  # `ask` has a flag for each
     )
 
 

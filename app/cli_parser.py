@@ -1,5 +1,5 @@
-"""The `decider` command line's parser: one builder per command, the sampling flags generated from the
-engine's settings schema (engine.settings), so a declared setting is a flag without a line here."""
+"""The `decider` command line's parser: one builder per command, the sampling and decision flags generated
+from the engine's settings schema (engine.settings), so a declared setting is a flag without a line here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 from decider.engine.devices import DEFAULT_VISION_DEVICE
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS, VOCABULARY
 from decider.engine.remote import CONSTRAINTS, METHODS
-from decider.engine.settings import SAMPLING_SETTINGS, SETTINGS
+from decider.engine.settings import DECISION_SETTINGS, SAMPLING_SETTINGS, SETTINGS
 
 from .convert import WEIGHTS
 
@@ -56,10 +56,17 @@ def _add_sampling_args(parser: argparse.ArgumentParser, decision: bool = False) 
     _add_setting(group, "max_tokens")
 
 
-def _add_setting(parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, help: str | None = None) -> None:
+def _add_decision_args(parser: argparse.ArgumentParser) -> None:
+    """One flag per decision setting (engine.settings' DecisionSettings), in the declared order."""
+    group = parser.add_argument_group("decision")
+    for setting in DECISION_SETTINGS:
+        _add_setting(group, setting.name)
+
+
+def _add_setting(parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str) -> None:
     """A decision setting's flag with its declared type, default and help (--x/--no-x for a bool)."""
     setting = SETTINGS[name]
-    text = help or setting.help
+    text = setting.help
     if setting.kind is bool:
         parser.add_argument(setting.flag, action=argparse.BooleanOptionalAction, default=setting.default, help=text)
     else:
@@ -114,15 +121,9 @@ def _ask_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--context", help="file with shared context (rules, a document); its state is kept in the prompt cache and reused by later decisions")
     p.add_argument("--image", action="append", default=[], metavar="PATH",
                    help="an image the model looks at (PNG, JPEG, …; repeatable; needs a vision-language export)")
-    _add_setting(p, "image_pixels")
     p.add_argument("--system", help="system prompt")
-    _add_setting(p, "think")
-    _add_setting(p, "reasoning_budget", "max reasoning tokens with --think")
-    _add_setting(p, "permute")
-    _add_setting(p, "score_options")
-    _add_setting(p, "sample_choice")
-    _add_setting(p, "fast_reasoning")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_decision_args(p)
     _add_sampling_args(p, decision=True)
 
     p.add_argument("--no-history", action="store_true", help="do not record this decision in the history")

@@ -56,7 +56,7 @@ class EngineWorker(QObject):
     failed = Signal(str)
     cancelled = Signal()
     busy = Signal(bool)
-    progress = Signal(int)  # reasoning tokens generated so far in the running decision
+    progress = Signal(int, int)  # reasoning tokens drawn so far in the running decision, the most it may draw
     api_state = Signal(bool, str)  # running?, message
     api_decided = Signal(str, DecisionResult)  # question text, result (from the API server's thread)
 
@@ -205,19 +205,9 @@ class EngineWorker(QObject):
             self.failed.emit("no model is loaded: choose a model folder first")
             return
         self.busy.emit(True)
-        tokens = 0
-
-        def should_stop() -> bool:
-            nonlocal tokens
-            if self._is_cancelled(job):
-                return True
-            if request.think:
-                self.progress.emit(tokens)
-                tokens += 1
-            return False
-
         try:
-            result = self.service.decide(request, should_stop=should_stop, source="app")
+            result = self.service.decide(request, should_stop=lambda: self._is_cancelled(job), source="app",
+                                         progress=self.progress.emit)
             if self._is_cancelled(job):
                 self.cancelled.emit()
             else:

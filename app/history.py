@@ -22,9 +22,10 @@ from pathlib import Path
 
 from decider.engine.types import LABELS, DecisionRequest, DecisionResult
 from decider.engine.errors import DeciderError, SettingsError
+from decider.engine.settings import DECISION_SETTINGS
 
 from .history_repair import recover
-from .requests import REQUEST_DECISION_SETTINGS
+
 
 log = logging.getLogger("decider.history")
 
@@ -140,7 +141,7 @@ def _row(values: tuple) -> HistoryRow:
 def _settings_record(request: DecisionRequest) -> dict:
     """What a row keeps of the request's settings: every sampling setting, every declared decision setting
     the request carries (engine.settings; max_tokens is not one), the system prompt and the context."""
-    decision = {s.name: getattr(request, s.name) for s in REQUEST_DECISION_SETTINGS}
+    decision = {s.name: getattr(request, s.name) for s in DECISION_SETTINGS}
     return {**request.sampling.to_dict(), **decision, "system": request.system, "context": request.context}
 
 

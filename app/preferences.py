@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions
 from decider.engine.errors import SettingsError
 from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS  # noqa: F401 (the form offers these)
-from decider.engine.settings import RANGES, SAMPLING_NAMES, SETTINGS, SamplingSettings, range_text as format_range
+from decider.engine.settings import DECISION_NAMES as DECISION_SETTING_NAMES
+from decider.engine.settings import (
+    RANGES, SAMPLING_NAMES, SETTINGS, DecisionSettings, SamplingSettings, range_text as format_range,
+)
 
 from .config import compiled_cache_dir, config_dir
 from .json_files import JsonFileError, read_json_file
@@ -30,8 +33,9 @@ log = logging.getLogger(__name__)
 SETTINGS_FILE = "gui-settings.json"
 MAX_RECENT_MODELS = 8
 
-# The decision settings the app keeps (their ranges, defaults and help are engine.settings').
-DECISION_NAMES = ("max_tokens", "reasoning_budget", "think", "permute", "sample_choice", "fast_reasoning", "image_pixels")
+# The decision settings the app keeps (their ranges, defaults and help are engine.settings'): generation's cap,
+# then every declared decision setting.
+DECISION_NAMES = ("max_tokens",) + DECISION_SETTING_NAMES
 # The engine's settings the app keeps, first in the settings file: every sampling setting users set, then those.
 ENGINE_NAMES = SAMPLING_NAMES + DECISION_NAMES
 
@@ -63,8 +67,8 @@ else:
 
 @dataclass(frozen=True)
 class GuiSettings(_EngineSettings):
-    # The engine's settings (ENGINE_NAMES: sampling, then max_tokens, reasoning_budget, think, permute,
-    # sample_choice, fast_reasoning, image_pixels) come first, from _EngineSettings; the app's own follow.
+    # The engine's settings (ENGINE_NAMES: sampling, then max_tokens and the decision settings) come first,
+    # from _EngineSettings; the app's own follow.
     system_prompt: str = ""
     history_image_hashes: bool = True  # the history keeps each image's size and pixel sha256 (off: the size only)
     # model and device
@@ -121,6 +125,9 @@ class GuiSettings(_EngineSettings):
     # ----- views the engine understands -----
     def sampling(self) -> SamplingSettings:
         return SamplingSettings(**{name: getattr(self, name) for name in SAMPLING_NAMES})
+
+    def decision(self) -> DecisionSettings:
+        return DecisionSettings(**{name: getattr(self, name) for name in DECISION_SETTING_NAMES})
 
     def device_options(self, cache_dir: Path | None = None) -> DeviceOptions:
         return DeviceOptions(device=self.device, vision_device=self.vision_device, exact=self.exact,

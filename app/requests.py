@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
-
 from decider.engine.errors import SettingsError
-from decider.engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SETTINGS, SamplingSettings, Setting
-from decider.engine.types import DecisionRequest
+from decider.engine.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
 
 # setting name → type accepted from outside (JSON numbers: ints are accepted for floats)
 SAMPLING_FIELDS: dict[str, type] = {name: SETTINGS[name].kind for name in SAMPLING_NAMES}
-# The declared decision settings a DecisionRequest takes (max_tokens is generation's), in declared order.
-REQUEST_DECISION_SETTINGS: tuple[Setting, ...] = tuple(
-    s for s in DECISION_SETTINGS if s.name in {f.name for f in fields(DecisionRequest)})
 
 
 def sampling_from(values: Mapping[str, object], base: SamplingSettings) -> SamplingSettings:

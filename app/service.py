@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.decide import DecisionRequest, DecisionResult, decide
+from decider.engine.decide import DecisionRequest, DecisionResult, Progress, decide
 from decider.engine.devices import DeviceOptions, npu_emulated
 from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
 from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
@@ -57,7 +57,8 @@ class DecisionService(Protocol):
         ...
 
     def decide(
-        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
+        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app",
+        progress: Progress | None = None,
     ) -> DecisionResult: ...
 
 
@@ -143,13 +144,14 @@ class EngineService:
             return self._scorer.score(list(ids), top_n, normalization or self.logprob_normalization)
 
     def decide(
-        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
+        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app",
+        progress: Progress | None = None,
     ) -> DecisionResult:
         with self.lock:
-            if request.tools:  # functions as options
+            if request.tools:  # functions as options (no reasoning: nothing to report)
                 result = decide_tools(self.runner, request, should_stop=should_stop)
             else:
-                result = decide(self.runner, request, should_stop=should_stop)
+                result = decide(self.runner, request, should_stop=should_stop, progress=progress)
         engine = replace(self.info, reasoning=result.reasoning_precision)
         result = replace(result, engine=engine)
         if engine.logprobs == "reduced":  # --fast, an NPU's f16: no bar is exact (engine/labels.py)
@@ -191,7 +193,8 @@ class RemoteService:
         return self.engine.info()
 
     def decide(
-        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app"
+        self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app",
+        progress: Progress | None = None,  # not reported: a server reasons in one call, no tokens to count here
     ) -> DecisionResult:
         with self.lock:
             result = self.engine.decide(request, should_stop)

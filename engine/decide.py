@@ -30,10 +30,27 @@ from .reasoning_close import close_reasoning
 
 from .types import LABELS, MAX_IMAGES, MAX_OPTIONS, DecisionRequest, DecisionResult, OptionResult
 
-__all__ = ["LABELS", "MAX_IMAGES", "MAX_OPTIONS", "DecisionRequest", "DecisionResult", "OptionResult", "decide"]
+__all__ = ["LABELS", "MAX_IMAGES", "MAX_OPTIONS", "DecisionRequest", "DecisionResult", "OptionResult", "Progress",
+           "decide"]
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
     from .runner_base import RunnerBase as ModelRunner  # any runner: dynamic or static shapes
+
+# progress(done, total): reasoning tokens drawn so far in the decision, and the most it may draw
+# (DecisionRequest.reasoning_limit). Apart from should_stop, which only asks whether to stop.
+Progress = Callable[[int, int], None]
+
+
+class _Tally:
+    """A decision's reasoning tokens, counted across its option orders and reported after each."""
+
+    def __init__(self, report: Progress | None, total: int) -> None:
+        self.report, self.total, self.done = report, total, 0
+
+    def add(self) -> None:
+        self.done += 1
+        if self.report is not None:
+            self.report(self.done, self.total)
 
 @dataclass
 class _LetterRead:
@@ -46,7 +63,7 @@ class _LetterRead:
 
 def _read_letters(
     runner: ModelRunner, prompt: DecisionPrompt, request: DecisionRequest, letters: list[int], rng, clock: Clock,
-    should_stop: Callable[[], bool] | None = None,
+    should_stop: Callable[[], bool] | None = None, tally: _Tally | None = None,
 ) -> _LetterRead:
     tokenizer = runner.tokenizer
     sampling = request.sampling
@@ -70,6 +87,8 @@ def _read_letters(
             drafter=make_drafter(sampling.draft, runner.folder.name),
         ):
             generated.append(step.token_id)
+            if tally is not None:
+                tally.add()
         clock.lap("reasoning_s")
         precision = reasoner.precision  # after the reasoning: the kernels it ran are read back
         ended = generated[-1] if generated else None
@@ -103,8 +122,10 @@ def decide(
     request: DecisionRequest,
     rng: np.random.Generator | None = None,
     should_stop: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
 ) -> DecisionResult:
-    """Run one decision. should_stop is polled between reasoning tokens (raises Cancelled)."""
+    """Run one decision. should_stop is polled between reasoning tokens (raises Cancelled); progress hears
+    (done, total) after each reasoning token."""
     rng = rng if rng is not None else make_rng(request.sampling.seed)
     if request.score_options:
         return _decide_by_scoring(runner, request, rng, should_stop)
@@ -118,13 +139,14 @@ def decide(
     )
     clock.lap("tokenize_s")
     encodes = _encodes(runner) if images else 0
-    read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
+    tally = _Tally(progress, request.reasoning_limit)
+    read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop, tally)
     prefill_tokens, reused = runner.stats.last_prefill_tokens, runner.stats.last_prefill_reused
     option_logprobs = read.distribution.logprobs(letters)
     probabilities = softmax(option_logprobs)
     debiased = None
     if request.permute:
-        debiased = _rotation_average(runner, request, letters, probabilities, rng, clock, should_stop)
+        debiased = _rotation_average(runner, request, letters, probabilities, rng, clock, should_stop, tally)
     shown = probabilities if debiased is None else debiased
     if not request.sample_choice:
         choice = int(np.argmax(shown))
@@ -165,7 +187,8 @@ def _encodes(runner: ModelRunner) -> int:
 
 
 def _rotation_average(
-    runner, request: DecisionRequest, letters, first: np.ndarray, rng, clock: Clock, should_stop=None
+    runner, request: DecisionRequest, letters, first: np.ndarray, rng, clock: Clock, should_stop=None,
+    tally: _Tally | None = None,
 ) -> np.ndarray:
     """Average each option's probability over the n cyclic orders, so no option keeps one letter's prior."""
     count = len(request.options)
@@ -178,7 +201,7 @@ def _rotation_average(
         )
         if should_stop is not None and should_stop():
             raise Cancelled("decision cancelled")
-        read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop)
+        read = _read_letters(runner, prompt, request, letters, rng, clock, should_stop, tally)
         probabilities = softmax(read.distribution.logprobs(letters))
         for position, option in enumerate(order):
             total[option] += probabilities[position]

@@ -184,11 +184,7 @@ class RemoteEngine:
     def _decide_there(self, request: DecisionRequest, clock: Clock) -> DecisionResult:
         body = {
             "model": self.model, "question": request.question, "options": list(request.options), "system": request.system,
-            "context": request.context, "think": request.think, "reasoning_budget": request.reasoning_budget,
-            "permute": request.permute, "score_options": request.score_options, "alternatives": request.alternatives,
-            "sample_choice": True if request.sample_choice else None,  # absent unless asked: older servers refuse it
-            "fast_reasoning": None if request.fast_reasoning else False,  # likewise: sent only when turned off
-            **request.sampling.request_fields("decider"),
+            "context": request.context, **request.request_fields(), **request.sampling.request_fields("decider"),
         }
         answer = self._call("POST", "/decide", {k: v for k, v in body.items() if v is not None})
         try:

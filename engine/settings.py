@@ -1,12 +1,14 @@
-"""The settings schema: SamplingSettings, the dataclass the engine takes, declares each sampling setting
-in its field's metadata (label, help, range, a form's decimals and step, whether a model's
-generation_config may set it, its name on other servers), as vLLM's EngineArgs declares its flags.
-DECISION_SETTINGS declares the decision knobs beside it as Setting rows; engine/types.py's DecisionRequest
-takes its defaults and checks from them.
+"""The settings schema: SamplingSettings (how tokens are drawn) and DecisionSettings (how a decision is
+made: think, the reasoning budget, permute, ...), the dataclasses the engine takes, declare each setting in
+its field's metadata (label, help, range, a form's decimals and step, whether a model's generation_config
+may set it, its name on other servers), as vLLM's EngineArgs declares its flags. engine/types.py's
+DecisionRequest is a DecisionSettings (it inherits the fields, their defaults and checks).
 
-Front ends do not list these settings again: the defaults, the CLI's flags, the API's fields, the GUI's
-settings and form, the remote request body and the history are derived from `SAMPLING_SETTINGS`, which
-is read off the dataclass's fields; a test adds one field here and finds it on every surface.
+Front ends do not list these settings again: the defaults, the CLI's flags, the GUI's settings and form,
+the remote request body and the history are derived from `SAMPLING_SETTINGS` and `DECISION_SETTINGS`,
+which are read off the dataclasses' fields; a test adds one field here and finds it on every surface. The
+API's request classes declare their fields in app/api/setting_fields.py, for type checkers; a test holds
+them to this schema.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class Setting:
     tool_calls: bool = False  # a remote tool-calling request carries it too (engine/remote_tools.py)
     choices: tuple[str, ...] = ()  # a str setting's values
     local: bool = False  # how this engine computes, not what: never sent to a remote server
+    form_help: str = ""  # a form's longer tooltip, where the one-line help is too terse for it
+    # A decision setting every Decider server's /v1/decide takes: sent even at its default. The others are sent
+    # only when changed, since a server older than the setting refuses the field.
+    always_sent: bool = False
 
     @property
     def flag(self) -> str:
@@ -210,49 +216,67 @@ class SamplingSettings:
 
 SAMPLING_SETTINGS: tuple[Setting, ...] = declared_settings(SamplingSettings)
 
-# How much to generate and how to decide (front ends give them beside the sampling settings).
-DECISION_SETTINGS: tuple[Setting, ...] = (
-    Setting("max_tokens", int, 256, "Max tokens",
-            "cap for free-form generation (chat, local API); decisions use the reasoning budget", 1, 32768, step=64),
-    Setting("think", bool, False, "Think before answering", "let the model reason first"),
-    Setting("reasoning_budget", int, 512, "Reasoning budget",
-            "most tokens the model may think for before it must answer", 1, 32768, step=64),
-    Setting("permute", bool, False, "Debias option order",
-            "average over cyclic option orders (letter-prior debiasing)"),
-    Setting("score_options", bool, False, "Score whole options",
-            "score each option's whole text instead of its letter"),
-    Setting("sample_choice", bool, False, "Sample the choice",
-            "draw the choice at the sampling settings (variety) instead of taking the most likely option"),
-    Setting("fast_reasoning", bool, True, "Fast reasoning",
-            "think mode: draw the reasoning from a faster reduced-precision compile where the device has one "
-            "(more memory); the bars stay exact"),
-    Setting("alternatives", int, 10, "Alternatives",
-            "how many most likely next tokens a decision lists", 0, MAX_TOP_LOGPROBS),
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionSettings:
+    """Validated decision settings, and the schema of every front end's decision settings: each field declares
+    its setting (`setting(...)`), in the order flags and form rows show them. Keyword-only, so that
+    DecisionRequest (a DecisionSettings with a question and options) keeps its positional fields first."""
+
+    think: bool = setting(False, "Think before answering", "let the model reason first", always_sent=True,
+                          form_help="the model reasons first (slower); the reasoning is shown under the result")
+    reasoning_budget: int = setting(512, "Reasoning budget", "most tokens the model may think for before it must answer",
+                                    1, 32768, step=64, always_sent=True)
+    permute: bool = setting(False, "Debias option order", "average over cyclic option orders (letter-prior debiasing)",
+                            always_sent=True,
+                            form_help="ask once per cyclic order of the options and average (n forwards): removes the "
+                                      "letter prior")
+    score_options: bool = setting(False, "Score whole options", "score each option's whole text instead of its letter",
+                                  always_sent=True)
+    sample_choice: bool = setting(
+        False, "Sample the choice",
+        "draw the choice at the sampling settings (variety) instead of taking the most likely option",
+        form_help="draw the chosen option at the sampling settings (variety, e.g. for a game's characters) instead of "
+                  "taking the most likely one; the result says it was drawn")
+    fast_reasoning: bool = setting(
+        True, "Fast reasoning", "think mode: draw the reasoning from a faster reduced-precision compile where the device "
+        "has one (more memory); the bars stay exact",
+        form_help="think mode: draw the reasoning from a second, faster compile of the model (more memory while it is "
+                  "loaded); the bars are still computed exactly")
+    alternatives: int = setting(10, "Alternatives", "how many most likely next tokens a decision lists", 0,
+                                MAX_TOP_LOGPROBS, always_sent=True)
     # Qwen3.5's preprocessor takes 256² to 4096² pixels per image; a picture above the budget is scaled down (aspect
     # kept) before the vision encoder, so a screenshot costs fewer image tokens. The default: BENCHMARKS.md,
     # "Capture budget" (chosen by measurement).
-    Setting("image_pixels", int, IMAGE_PIXELS_DEFAULT, "Image pixel budget",
-            "pictures above this many pixels are scaled down (aspect kept) before the vision encoder: fewer image "
-            "tokens, a faster decision; the model's own budget caps it", 256 * 256, 4096 * 4096, step=65536),
-)
+    image_pixels: int = setting(
+        IMAGE_PIXELS_DEFAULT, "Image pixel budget", "pictures above this many pixels are scaled down (aspect kept) "
+        "before the vision encoder: fewer image tokens, a faster decision; the model's own budget caps it",
+        256 * 256, 4096 * 4096, step=65536, local=True)  # local: a server is sent no pictures to scale
 
-SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_SETTINGS}
+    def __post_init__(self) -> None:
+        for declared in DECISION_SETTINGS:
+            declared.check(getattr(self, declared.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s.name: getattr(self, s.name) for s in DECISION_SETTINGS}
+
+    def request_fields(self) -> dict[str, object]:
+        """The fields a Decider server's /v1/decide is sent: each setting declared always_sent, the others where
+        they are not their default (none that is local)."""
+        return {s.name: getattr(self, s.name) for s in DECISION_SETTINGS
+                if not s.local and (s.always_sent or getattr(self, s.name) != s.default)}
+
+
+DECISION_SETTINGS: tuple[Setting, ...] = declared_settings(DecisionSettings)
+DECISION_NAMES: tuple[str, ...] = tuple(s.name for s in DECISION_SETTINGS)
+# How much free-form generation (chat, the local API's completions) may write: a front end's setting beside the
+# sampling ones, not a decision's (decisions use the reasoning budget).
+MAX_TOKENS = Setting("max_tokens", int, 256, "Max tokens",
+                     "cap for free-form generation (chat, local API); decisions use the reasoning budget", 1, 32768,
+                     step=64)
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in SAMPLING_SETTINGS + DECISION_SETTINGS + (MAX_TOKENS,)}
 # The sampling settings users set (CLI flags, GUI form, API fields, remote request), in declaration order.
 SAMPLING_NAMES: tuple[str, ...] = tuple(s.name for s in SAMPLING_SETTINGS if s.exposed)
 # name: (min, max, integer?) of every numeric setting
 RANGES: dict[str, tuple[float, float, bool]] = {name: s.range for name, s in SETTINGS.items() if s.kind in (int, float)}
-
-
-# A decision setting's default, typed for a dataclass field (Setting.default holds any kind of setting's value).
-def bool_default(name: str) -> bool:
-    value = SETTINGS[name].default
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} is not a true/false setting")
-    return value
-
-
-def int_default(name: str) -> int:
-    value = SETTINGS[name].default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} is not an integer setting")
-    return value

@@ -16,7 +16,7 @@ from .errors import SettingsError
 from .info import EngineInfo
 from .labels import reduced_ranges, uncertain_reasons
 from .logprobs import Alternative
-from .settings import SETTINGS, SamplingSettings, bool_default, int_default
+from .settings import DecisionSettings, SamplingSettings
 from .tools import Tool, ToolCall
 from .vision_preprocess import check_pixels
 
@@ -26,26 +26,20 @@ MAX_IMAGES = 8
 
 
 @dataclass(frozen=True)
-class DecisionRequest:
+class DecisionRequest(DecisionSettings):
+    """A question, its options and what to show the model, with the decision settings it inherits
+    (engine/settings.py's DecisionSettings: think, reasoning_budget, permute, ... by keyword, checked there)."""
+
     question: str
     options: tuple[str, ...]
     system: str | None = None
     context: str | None = None
-    think: bool = bool_default("think")
-    reasoning_budget: int = int_default("reasoning_budget")
-    permute: bool = bool_default("permute")
-    score_options: bool = bool_default("score_options")
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
-    alternatives: int = int_default("alternatives")
     # Pixel arrays ([H, W, 3] uint8 RGB) shown before the context; not compared (arrays have no ==).
     images: tuple[np.ndarray, ...] = field(default=(), compare=False)
-    sample_choice: bool = bool_default("sample_choice")  # draw the choice instead of taking the largest bar
-    fast_reasoning: bool = bool_default("fast_reasoning")  # reasoning from a fast compile; the answer stays exact
     # Functions as the options (engine/tool_decide.py): the options are their names, in order; the bars are how
     # likely the model calls each, and the result carries the chosen call's arguments.
     tools: tuple[Tool, ...] = ()
-    # The pixel budget of each image (a screenshot above it is scaled down before the vision encoder).
-    image_pixels: int = int_default("image_pixels")
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str) or not self.question.strip():
@@ -71,14 +65,10 @@ class DecisionRequest:
             if value is not None and not isinstance(value, str):
                 raise SettingsError(f"{name} must be text")
             object.__setattr__(self, name, value.strip() or None if isinstance(value, str) else None)
-        SETTINGS["reasoning_budget"].check(self.reasoning_budget)
-        SETTINGS["alternatives"].check(self.alternatives)
-        SETTINGS["image_pixels"].check(self.image_pixels)
+        super().__post_init__()  # the decision settings' declared checks
         if not isinstance(self.images, (tuple, list)) or len(self.images) > MAX_IMAGES:
             raise SettingsError(f"images: give at most {MAX_IMAGES}")
         object.__setattr__(self, "images", tuple(check_pixels(image) for image in self.images))
-        for name in ("think", "permute", "score_options", "sample_choice", "fast_reasoning"):
-            SETTINGS[name].check(getattr(self, name))
         if self.think and self.score_options:
             raise SettingsError("word-option scoring reads the answer right after the prompt: turn think off")
         if self.tools:
@@ -87,6 +77,12 @@ class DecisionRequest:
             clashes = [name for name in ("think", "permute", "score_options", "sample_choice", "context") if getattr(self, name)]
             if clashes or self.images:
                 raise SettingsError(f"functions as options: not with {', '.join(clashes or ['images'])}")
+
+    @property
+    def reasoning_limit(self) -> int:
+        """The most reasoning tokens this decision may draw: the budget once per option order it reads (every
+        cyclic order with permute, each thinking again); 0 without think."""
+        return self.reasoning_budget * (len(self.options) if self.permute else 1) if self.think else 0
 
 
 @dataclass(frozen=True)

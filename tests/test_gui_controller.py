@@ -77,7 +77,7 @@ def test_cancel_goes_through_cancelling_to_idle(qtbot, controller):
     settings = GuiSettings(think=True, reasoning_budget=32768, seed=3)
     request = build_request("Think about it for a long time", ["Now", "Later"], settings)
     progress: list[int] = []
-    controller.progress.connect(progress.append)
+    controller.progress.connect(lambda done, total: progress.append(done))
     assert controller.cancel() is False  # nothing runs
     assert controller.submit(request)
     qtbot.waitUntil(lambda: bool(progress), timeout=30_000)
@@ -108,7 +108,7 @@ def test_cancel_stops_every_decision_submitted_before_it_and_none_after(qtbot, c
     worker.cancelled.connect(lambda: cancelled.append(True))
     worker.decided.connect(lambda request, result: decided.append(request))
     progress: list[int] = []
-    worker.progress.connect(progress.append)
+    worker.progress.connect(lambda done, total: progress.append(done))
     assert worker.submit_decision(long) is None
     worker.submit_decision(short)  # queued behind the long one
     qtbot.waitUntil(lambda: bool(progress), timeout=30_000)  # the long one runs

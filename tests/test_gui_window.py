@@ -171,7 +171,7 @@ def test_cancel_stops_a_long_think_generation(qtbot, make_window):
     # worker signals come from the engine thread: collect them (list.append is thread-safe) and poll
     progress: list[int] = []
     cancelled: list[bool] = []
-    window.worker.progress.connect(progress.append)
+    window.worker.progress.connect(lambda done, total: progress.append(done))
     window.worker.cancelled.connect(lambda: cancelled.append(True))
     assert window.decide()
     qtbot.waitUntil(lambda: bool(progress), timeout=30_000)

@@ -42,19 +42,9 @@ def build_request(question: str, options: list[str] | tuple[str, ...], settings:
     if tools and tuple(options) == tuple(t.name for t in tools):
         return DecisionRequest(question=question, options=tuple(options), tools=tuple(tools),
                                system=settings.system_prompt or None, sampling=settings.sampling())
-    return DecisionRequest(
-        question=question,
-        options=tuple(options),
-        images=images,
-        system=settings.system_prompt or None,
-        think=settings.think,
-        reasoning_budget=settings.reasoning_budget,
-        permute=settings.permute,
-        sample_choice=settings.sample_choice,
-        fast_reasoning=settings.fast_reasoning,
-        sampling=settings.sampling(),
-        image_pixels=settings.image_pixels,
-    )
+    return DecisionRequest(question=question, options=tuple(options), images=images,
+                           system=settings.system_prompt or None, sampling=settings.sampling(),
+                           **settings.decision().to_dict())
 
 
 class DecisionController(QObject):
@@ -63,7 +53,7 @@ class DecisionController(QObject):
     decided = Signal(DecisionRequest, DecisionResult, str)  # the request, its result, source
     failed = Signal(str, str)  # message, source
     cancelled = Signal(str)  # source
-    progress = Signal(int)  # reasoning tokens of the running decision
+    progress = Signal(int, int)  # reasoning tokens of the running decision so far, the most it may draw
     model_loading = Signal(str)  # what is being loaded (folder or server URL)
     model_ready = Signal(ModelInfo)
     model_failed = Signal(str, str)  # message, the folder or URL that failed
@@ -180,9 +170,9 @@ class DecisionController(QObject):
         if self.deciding:
             self.engine.cancel()
 
-    def _on_progress(self, tokens: int) -> None:
+    def _on_progress(self, done: int, total: int) -> None:
         if self.deciding:
-            self.progress.emit(tokens)
+            self.progress.emit(done, total)
 
     def _on_decided(self, request: DecisionRequest, result: DecisionResult) -> None:
         self.last_request, self.last_result = request, result

@@ -258,9 +258,7 @@ class MainWindow(QMainWindow):
         self._form_error = False
         if source == "window" and self.columns.covers_decision():
             self.update_settings(show_settings=False)  # the settings drawer closes: the bars come where it was
-        # With permute, every cyclic order thinks again: the progress counts across all of them.
-        budget = request.reasoning_budget * (len(request.options) if request.permute else 1)
-        self.result_view.show_running(request.think, budget)
+        self.result_view.show_running(request.think, request.reasoning_limit)  # every order's reasoning, with permute
         if self.overlay.isVisible() or source != "window":
             self.overlay.show_running(request.question, SOURCE_TEXT.get(source, ""))
         started = self.controller.submit(request, source)
@@ -283,10 +281,10 @@ class MainWindow(QMainWindow):
         if self.controller.cancel():
             self.ask_panel.show_cancelling()
 
-    def _on_progress(self, tokens: int) -> None:
-        self.result_view.show_progress(tokens)
+    def _on_progress(self, done: int, total: int) -> None:
+        self.result_view.show_progress(done, total)
         if self.overlay.isVisible():
-            self.overlay.show_progress(tokens)
+            self.overlay.show_progress(done)
 
     def temperature_for(self, request) -> float | None:
         """The temperature the user applied for the loaded model and the request's think mode, if any."""

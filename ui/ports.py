@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of 
     from decider.engine.calibration import CalibrationReport, TemperatureFit
     from decider.engine.devices import DeviceOptions
     from decider.engine.remote import RemoteConfig
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.settings import DecisionSettings, SamplingSettings
     from decider.engine.types import DecisionRequest
 
 
@@ -34,14 +34,6 @@ class Settings(Protocol):
     def think(self) -> bool: ...
     @property
     def permute(self) -> bool: ...
-    @property
-    def sample_choice(self) -> bool: ...  # draw the choice instead of taking the largest bar
-    @property
-    def fast_reasoning(self) -> bool: ...  # think mode: reasoning from a fast compile, the answer exact
-    @property
-    def reasoning_budget(self) -> int: ...
-    @property
-    def image_pixels(self) -> int: ...  # the pixel budget of each picture (screenshots scaled into it)
     @property
     def system_prompt(self) -> str: ...
     @property
@@ -89,6 +81,7 @@ class Settings(Protocol):
     def with_sampling(self, sampling: SamplingSettings) -> Settings: ...
     def with_recent_model(self, path: str | Path) -> Settings: ...
     def sampling(self) -> SamplingSettings: ...
+    def decision(self) -> DecisionSettings: ...  # think, permute, the reasoning budget, ... (engine.settings)
     def device_options(self) -> DeviceOptions: ...
     def remote_config(self) -> RemoteConfig: ...  # SettingsError when incomplete
 
@@ -113,7 +106,7 @@ class EngineClient(Protocol):
     failed: SignalInstance  # (message)
     cancelled: SignalInstance  # ()
     busy: SignalInstance  # (bool)
-    progress: SignalInstance  # (reasoning tokens so far)
+    progress: SignalInstance  # (reasoning tokens so far, the most the decision may draw)
     api_state: SignalInstance  # (running, message)
     api_decided: SignalInstance  # (question, DecisionResult) of a decision that arrived through the local API
 

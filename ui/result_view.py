@@ -270,10 +270,11 @@ class ResultView(QStackedWidget):
             self.running_bar.setRange(0, 0)
         self._only(self.running_box)
 
-    def show_progress(self, tokens: int) -> None:
+    def show_progress(self, done: int, total: int) -> None:
+        """The engine's count: reasoning tokens drawn so far, of the most the decision may draw."""
         if self._think_budget:
-            self.running_label.setText(f"Thinking… {tokens} of at most {self._think_budget} tokens")
-            self.running_bar.setValue(min(tokens, self._think_budget))
+            self.running_label.setText(f"Thinking… {done} of at most {total} tokens")
+            self.running_bar.setValue(min(done, total))
 
     def show_cancelled(self) -> None:
         if self.result is not None:

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from decider.engine.devices import DEVICES
 from decider.engine.errors import SettingsError
-from decider.engine.settings import SAMPLING_NAMES, SETTINGS
+from decider.engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SETTINGS
 
 from .ports import Settings, SettingsRules
 from .settings_form import LIST_SEPARATOR, SettingsForm, split_list
@@ -91,19 +91,15 @@ class SettingsPanel(SettingsForm):
                 self._number(grid, name)
 
     def _build_decision(self) -> None:
-        """Think, budget, permute, fast reasoning, drawing the choice, max tokens, the system prompt."""
+        """One row per decision setting, in the declared order (engine.settings' DecisionSettings); max tokens;
+        the system prompt."""
         grid = self._section("DECISION")
-        self.think = self._check(grid, "think", SETTINGS["think"].label, "the model reasons first (slower); the reasoning is shown under the result")
-        self._number(grid, "reasoning_budget")
-        self.permute = self._check(grid, "permute", SETTINGS["permute"].label, "ask once per cyclic order of the options and average (n forwards): removes the letter prior")
-        self.fast_reasoning = self._check(grid, "fast_reasoning", SETTINGS["fast_reasoning"].label,
-                                          "think mode: draw the reasoning from a second, faster compile of the model (more "
-                                          "memory while it is loaded); the bars are still computed exactly")
-        self.sample_choice = self._check(grid, "sample_choice", SETTINGS["sample_choice"].label,
-                                         "draw the chosen option at the sampling settings (variety, e.g. for a game's characters) "
-                                         "instead of taking the most likely one; the result says it was drawn")
+        for setting in DECISION_SETTINGS:
+            if setting.kind is bool:
+                self._check(grid, setting.name, setting.label, setting.form_help or setting.help)
+            else:
+                self._number(grid, setting.name)
         self._number(grid, "max_tokens")
-        self._number(grid, "image_pixels")
         label = QLabel("System prompt")
         label.setObjectName("Caption")
         self.system_prompt = QPlainTextEdit()

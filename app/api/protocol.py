@@ -10,27 +10,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, ValidationInfo, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, ValidationInfo, model_validator
 
 from decider.engine.types import DecisionRequest
 from decider.engine.errors import SettingsError
 from decider.engine.generate import GenerationRequest
 from decider.engine.logit_bias import check_logit_bias
 from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
-from decider.engine.settings import SamplingSettings
+from decider.engine.settings import DECISION_SETTINGS, SamplingSettings
 from decider.engine.structured import ResponseFormat, check_grammar, grammar_tokenizer
 from decider.engine.tool_grammar import tool_grammar
 from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tools_from_openai
 
-from ..requests import REQUEST_DECISION_SETTINGS, SAMPLING_FIELDS, sampling_from
+from ..requests import SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
 from .errors import ApiError, field_error
 from .tool_checks import check_tool_messages, check_tool_schemas
 from .fields import (
-    Boolean, EngineFloat, EngineInt, Ignored, Metadata, Name, Refused, Strict, Text, absent, empty, int_in, one, refused,
+    Boolean, Ignored, Metadata, Name, Refused, Strict, Text, absent, empty, int_in, one, refused,
 )
+from .setting_fields import DecisionFields, SamplingFields
 
 MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is loaded
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -38,18 +39,6 @@ MAX_GUIDED_CHOICES = 64
 MAX_LOGIT_BIAS = 1024  # tokens in one logit_bias
 MAX_PROMPTS = 128  # prompts in one /v1/completions request (lm-eval sends its batch size)
 MAX_CHOICES = 16  # n: completions drawn from one prefill
-
-
-# The sampling fields, generated from the one list of sampling settings the CLI and the GUI use too.
-# (create_model's field definitions are (annotation, default) pairs it types as Any.)
-_SAMPLING_DEFINITIONS: dict[str, Any] = {
-    name: (EngineInt if kind is int else Text if kind is str else EngineFloat, None) for name, kind in SAMPLING_FIELDS.items()}
-if TYPE_CHECKING:
-    # A class made at run time cannot be a base class to a type checker: it sees the base, and the generated
-    # fields are read by name (_sampling, DecideRequest.to_request), never as typed attributes.
-    SamplingFields = Strict
-else:
-    SamplingFields = create_model("SamplingFields", __base__=Strict, **_SAMPLING_DEFINITIONS)
 
 
 def _sampling(request: BaseModel, defaults: SamplingSettings) -> SamplingSettings:
@@ -511,15 +500,6 @@ def _question(value: object) -> object:
     return value
 
 
-# The decision settings a /v1/decide request may give (absent: the declared default), from the same schema.
-_DECISION_DEFINITIONS: dict[str, Any] = {
-    s.name: (Boolean if s.kind is bool else EngineInt, None) for s in REQUEST_DECISION_SETTINGS}
-if TYPE_CHECKING:  # as SamplingFields
-    DecisionFields = SamplingFields
-else:
-    DecisionFields = create_model("DecisionFields", __base__=SamplingFields, **_DECISION_DEFINITIONS)
-
-
 class DecideRequest(DecisionFields):
     """Decider's own decision request; its answer is the JSON of `decider ask --json`."""
 
@@ -532,7 +512,7 @@ class DecideRequest(DecisionFields):
 
     def to_request(self, defaults: SamplingSettings) -> DecisionRequest:
         """Counts, duplicates and ranges are the DecisionRequest's own checks."""
-        given = {s.name: getattr(self, s.name) for s in REQUEST_DECISION_SETTINGS if getattr(self, s.name) is not None}
+        given = {s.name: getattr(self, s.name) for s in DECISION_SETTINGS if getattr(self, s.name) is not None}
         return DecisionRequest(
             question=self.question, options=self.options, system=self.system, context=self.context,
             sampling=_sampling(self, defaults), images=self.images, **given,
