@@ -11,7 +11,10 @@ where none beats the exact compile, --fast compiles exact.
 Fast reasoning is then worth it only when a twin step saves more than an exact prefill of that token costs
 (`Tuning.reasoning_pays`); otherwise the runner reasons itself.
 
-Every candidate states its precision explicitly (engine/precision.py): no plugin default is ever measured.
+Every candidate states its precision explicitly (engine/precision.py): no plugin default is ever measured. `tune`
+measures the exact runner it is given and builds only that runner's twins: --fast's first use measures before its
+runner exists (engine/runner_choice.measured_plan), and the compile plan applies the choice (engine/planner.py). The
+measurement's record and file are engine/measurements.py's.
 """
 
 from __future__ import annotations

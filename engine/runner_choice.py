@@ -5,6 +5,9 @@ the front ends show (CLI stderr, `decider doctor`, the window). An explicitly re
 user's decision: its failure stays an error, except that an explicitly requested NPUW_LLM pipeline
 falls back to the static path on the same NPU (it does not compile Qwen3.5 with OpenVINO 2026.4; a later
 release may, which is why it can still be asked for).
+
+Each attempt first plans its compiles (engine/planner.py); where --fast has no measurement here yet, it is taken
+then (`measured_plan`), before the runner is built with the plan.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ import openvino as ov
 from .compile_plan import CompileTarget
 from .devices import DeviceOptions, vision_candidates as vision_candidates
 from .errors import DeviceError, ModelError
+from .measurements import read_host
 from .model_folder import ModelFolder
+from .planner import vision_targets
 from .vision_encoder import VisionEncoder
 
 
@@ -33,9 +35,6 @@ def open_vision_encoder(core: ov.Core, folder: ModelFolder, options: DeviceOptio
     """The folder's vision encoder compiled as `targets` say (the plan's, in order; not given: planned here from
     `options`); fallbacks are appended to `notices`."""
     if targets is None:
-        from .measurements import read_host
-        from .planner import vision_targets
-
         targets = vision_targets(options, read_host(core), core.available_devices)
     for index, target in enumerate(targets):
         static = options.npu_vision_max_pixels if target.device.split(".")[0] == "NPU" else None
