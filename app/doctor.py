@@ -105,12 +105,13 @@ def check_openvino(report: Report) -> tuple[object | None, list[str]]:
 
 def check_cpu_precision(report: Report, core) -> None:
     """The CPU's ISA and the arithmetic the CPU plugin would pick by itself: Decider never relies on it."""
-    from decider.engine.precision import cpu_capabilities, fast_inference, isa_summary, short_type
+    from decider.engine.measurements import read_host
+    from decider.engine.precision import fast_inference, isa_summary, short_type
 
     default = short_type(_property(core, "CPU", "INFERENCE_PRECISION_HINT") or "?")
     report.add(
         "info", f"CPU flags: {isa_summary()}; the CPU plugin's own default is {default} — Decider always asks for f32 "
-        f"(exact) or, with --fast, the compile measured fastest here (unmeasured: {fast_inference(cpu_capabilities(core))} "
+        f"(exact) or, with --fast, the compile measured fastest here (unmeasured: {fast_inference(read_host(core).capabilities)} "
         f"arithmetic and a u8 KV cache; exact where no reduced compile beat it)",
     )
 
@@ -238,6 +239,9 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
         f"{runner.precision.label} arithmetic ({'exact' if runner.precision.exact else 'not exact'} logprobs); "
         f"context {runner.context_length:,} tokens",
     )
+    plan = getattr(runner, "plan", None)  # every property each compile got, and why (engine/compile_plan.py)
+    if plan is not None:
+        report.add("info", "compile plan:\n    " + "\n    ".join(plan.describe()))
     kernel_note = getattr(runner, "kernel_note", None)  # the dynamic runner's; the static path has no kernel
     if kernel_note:
         report.add("info", f"exact int8 kernel (few-token infers): {kernel_note}")

@@ -310,7 +310,8 @@ def task_decode(args, prompts) -> dict:
 def _unmodified(runner, model_dir: str, device: str):
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.planner import compile_properties
 
     core = ov.Core()
     model = core.read_model(runner.folder.language_ir)
@@ -349,7 +350,8 @@ def task_head(args, prompts) -> dict:
 def task_headmem(args, prompts) -> dict:
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.planner import compile_properties
     from decider.engine.graph import slice_to_last_position
     from decider.engine.model_folder import inspect_folder
 

@@ -3,7 +3,7 @@
     python -m bench.w_decode_graph --model IR_DIR --out result.json [--prompt 256] [--pairs 40] [--profile-steps 24]
                                    [--threads N] [--earlier OLD_decode_graph.py]
 
-One process, raw OpenVINO on the CPU with the engine's exact compile properties (engine/devices.compile_properties):
+One process, raw OpenVINO on the CPU with the engine's exact compile properties (engine/planner.compile_properties):
 the same IR read twice, both with the last-position head, one of them also rewritten by one_token_deltanet. Both
 prefill the same prompt, then step one token at a time, interleaved (A B, then B A, …) so a busy machine's drift
 falls on both; the ratio is the median of the per-round ratios. Every step's logits are compared (max |Δ|). Then each
@@ -69,7 +69,8 @@ def step_feed(names: set[str], ids, past: int) -> dict:
 def _properties(threads: int | None, perf: bool) -> dict:
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.planner import compile_properties
     from decider.engine.precision import cpu_capabilities
 
     props = dict(compile_properties("CPU", DeviceOptions(device="CPU", exact=True), cpu_capabilities(ov.Core())))

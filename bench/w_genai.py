@@ -22,7 +22,8 @@ from .common import peak_rss_mib, read_json, summary, write_json
 
 
 def exact_properties(device: str) -> dict:
-    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.planner import compile_properties
 
     return compile_properties(device, DeviceOptions(device=device, exact=True))
 

@@ -32,7 +32,7 @@ def _graph(runner):
     and its compile properties."""
     import openvino as ov
 
-    from decider.engine.devices import compile_properties
+    from decider.engine.planner import compile_properties
     from decider.engine.precision import cpu_capabilities
 
     model, _ = decode_model(runner.folder.language_ir, rewrite=runner.device.startswith("CPU"))
@@ -102,7 +102,8 @@ VARIANTS = {
 def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> dict:
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.planner import compile_properties
     from .projection_fusion import fuse_parallel_projections
     from decider.engine.precision import cpu_capabilities
     from decider.engine.runner import _TextLayout

@@ -4,7 +4,7 @@ OpenVINO's CPU plugin can kill the process that compiles: on an AMX CPU a bf16 c
 thread dies of SIGFPE (engine/mlp_fusion_guard.py avoids that one). A crash is no exception a caller can catch, and
 the GUI must never die from an engine error. So the first time a model is compiled with reduced-precision
 properties on a CPU (a --fast runner, a fast-tuning candidate, a fast-reasoning twin), a child process
-(`python -m decider.engine.compile_probe`) compiles it the same way, and the verdict is kept beside the
+(`python -m decider.engine.compile_probe_child`) compiles it the same way, and the verdict is kept beside the
 fast-tuning measurement (one per model files, device, CPU flags, OpenVINO version, usable CPUs and properties). A
 configuration that killed the child is never compiled here: `refusal` says why, and the runner falls back to the
 exact compile (--fast) or refuses to build the twin (tuning skips the candidate; the runner reasons itself).
@@ -47,7 +47,7 @@ def needs_probe(device: str, properties: dict[str, object]) -> bool:
 
 
 def probe_key(folder: Path | str, device: str, properties: dict[str, object]) -> str:
-    from .fast_tuning import key_for  # model files, device, CPU flags, OpenVINO version
+    from .measurements import key_for  # model files, device, CPU flags, OpenVINO version
 
     keyed = {k: str(v) for k, v in sorted(properties.items()) if k not in _UNKEYED}
     return json.dumps({"model": key_for(folder, device), "usable_cpus": _usable_cpus(), "properties": keyed}, sort_keys=True)
@@ -61,7 +61,7 @@ def _usable_cpus() -> int:
 
 
 def _cache_file(runner) -> Path | None:
-    from .fast_tuning import _cache_file as tuning_cache
+    from .measurements import cache_file as tuning_cache
 
     found = tuning_cache(runner)
     return found.with_name(CACHE_NAME) if found is not None else None
@@ -91,7 +91,7 @@ def _store(path: Path | None, found: dict[str, Verdict]) -> None:
 
 
 def child_command() -> list[str]:
-    return [sys.executable, "-m", f"{__package__}.compile_probe"]
+    return [sys.executable, "-m", f"{__package__}.compile_probe_child"]
 
 
 def _child_environment() -> dict[str, str]:
@@ -169,17 +169,13 @@ def checked(runner, properties: dict[str, object], twin: bool, on_core: dict[str
     """The properties the runner may compile with: these, unless they killed a test process. Then a twin (a
     tuning candidate, a fast-reasoning twin) is refused (CompileRefused), and a --fast runner compiles exact
     and says why in its notices. on_core: a thread count set on the Core, which the probe's child compiles with too."""
-    from dataclasses import replace
-
-    from .devices import compile_properties
-
     why = refusal(runner, {**(on_core or {}), **properties})
     if not why:
         return properties
     if twin:
         raise CompileRefused(f"not compiled: {why}")
     runner.notices.append(f"--fast compiles exact (f32) here: {why}")
-    return compile_properties(runner.device, replace(runner.options, exact=True))
+    return runner.plan.fallback.properties
 
 
 def safe_compile(runner, model, properties: dict[str, object], twin: bool):
@@ -207,23 +203,3 @@ def _core_threads(core, device: str) -> dict[str, object]:
 def _threads(properties: dict[str, object]) -> str:
     count = properties.get("INFERENCE_NUM_THREADS")
     return f"{count} thread{'s' if str(count) != '1' else ''}" if count else "the plugin's default threads"
-
-
-def _compile_each(request: dict) -> None:
-    """The child: compile the folder's model as a runner would, once per property set, reporting each before the
-    next (so a crash names the set that caused it)."""
-    from .devices import DeviceOptions
-    from .errors import DeciderError
-    from .runner import ModelRunner
-
-    for properties in request["properties"]:
-        try:
-            ModelRunner(request["folder"], DeviceOptions(device=request["device"], exact=False), _extra=properties)
-            verdict = {"outcome": "ok", "detail": ""}
-        except (DeciderError, RuntimeError) as exc:
-            verdict = {"outcome": "failed", "detail": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-        print(json.dumps(verdict), flush=True)
-
-
-if __name__ == "__main__":
-    _compile_each(json.loads(sys.stdin.read()))

@@ -1,18 +1,16 @@
-"""Device choice and compile properties: plain functions so every rule is visible and unit-tested.
+"""Device choice: the user's options, which device and path run a model, and what the compiled model can do.
 
-NPU code paths cannot run on a machine without an NPU; the properties they use are built here and
-pinned by tests instead (see the NPU section of the Qwen3.5/OpenVINO facts).
-"""
+Plain functions so every rule is visible and unit-tested. The compile properties each device gets are the compile
+plan's (engine/planner.py); NPU code paths cannot run on a machine without an NPU, so the properties they use are
+pinned by tests instead (see the NPU section of the Qwen3.5/OpenVINO facts)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DeviceError, SettingsError
-from .precision import cpu_properties, gpu_properties
 
 DEVICES = ("AUTO", "CPU", "GPU", "NPU")
 # AUTO prefers the accelerator a decision agent is meant for, then any GPU, then the CPU.
@@ -140,59 +138,13 @@ def path_for(device: str, options: DeviceOptions) -> str:
     return "static" if device.split(".")[0] == "NPU" else "dynamic"
 
 
-def _npuw_base(options: DeviceOptions) -> dict[str, object]:
-    # NPUW_F16IC=NO: with f16 interconnects, multi-token static variants of Qwen3.5 fail to create an
-    # infer request where a partition runs on the CPU (an f16 subgraph input receives f32), measured with
-    # OpenVINO 2026.4.1; the Loop of the DeltaNet layers is such a partition on a real NPU too.
-    props: dict[str, object] = {"NPU_USE_NPUW": "YES", "NPUW_F16IC": "NO"}
-    override = npuw_devices_override()
-    if override:
-        props["NPUW_DEVICES"] = override
-    return props
-
-
-def static_compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = ()) -> dict[str, object]:
-    """Properties for the static runner's variants: as the dynamic path on CPU/GPU; NPUW without its LLM
-    pipeline on the NPU (the host keeps the caches, NPUW only partitions and runs a static graph). NPUW's CPU
-    partitions take their precision from the Core (engine/precision.prepare_core), set before this compile."""
-    if device.split(".")[0] != "NPU":
-        return compile_properties(device, options, capabilities)
-    props = _npuw_base(options)
-    if options.cache_dir is not None:
-        props["CACHE_DIR"] = str(options.cache_dir)
-    return props
-
-
-def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = ()) -> dict[str, object]:
-    """The properties passed to Core.compile_model for this device. The precision is always explicit (never a
-    plugin default, which differs by CPU); `capabilities` (the CPU plugin's OPTIMIZATION_CAPABILITIES) choose
-    the fast arithmetic when options.exact is off."""
-    family = device.split(".")[0]
-    props: dict[str, object] = {}
-    if options.cache_dir is not None:
-        props["CACHE_DIR"] = str(options.cache_dir)
-    if family == "CPU":
-        # int8/int4 weights otherwise quantise activations on the fly: not exact (engine/precision.py).
-        props.update(cpu_properties(options.exact, capabilities))
-        props["PERFORMANCE_HINT"] = "LATENCY"
-        if options.runtime_cache_capacity is not None:
-            props["CPU_RUNTIME_CACHE_CAPACITY"] = options.runtime_cache_capacity
-    elif family == "GPU":
-        props.update(gpu_properties(options.exact))
-        props["PERFORMANCE_HINT"] = "LATENCY"
-    elif family == "NPU":
-        # NPUW runs LLMs with static shapes: the prefill model is reshaped to the max prompt length.
-        props.update(_npuw_base(options))
-        props.update(
-            {
-                "NPUW_LLM": "YES",
-                "NPUW_LLM_BATCH_DIM": 0,
-                "NPUW_LLM_SEQ_LEN_DIM": 2,
-                "NPUW_LLM_MAX_PROMPT_LEN": options.npu_max_prompt_len,
-                "NPUW_LLM_MIN_RESPONSE_LEN": options.npu_min_response_len,
-            }
-        )
-    return props
+def vision_candidates(requested: str, available: list[str]) -> list[str]:
+    """Devices to try for the vision encoder in order: the explicit one, or AUTO's preference among the visible ones
+    (CPU last)."""
+    if requested != "AUTO":
+        return [choose_device(requested, available)]
+    families = {d.split(".")[0] for d in available}
+    return [family for family in AUTO_PREFERENCE if family in families] or [choose_device("AUTO", available)]
 
 
 def device_caps(device: str, options: DeviceOptions) -> DeviceCaps:

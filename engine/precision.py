@@ -3,14 +3,14 @@
 OpenVINO's CPU plugin picks its own defaults by CPU: bf16 inference where the CPU has avx512_bf16 or AMX,
 f32 on AVX2-only CPUs; the IR's metadata asks for an f16 KV cache; int8 exports quantise activations on the
 fly. So nothing here is left to a default. Every compile passes the precision it means (`cpu_properties`,
-`gpu_properties`, `npu_host_properties`), and a runner reads back what it got (`read_cpu_precision`): that,
+`gpu_properties`, `npu_host_properties`, put together by engine/planner.py), and a runner reads back what it got (`read_cpu_precision`): that,
 not the request, is what the result's label says.
 
 The NPU plugin runs a model through NPUW, which partitions it and compiles the partitions on its devices. A
 real NPU computes in f16 whatever the host does. Partitions NPUW places on the CPU (all of them under the
 testing aid DECIDER_NPUW_DEVICES=CPU) are compiled by the CPU plugin with the Core's CPU properties, which
 NPUW's own configuration does not reach (measured with OpenVINO 2026.4.1: a DEVICE_PROPERTIES entry is
-ignored; the Core's CPU properties are used). `prepare_core` sets them before an NPU compile.
+ignored; the Core's CPU properties are used). The compile plan sets them before an NPU compile.
 """
 
 from __future__ import annotations
@@ -76,20 +76,15 @@ def npuw_precision() -> str:
     return value
 
 
-def npu_host_properties(exact: bool, capabilities: Sequence[str] = ()) -> dict[str, object]:
+def npu_host_properties(exact: bool, capabilities: Sequence[str] = (), mode: str | None = None) -> dict[str, object]:
     """What the CPU partitions of an NPU compile run with: f32 (the CPU path's numbers), or, in the named
     emulation mode, the NPU's f16 — or the nearest arithmetic the CPU has (a CPU without f16 arithmetic
-    quietly computes an f16 hint in f32 when it is set on the Core: measured with OpenVINO 2026.4.1)."""
-    if npuw_precision() == "f16":
+    quietly computes an f16 hint in f32 when it is set on the Core: measured with OpenVINO 2026.4.1). mode: "f32" or
+    "f16" (DECIDER_NPUW_PRECISION, read when not given)."""
+    if (mode or npuw_precision()) == "f16":
         inference = "f16" if "FP16" in capabilities else "bf16" if "BF16" in capabilities else "f32"
         return {"INFERENCE_PRECISION_HINT": inference, "KV_CACHE_PRECISION": "f16", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
     return cpu_properties(exact)
-
-
-def prepare_core(core, device: str, exact: bool) -> None:
-    """Before compiling on the NPU: give the Core the CPU properties NPUW's CPU partitions will compile with."""
-    if device.split(".")[0] == "NPU":
-        core.set_property("CPU", npu_host_properties(exact, cpu_capabilities(core)))
 
 
 def cpu_capabilities(core) -> tuple[str, ...]:
@@ -276,13 +271,12 @@ def read_cpu_precision(compiled, kv_cache: str | None = None, *, int8_activation
     )
 
 
-def npu_precision(core, exact: bool, emulated: bool) -> Precision:
+def npu_precision(core, host: dict[str, object], emulated: bool) -> Precision:
     """An NPU compile: the hardware's f16, or under emulation what NPUW's CPU partitions really run — read back
-    from a one-MatMul probe compiled with the Core's CPU properties (the Core's own property echoes a request
-    the CPU may not honour)."""
+    from a one-MatMul probe compiled with the CPU properties the plan set on the Core (`host`; the Core's own
+    property echoes a request the CPU may not honour)."""
     if not emulated:
         return NPU_HARDWARE
-    host = npu_host_properties(exact, cpu_capabilities(core))
     return Precision(inference=_probe_cpu_inference(core, host), kv_cache="host", where="NPU emulated on CPU")
 
 

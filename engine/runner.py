@@ -15,9 +15,9 @@ from dataclasses import replace
 import numpy as np
 import openvino as ov
 
-from .devices import DeviceOptions, choose_device, compile_properties, device_caps, npu_emulated, visible_devices
+from .compile_plan import CompilePlan
+from .devices import DeviceOptions, device_caps, npu_emulated
 from .errors import DeviceError
-from .fast_tuning import cached as cached_tuning, tune_on_first_use
 from .compile_probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from .decode_graph import one_token_deltanet
 from .graph import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
@@ -26,10 +26,11 @@ from .kernels import verdicts as kernel_verdicts
 from .kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from .kernels.projection_op import KERNEL_TOKENS
 from .model_folder import ModelFolder, inspect_folder
-from .precision import cpu_capabilities, gpu_precision, int8_activations_run, npu_precision, prepare_core, read_cpu_precision
+from .planner import plan_for
+from .precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .runner_base import RunnerBase, RunnerStats, first_line
-from .vision_device import open_vision_encoder
+from .vision_device import apply_host, open_vision_encoder
 from .vision_encoder import VisionEncoder
 from .vision_feed import ChunkEmbedder, position_ids
 from .vision_tokens import IMAGE_PAD, Item
@@ -116,15 +117,16 @@ class ModelRunner(RunnerBase):
 
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
-        *, _twin_of: ModelRunner | None = None, _extra: dict[str, object] | None = None,
+        *, plan: CompilePlan | None = None, _twin_of: ModelRunner | None = None,
     ):
+        """plan: what to compile and how (engine/runner_choice.measured_plan measures --fast first); without one, the
+        plan for `options` from what this machine measured so far (engine/planner.plan_for: it never measures)."""
         self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
-        self.options = options or DeviceOptions()
         core = core or ov.Core()
-        self.device = choose_device(self.options.device, visible_devices(core.available_devices))
-        self.caps = device_caps(self.device, self.options)
-        self.execution_path = "npuw_llm" if self.device.startswith("NPU") else "dynamic"
         self._init_conversation()
+        self.plan = plan or plan_for(self.folder, options or DeviceOptions(), core, notices=self.notices)
+        self.options, self.device, self.execution_path = self.plan.options, self.plan.device, self.plan.path
+        self.caps = device_caps(self.device, self.options)
         # How prompt segments are split (engine/prefill_chunks.py); prefill_chunk None: one infer per segment,
         # the bench's peer for the chunking.
         self.prefill_chunk, self.prefill_base = prefill_plan(self.folder.text_config)
@@ -145,35 +147,24 @@ class ModelRunner(RunnerBase):
                 one_token_deltanet(model)
         self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
         self._core, self._model = core, model
-        capabilities = cpu_capabilities(core)
-        properties = {**compile_properties(self.device, self.options, capabilities), **(_extra or {})}
-        if _extra is None and not self.options.exact and self.device.startswith("CPU"):
-            # --fast asks for the fastest compile, and which one that is was measured on this machine
-            # (engine/fast_tuning.py) by `decider doctor --tune`, a think-mode decision or now, on first use. Where
-            # no reduced compile beat the exact one, the exact compile is the fastest: the stated reduced default
-            # above would be slower and its bars drift for nothing, so --fast compiles exact (and its precision,
-            # read back below, says exact). Unmeasured (no cache folder: the engine as a library), the stated default.
-            measured = cached_tuning(self) or tune_on_first_use(self)
-            if measured is not None:
-                properties.update(measured.properties
-                                  or compile_properties(self.device, replace(self.options, exact=True), capabilities))
-        prepare_core(core, self.device, self.options.exact)
+        # Every property is the plan's (engine/planner.py), --fast's measured choice included.
+        apply_host(core, self.plan.language)
         started = time.perf_counter()
         try:
-            compiled, properties = safe_compile(self, model, without_cache_if_routed(properties, model), _extra is not None)
+            compiled, properties = safe_compile(self, model, without_cache_if_routed(self.plan.language.properties, model),
+                                                self.plan.twin)
             if self.folder.layout == "vl" and _twin_of is not None:
                 embeddings = _twin_of._embeddings  # one table lookup: the exact one serves both
             elif self.folder.layout == "vl":
-                # A table lookup, always exact: the fast compile's arithmetic starts after it.
-                cpu_properties = compile_properties("CPU", replace(self.options, exact=True))
-                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", cpu_properties)
+                assert self.plan.embeddings is not None, "a vision-language export's plan has its embeddings"
+                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", self.plan.embeddings.properties)
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
         self.compiled = compiled
         family = self.device.split(".")[0]
         self.precision = (
-            npu_precision(core, self.options.exact, emulated=npu_emulated() is not None) if family == "NPU"
+            npu_precision(core, self.plan.language.host_properties, emulated=npu_emulated() is not None) if family == "NPU"
             else gpu_precision(compiled) if family == "GPU"
             else read_cpu_precision(compiled, int8_activations=int8_activations_run(core, model, properties))
         )
@@ -186,7 +177,7 @@ class ModelRunner(RunnerBase):
         if _twin_of is not None:
             self.vision = _twin_of.vision
         elif self.folder.has_vision:
-            self.vision = open_vision_encoder(core, self.folder, self.options, self.notices)
+            self.vision = open_vision_encoder(core, self.folder, self.options, self.notices, self.plan.vision)
         if self.folder.layout == "text":
             self._layout = _TextLayout(compiled)
         else:
@@ -238,8 +229,10 @@ class ModelRunner(RunnerBase):
     def twin(self, options: DeviceOptions, extra: dict[str, object] | None = None) -> ModelRunner:
         """The same model compiled again on the same device with other options (plus `extra` compile
         properties), from the same ov.Model on the same Core so the plugin can share what it does not
-        repack; the embeddings and the vision encoder are this runner's. Its conversation is its own."""
-        return ModelRunner(self.folder, replace(options, device=self.device), self._core, _twin_of=self, _extra=extra)
+        repack; the embeddings and the vision encoder are this runner's. Its conversation is its own. Without `extra`
+        it is a runner of these options (--fast: the measured choice); with it, a twin's plan: those properties."""
+        plan = plan_for(self.folder, replace(options, device=self.device), self._core, overrides=extra)
+        return ModelRunner(self.folder, core=self._core, plan=plan, _twin_of=self)
 
     # ----- hooks -----
     def _clear_state(self) -> None:

@@ -5,6 +5,9 @@ the front ends show (CLI stderr, `decider doctor`, the window). An explicitly re
 user's decision: its failure stays an error, except that an explicitly requested NPUW_LLM pipeline
 falls back to the static path on the same NPU (it does not compile Qwen3.5 with OpenVINO 2026.4; a later
 release may, which is why it can still be asked for).
+
+Each attempt first plans its compiles (engine/planner.py); where --fast has no measurement here yet, it is taken
+then (`measured_plan`), before the runner is built with the plan.
 """
 
 from __future__ import annotations
@@ -14,31 +17,49 @@ from pathlib import Path
 
 import openvino as ov
 
+from .compile_plan import CompilePlan
 from .devices import AUTO_PREFERENCE, DeviceOptions, choose_device, path_for, visible_devices
-from .errors import DeviceError, ModelError
+from .errors import DeciderError, DeviceError, ModelError
+from .fast_tuning import tune
 from .model_folder import ModelFolder, inspect_folder
+from .planner import plan_for
 from .runner import ModelRunner
 from .runner_base import RunnerBase
 from .static_runner import StaticRunner
 
 
-def _build(folder: ModelFolder, options: DeviceOptions, core: ov.Core, path: str) -> RunnerBase:
-    if path == "static":
-        return StaticRunner(folder, options, core)
+def measured_plan(folder: ModelFolder, options: DeviceOptions, core: ov.Core, *, static: bool = False,
+                  notices: list[str] | None = None) -> CompilePlan:
+    """The compile plan for these options, --fast's measurement taken first where it is missing: --fast asks for the
+    fastest compile, and which one that is is measured on this machine (engine/fast_tuning.py) by `decider doctor
+    --tune`, a think-mode decision or here, on first use, against an exact runner of the same model on the same Core.
+    Only where there is a folder to keep the measurement in; a compile or step that fails leaves the stated default."""
+    plan = plan_for(folder, options, core, static=static, notices=notices)
+    if not plan.measure_first:
+        return plan
+    try:
+        tune(ModelRunner(folder, core=core, plan=plan_for(folder, replace(plan.options, exact=True), core)))
+    except (DeciderError, RuntimeError):
+        return plan
+    return plan_for(folder, options, core, static=static, notices=notices)
+
+
+def _build(folder: ModelFolder, options: DeviceOptions, core: ov.Core, path: str, notices: list[str]) -> RunnerBase:
     if path == "npuw_llm" and not options.device.startswith("NPU"):
         raise DeviceError(f"the npuw_llm path runs on the NPU only (device {options.device})")
-    return ModelRunner(folder, options, core)
+    plan = measured_plan(folder, options, core, static=path == "static", notices=notices)
+    return StaticRunner(folder, core=core, plan=plan) if path == "static" else ModelRunner(folder, core=core, plan=plan)
 
 
 def _attempt(folder: ModelFolder, options: DeviceOptions, core: ov.Core, notices: list[str]) -> RunnerBase:
     path = path_for(options.device, options)
     if path != "npuw_llm":
-        return _build(folder, options, core, path)
+        return _build(folder, options, core, path, notices)
     try:
-        return _build(folder, options, core, "npuw_llm")
+        return _build(folder, options, core, "npuw_llm", notices)
     except DeviceError as exc:
         notices.append(f"{exc}; using the static-shape path on {options.device} instead")
-        return _build(folder, replace(options, path="static"), core, "static")
+        return _build(folder, replace(options, path="static"), core, "static", notices)
 
 
 def _candidates(requested: str, available: list[str]) -> list[str]:

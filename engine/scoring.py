@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import openvino as ov
 
-from .devices import compile_properties
-from .precision import cpu_capabilities
+from .measurements import read_host
+from .planner import compile_properties
 from .errors import DeviceError
 from .logprobs import VOCABULARY, Distribution, TokenLogprob
 
@@ -60,7 +60,7 @@ class PromptScorer:
         folder, options = self._runner.folder, self._runner.options
         try:
             compiled = core.compile_model(core.read_model(folder.language_ir), self.device,
-                                          compile_properties(self.device, options, cpu_capabilities(core)))
+                                          compile_properties(self.device, options, read_host(core).capabilities))
             if folder.layout == "vl":
                 embeddings = core.compile_model(core.read_model(folder.embeddings_ir), "CPU",
                                                 compile_properties("CPU", replace(options, exact=True)))

@@ -21,13 +21,15 @@ import time
 import numpy as np
 import openvino as ov
 
-from .devices import DeviceCaps, DeviceOptions, choose_device, npu_emulated, static_compile_properties, visible_devices
-from .precision import cpu_capabilities, gpu_precision, int8_activations_run, npu_precision, prepare_core, read_cpu_precision
+from .compile_plan import CompilePlan
+from .devices import DeviceCaps, DeviceOptions, npu_emulated
+from .planner import plan_for
+from .precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
 from .errors import DeviceError, SettingsError
 from .model_folder import ModelFolder, inspect_folder
 from .runner_base import RunnerBase, first_line, split_chunks
 from .static_graph import CacheSpec, cache_specs, prepare_stateless, static_variant
-from .vision_device import open_vision_encoder
+from .vision_device import apply_host, open_vision_encoder
 from .vision_feed import ChunkEmbedder, position_ids
 from .vision_tokens import IMAGE_PAD, Item
 
@@ -47,26 +49,28 @@ def segment_chunks(length: int, sizes: tuple[int, ...]) -> list[int]:
 class StaticRunner(RunnerBase):
     execution_path = "static"
 
-    def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None):
+    def __init__(self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
+                 *, plan: CompilePlan | None = None):
+        """plan: what to compile and how (the static path's); without one, planned here for `options`."""
         self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
-        self.options = options or DeviceOptions()
         core = core or ov.Core()
-        self.device = choose_device(self.options.device, visible_devices(core.available_devices))
+        self._init_conversation()
+        self.plan = plan or plan_for(self.folder, options or DeviceOptions(), core, static=True, notices=self.notices)
+        self.options, self.device = self.plan.options, self.plan.device
         self.window = min(self.options.static_window, self.folder.context_length)
         self.chunks = tuple(sorted({c for c in self.options.static_chunks if c < self.window}, reverse=True))
         if 1 not in self.chunks:
             raise SettingsError(f"static_chunks must include 1 and sizes below the window of {self.window}")
         # Host caches: snapshots, prefix reuse and the KV window all live here.
         self.caps = DeviceCaps(self.device, snapshots=True, prefix_reuse=True, max_prompt_len=None, max_total_len=self.window)
-        self._init_conversation()
         model = self._read(core, self.folder.language_ir)
         self._check_inputs(model)
         self._load_vocabulary(model)
         prepare_stateless(model, self.folder.layout)
         self._specs: list[CacheSpec] = cache_specs(model, self.window)
         hidden = self.folder.text_config.get("hidden_size")
-        properties = static_compile_properties(self.device, self.options, cpu_capabilities(core))
-        prepare_core(core, self.device, self.options.exact)
+        properties = self.plan.language.properties
+        apply_host(core, self.plan.language)
         started = time.perf_counter()
         try:
             self._variants = {
@@ -75,9 +79,8 @@ class StaticRunner(RunnerBase):
             }
             embeddings = None
             if self.folder.layout == "vl":
-                # A table lookup, always exact: the fast compile's arithmetic starts after it.
-                exact = DeviceOptions(device="CPU", exact=True)
-                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", static_compile_properties("CPU", exact))
+                assert self.plan.embeddings is not None, "a vision-language export's plan has its embeddings"
+                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", self.plan.embeddings.properties)
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name} (static shapes): {first_line(exc)}") from None
         self.stats.compile_s = time.perf_counter() - started
@@ -85,7 +88,7 @@ class StaticRunner(RunnerBase):
         compiled = next(iter(self._variants.values())).request.get_compiled_model()
         # The host keeps the caches (in the export's f32): the KV precision is the host's, not a plugin's.
         self.precision = (
-            npu_precision(core, self.options.exact, emulated=npu_emulated() is not None) if family == "NPU"
+            npu_precision(core, self.plan.language.host_properties, emulated=npu_emulated() is not None) if family == "NPU"
             else gpu_precision(compiled) if family == "GPU"
             else read_cpu_precision(compiled, kv_cache="host",
                                     int8_activations=int8_activations_run(core, model, properties))
@@ -93,7 +96,7 @@ class StaticRunner(RunnerBase):
         self._embed = None
         if embeddings is not None:
             if self.folder.has_vision:
-                self.vision = open_vision_encoder(core, self.folder, self.options, self.notices)
+                self.vision = open_vision_encoder(core, self.folder, self.options, self.notices, self.plan.vision)
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
             self._embed = ChunkEmbedder(embeddings, self.vision, image_pad)
         self._caches = {s.input_name: np.zeros(s.shape, dtype=s.dtype) for s in self._specs}

@@ -63,7 +63,7 @@ def _pinned_fast_choice(_isolated_dirs):
     # The tests comparing --fast bars with exact ones need a reduced compile whichever wins on this CPU, and --fast
     # compiles exact where the measurement found nothing faster: the session's cache says the stated reduced default
     # won for every fixture model (tests/support/fast_pin.py says why and what else that fixes). Written where a
-    # runner without a cache folder of its own and the app's front ends look (engine/fast_tuning._cache_file,
+    # runner without a cache folder of its own and the app's front ends look (engine/measurements.cache_file,
     # app/config.compiled_cache_dir).
     from decider.engine.fast_tuning import CACHE_NAME
 

@@ -14,7 +14,7 @@ import openvino as ov
 import pytest
 
 from support.models import model_dir
-from decider.engine import compile_probe, fast_reasoning, fast_tuning
+from decider.engine import compile_probe, fast_reasoning, fast_tuning, measurements
 from decider.engine.compile_probe import CACHE_NAME, CompileRefused, probe_all, run_child
 from decider.engine.devices import DeviceOptions
 from decider.engine.fast_reasoning import reasoner_for
@@ -52,7 +52,7 @@ def faulty_child(monkeypatch):
     """Every reduced compile the probe tries kills its child: the error path on any CPU."""
     monkeypatch.setattr(compile_probe, "child_command", lambda: list(FAULTY_CHILD))
     monkeypatch.setattr(compile_probe, "_IN_PROCESS", {})  # no verdict of another test's
-    monkeypatch.setattr(fast_tuning, "_IN_PROCESS", {})  # nor a tuning (without a cache folder, kept in memory)
+    monkeypatch.setattr(measurements, "_IN_PROCESS", {})  # nor a tuning (without a cache folder, kept in memory)
 
 
 def test_a_fast_runner_whose_compile_killed_the_probe_compiles_exact_and_says_why(faulty_child, monkeypatch):

@@ -10,7 +10,8 @@ import pytest
 from support.models import model_dir
 from decider.engine import decode_graph, runner as runner_module
 from decider.engine.decode_graph import one_token_deltanet
-from decider.engine.devices import DeviceOptions, compile_properties
+from decider.engine.devices import DeviceOptions
+from decider.engine.planner import compile_properties
 from decider.engine.graph import slice_to_last_position
 from decider.engine.logprobs import log_softmax
 from decider.engine.model_folder import inspect_folder

@@ -18,6 +18,7 @@ from decider.engine.fast_reasoning import fast_properties, reasoner_for, release
 from decider.engine.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
 from decider.engine.precision import cpu_capabilities, short_type
 from decider.engine.runner import ModelRunner
+from decider.engine.runner_choice import open_runner
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def test_the_twin_compile_counts_against_fast_reasoning(runner):
 def test_the_first_fast_runner_measures_and_compiles_the_choice(tmp_path):
     """--fast's first use on a model measures (once: the next process reads the choice) and compiles the winner."""
     options = DeviceOptions(device="CPU", exact=False, cache_dir=tmp_path)
-    fast = ModelRunner(model_dir("qwen35-text"), options)
+    fast = open_runner(model_dir("qwen35-text"), options)  # the measurement is a step before the runner is built
     tuning = cached(fast)
     assert tuning is not None and {m.name for m in tuning.measured} == set(candidates(cpu_capabilities(fast._core)))
     compiled = {name: str(fast.compiled.get_property(name)) for name in ("KV_CACHE_PRECISION", "INFERENCE_NUM_THREADS")}

@@ -6,7 +6,8 @@ import pytest
 
 from support.models import case, model_dir
 from bench.projection_fusion import fuse_parallel_projections
-from decider.engine.devices import DeviceOptions, compile_properties
+from decider.engine.devices import DeviceOptions
+from decider.engine.planner import compile_properties
 from decider.engine.graph import slice_to_last_position
 
 PROMPT = case("dist_ten_options")["prompt_ids"]

@@ -8,7 +8,8 @@ import openvino as ov
 import pytest
 
 from support.models import REFERENCE, model_dir
-from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions, compile_properties
+from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions
+from decider.engine.planner import compile_properties
 from decider.engine.errors import ModelError, SettingsError
 from decider.engine.logprobs import log_softmax
 from decider.engine.model_folder import inspect_folder

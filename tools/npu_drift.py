@@ -14,6 +14,7 @@ decisions agree.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import os
 import sys
@@ -35,20 +36,20 @@ FOLDERS = [ROOT / "tests/fixtures/models" / n for n in ("qwen35-text", "qwen35-m
 
 
 def _static(folder: Path, f16ic: bool):
-    base = static_runner.static_compile_properties
+    """The static runner on the NPU with NPUW_F16IC as asked: its compile plan with that one setting changed."""
+    import openvino as ov
 
-    def properties(device, options, capabilities=()):
-        props = base(device, options, capabilities)
-        if device.startswith("NPU"):
-            props["NPUW_F16IC"] = "YES" if f16ic else "NO"
-        return props
+    from decider.engine.compile_plan import Setting
+    from decider.engine.model_folder import inspect_folder
+    from decider.engine.planner import plan_for
 
-    static_runner.static_compile_properties = properties
-    try:
-        chunks = (1,) if f16ic else (16, 4, 1)
-        return static_runner.StaticRunner(folder, DeviceOptions(device="NPU", static_chunks=chunks, npu_max_prompt_len=112, npu_min_response_len=16))
-    finally:
-        static_runner.static_compile_properties = base
+    chunks = (1,) if f16ic else (16, 4, 1)
+    options = DeviceOptions(device="NPU", static_chunks=chunks, npu_max_prompt_len=112, npu_min_response_len=16)
+    core = ov.Core()
+    plan = plan_for(inspect_folder(folder), options, core, static=True)
+    f16 = Setting("NPUW_F16IC", "YES" if f16ic else "NO", "tools/npu_drift.py compares both")
+    language = replace(plan.language, settings=tuple(f16 if s.name == f16.name else s for s in plan.language.settings))
+    return static_runner.StaticRunner(folder, core=core, plan=replace(plan, language=language))
 
 
 def _trace(runner, prompt):

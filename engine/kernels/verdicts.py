@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from ..fast_tuning import _cache_file as tuning_cache_file, key_for
+from ..measurements import cache_file as tuning_cache_file, key_for
 from ..files import read_regular
 
 CACHE_NAME = "exact-kernel.json"

@@ -26,7 +26,8 @@ EXACT_STEP_MS, WINNER_STEP_MS, EXACT_PREFILL_MS_PER_TOKEN = 10.0, 9.0, 2.0
 def stated_candidate(capabilities: tuple[str, ...]) -> str:
     """The candidate that is the stated default --fast compile on a CPU with these capabilities (bf16 where the
     CPU has it, else f32; u8 KV cache; int8 activations in groups of 32)."""
-    from decider.engine.devices import DeviceOptions, compile_properties
+    from decider.engine.devices import DeviceOptions
+    from decider.engine.planner import compile_properties
     from decider.engine.fast_tuning import candidates
 
     stated = compile_properties(DEVICE, DeviceOptions(device=DEVICE, exact=False), capabilities)
