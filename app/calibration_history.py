@@ -7,8 +7,8 @@ from typing import NotRequired, TypedDict
 
 import numpy as np
 
-from decider.engine.calibration import CalibrationReport, TemperatureFit, evaluate, fit_temperature, letter_bias, probabilities
-from decider.engine.errors import SettingsError
+from decider.engine.decisions.calibration import CalibrationReport, TemperatureFit, evaluate, fit_temperature, letter_bias, probabilities
+from decider.engine.core.errors import SettingsError
 
 from .config import config_dir
 from .history import HistoryRow, HistoryStore

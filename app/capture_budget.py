@@ -9,7 +9,7 @@ other work from the measurement itself). If quiet rows exist but none fits, the 
 and the rule says so (None).
 
 `python -m bench vision-budgets` measures the rows (bench/w_vision_budgets.py) and applies this rule;
-tests/test_capture_choice.py checks engine/settings.py's default against the rule on the committed result file
+tests/test_capture_choice.py checks engine/core/settings.py's default against the rule on the committed result file
 (docs/benchmarks/vision-budgets.json), so the default cannot drift from the measurement. `decider doctor` uses
 `is_quiet_load` to say whether its own capture-to-bars was timed on a quiet machine.
 """

@@ -93,10 +93,10 @@ def _others_cores(before, after, cpus: int) -> float | None:
 
 def time_capture(runner, budget: int, screen: np.ndarray | None = None) -> CaptureTiming:
     """One cold decision on the screen at `budget` pixels (the runner must see images)."""
-    from decider.engine.decide import decide
-    from decider.engine.settings import SamplingSettings
-    from decider.engine.types import DecisionRequest
-    from decider.engine.vision_preprocess import target_size
+    from decider.engine.decisions.decide import decide
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.decisions.types import DecisionRequest
+    from decider.engine.vision.preprocess import target_size
 
     pixels = game_screen() if screen is None else screen
     request = DecisionRequest(question=QUESTION, options=OPTIONS, images=(pixels,), image_pixels=budget,

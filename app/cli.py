@@ -9,23 +9,23 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from decider.engine.devices import DEFAULT_VISION_DEVICE
-from decider.engine.errors import DeciderError, SettingsError
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
-from decider.engine.settings import DECISION_SETTINGS
+from decider.engine.compile.devices import DEFAULT_VISION_DEVICE
+from decider.engine.core.errors import DeciderError, SettingsError
+from decider.engine.core.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS
+from decider.engine.core.settings import DECISION_SETTINGS
 
 from .cli_parser import build_parser
 from .requests import sampling_from
 
 if TYPE_CHECKING:
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.core.settings import SamplingSettings
 
     from .calibration_history import CalibrationEntry
     from .service import DecisionService, EngineService
 
 
 def _device_options(args: argparse.Namespace):
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
 
     kwargs = {"device": args.device, "exact": not args.fast, "path": getattr(args, "execution_path", "auto"),
               "vision_device": args.vision_device}
@@ -51,7 +51,7 @@ def _sampling(args: argparse.Namespace, service: DecisionService) -> SamplingSet
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
-    from decider.engine.openai_format import text_completion
+    from decider.engine.completions.openai_format import text_completion
 
     if args.logprobs is not None and not 0 <= args.logprobs <= MAX_COMPLETION_LOGPROBS:
         raise SettingsError(f"--logprobs must be in 0..{MAX_COMPLETION_LOGPROBS} (got {args.logprobs})")
@@ -63,8 +63,8 @@ def cmd_complete(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from decider.engine.chat_template import Message
-    from decider.engine.openai_format import chat_completion
+    from decider.engine.model.chat_template import Message
+    from decider.engine.completions.openai_format import chat_completion
 
     if args.top_logprobs is not None and not 0 <= args.top_logprobs <= MAX_TOP_LOGPROBS:
         raise SettingsError(f"--top-logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {args.top_logprobs})")
@@ -87,7 +87,7 @@ MAX_CONTEXT_BYTES = 16 * 2**20  # far more than any context window holds; a devi
 
 
 def decision_request(args: argparse.Namespace, defaults, budget=None):
-    from decider.engine.types import DecisionRequest
+    from decider.engine.decisions.types import DecisionRequest
 
     from .images import ImageBudget, load_image_file, read_bounded
 
@@ -133,7 +133,7 @@ def _decision_service(args: argparse.Namespace) -> tuple[DecisionService, Engine
     if not args.engine:
         local = _service(args, history=not args.no_history)
         return local, local
-    from decider.engine.remote import RemoteConfig
+    from decider.engine.remote.engine import RemoteConfig
 
     from .history import open_history
     from .service import RemoteService
@@ -152,7 +152,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         _check_engine_flags(args)
         return ask_with_tools(args, lambda: _decision_service(args)[0])
     # Validate the request before the (slow) model load, so a typo fails at once.
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.core.settings import SamplingSettings
 
     decision_request(args, SamplingSettings())
     _check_engine_flags(args)
@@ -176,7 +176,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from decider.engine.types import LABELS
+    from decider.engine.decisions.types import LABELS
 
     from .history import default_store
 
@@ -330,7 +330,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
 
     from .doctor import run_doctor
 

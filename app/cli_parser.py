@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from decider.engine.devices import DEFAULT_VISION_DEVICE
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS, VOCABULARY
-from decider.engine.remote import CONSTRAINTS, METHODS
-from decider.engine.settings import DECISION_SETTINGS, SAMPLING_SETTINGS, SETTINGS
+from decider.engine.compile.devices import DEFAULT_VISION_DEVICE
+from decider.engine.core.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS, VOCABULARY
+from decider.engine.remote.engine import CONSTRAINTS, METHODS
+from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_SETTINGS, SETTINGS
 
 from .convert import WEIGHTS
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import platformdirs
 
-from decider.engine.errors import ModelError
+from decider.engine.core.errors import ModelError
 
 APP_NAME = "decider"
 
@@ -35,7 +35,7 @@ PROMPT_CACHE_MB = 256  # the prompt cache's bound (DECIDER_PROMPT_CACHE_MB overr
 
 def prompt_cache():
     """The disk cache of shared-context states every local front end uses (None when turned off)."""
-    from decider.engine.prompt_cache import PromptCache
+    from decider.engine.runners.prompt_cache import PromptCache
 
     try:
         megabytes = float(os.environ.get("DECIDER_PROMPT_CACHE_MB", PROMPT_CACHE_MB))

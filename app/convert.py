@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from decider.engine.errors import DeciderError, ModelError, SettingsError
-from decider.engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES
+from decider.engine.core.errors import DeciderError, ModelError, SettingsError
+from decider.engine.model.folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES
 
 from .models import ModelEntry, checkpoint_info, describe, human_size
 
@@ -184,10 +184,10 @@ def _carry_over(hf_dir: Path, out_dir: Path) -> list[str]:
 
 def validate(out_dir: Path) -> str:
     """Load the export on CPU and run one decision; returns a one-line description of it."""
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
+    from decider.engine.core.settings import SamplingSettings
 
     runner = ModelRunner(str(out_dir), DeviceOptions(device="CPU"))
     request = DecisionRequest(

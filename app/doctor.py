@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import ModelError
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import ModelError
 
 from .models import checkpoint_info, describe, human_size
 
@@ -105,8 +105,8 @@ def check_openvino(report: Report) -> tuple[object | None, list[str]]:
 
 def check_cpu_precision(report: Report, core) -> None:
     """The CPU's ISA and the arithmetic the CPU plugin would pick by itself: Decider never relies on it."""
-    from decider.engine.measurements import read_host
-    from decider.engine.precision import fast_inference, isa_summary, short_type
+    from decider.engine.compile.measurements import read_host
+    from decider.engine.compile.precision import fast_inference, isa_summary, short_type
 
     default = short_type(_property(core, "CPU", "INFERENCE_PRECISION_HINT") or "?")
     report.add(
@@ -117,8 +117,8 @@ def check_cpu_precision(report: Report, core) -> None:
 
 
 def check_npu(report: Report, devices: list[str], version: str) -> None:
-    from decider.engine.devices import npu_emulated
-    from decider.engine.precision import npuw_precision
+    from decider.engine.compile.devices import npu_emulated
+    from decider.engine.compile.precision import npuw_precision
 
     has_npu = any(d.startswith("NPU") for d in devices)
     emulated = npu_emulated()
@@ -180,7 +180,7 @@ def fix_for(message: str, folder: Path) -> str:
 
 
 def check_model(report: Report, path: str | Path, core=None, options: DeviceOptions | None = None) -> None:
-    from decider.engine.model_folder import inspect_folder
+    from decider.engine.model.folder import inspect_folder
 
     options = options or DeviceOptions()
     folder = Path(path).expanduser()
@@ -222,9 +222,9 @@ def check_model(report: Report, path: str | Path, core=None, options: DeviceOpti
 
 def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune: bool = False) -> None:
     """Open the model as the app would: which device and path compute, how long compiling took, fallbacks."""
-    from decider.engine.devices import npu_emulated
-    from decider.engine.errors import DeciderError
-    from decider.engine.runner_choice import open_runner
+    from decider.engine.compile.devices import npu_emulated
+    from decider.engine.core.errors import DeciderError
+    from decider.engine.runners.choice import open_runner
 
     try:
         runner = open_runner(path, options)
@@ -239,7 +239,7 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
         f"{runner.precision.label} arithmetic ({'exact' if runner.precision.exact else 'not exact'} logprobs); "
         f"context {runner.context_length:,} tokens",
     )
-    plan = getattr(runner, "plan", None)  # every property each compile got, and why (engine/compile_plan.py)
+    plan = getattr(runner, "plan", None)  # every property each compile got, and why (engine/compile/plan.py)
     if plan is not None:
         report.add("info", "compile plan:\n    " + "\n    ".join(plan.describe()))
     kernel_note = getattr(runner, "kernel_note", None)  # the dynamic runner's; the static path has no kernel
@@ -247,7 +247,7 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
         report.add("info", f"exact int8 kernel (few-token infers): {kernel_note}")
     _check_capture(report, runner)
     if tune and runner.device.startswith("CPU") and runner.execution_path == "dynamic":
-        from decider.engine.fast_tuning import tune as measure
+        from decider.engine.compile.fast_tuning import tune as measure
 
         report.add("info", "fast compile: " + measure(runner).summary())
     elif tune:
@@ -256,8 +256,8 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
 
 def _check_capture(report: Report, runner) -> None:
     """Capture-to-bars at the default pixel budget, measured on this model here (a vision export only)."""
-    from decider.engine.errors import DeciderError
-    from decider.engine.settings import SETTINGS
+    from decider.engine.core.errors import DeciderError
+    from decider.engine.core.settings import SETTINGS
 
     from .capture_timing import time_capture
 
@@ -275,7 +275,7 @@ def _check_capture(report: Report, runner) -> None:
 
 
 def _check_ir(report: Report, core, model) -> int | None:
-    from decider.engine.runner_base import REQUIRED_INPUTS
+    from decider.engine.runners.base import REQUIRED_INPUTS
 
     try:
         ir = core.read_model(model.language_ir)
@@ -312,7 +312,7 @@ def _check_ir(report: Report, core, model) -> int | None:
 
 
 def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     try:
         tokenizer = ChatTokenizer(model.tokenizer_json)
@@ -336,7 +336,7 @@ def _check_tokenizer(report: Report, model, logits_width: int | None) -> None:
 
 def _check_template(report: Report, folder: Path, tokenizer) -> None:
     """The folder's own chat template against Decider's rendering of its reference conversations."""
-    from decider.engine.template_check import CORPUS, differences_note, folder_template, template_differences
+    from decider.engine.model.template_check import CORPUS, differences_note, folder_template, template_differences
 
     if folder_template(folder) is None:
         report.add("info", "chat template: the folder has none (Decider renders Qwen3.5's format itself)")
@@ -350,7 +350,7 @@ def _check_template(report: Report, folder: Path, tokenizer) -> None:
 
 def run_doctor(model: str | Path | None = None, options: DeviceOptions | None = None, compile: bool = False,
                tune: bool = False) -> Report:
-    """tune: also time the reduced-precision candidates on this machine and keep the fastest (engine/fast_tuning.py)."""
+    """tune: also time the reduced-precision candidates on this machine and keep the fastest (engine/compile/fast_tuning.py)."""
     report = Report()
     core, _ = check_openvino(report)
     if model is not None:

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import Cancelled, DeciderError, SettingsError
-from decider.engine.info import ModelInfo
-from decider.engine.types import DecisionRequest, DecisionResult
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import Cancelled, DeciderError, SettingsError
+from decider.engine.core.info import ModelInfo
+from decider.engine.decisions.types import DecisionRequest, DecisionResult
 
 if TYPE_CHECKING:  # the API stack loads only when the API is switched on; a server's engine when first used
-    from decider.engine.remote import RemoteConfig
+    from decider.engine.remote.engine import RemoteConfig
 
     from .api.server import ApiServer
     from .api.state import ApiDecision
@@ -118,7 +118,7 @@ class EngineWorker(QObject):
     def _load_model(self, path: str, options: DeviceOptions, is_demo: bool = False) -> None:
         self.busy.emit(True)
         try:
-            from decider.engine.model_folder import inspect_folder
+            from decider.engine.model.folder import inspect_folder
 
             from .config import demo_label, prompt_cache
             from .service import EngineService

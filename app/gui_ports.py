@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from decider.engine.calibration import CalibrationReport, TemperatureFit
+from decider.engine.decisions.calibration import CalibrationReport, TemperatureFit
 from decider.ui.ports import AppPorts, Calibration, EngineClient, History, HistoryRecord, ModelTools, SettingsRules
 
 from . import calibration_history, convert, model_jobs, models, preferences, pull

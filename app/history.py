@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from decider.engine.types import LABELS, DecisionRequest, DecisionResult
-from decider.engine.errors import DeciderError, SettingsError
-from decider.engine.settings import DECISION_SETTINGS
+from decider.engine.decisions.types import LABELS, DecisionRequest, DecisionResult
+from decider.engine.core.errors import DeciderError, SettingsError
+from decider.engine.core.settings import DECISION_SETTINGS
 
 from .history_repair import recover
 

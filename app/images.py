@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from decider.engine.errors import SettingsError
-from decider.engine.files import NotARegularFile, read_regular
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.files import NotARegularFile, read_regular
 
 if TYPE_CHECKING:  # the runner (openvino) for the annotation only
-    from decider.engine.runner_base import RunnerBase
+    from decider.engine.runners.base import RunnerBase
 
 MAX_PIXELS = 8192 * 8192  # the declared pixels of ONE request's images together (checked before decoding)
 MAX_IMAGES = 8  # images in one request, over all its messages

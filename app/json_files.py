@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from decider.engine.files import NotARegularFile, read_regular
+from decider.engine.core.files import NotARegularFile, read_regular
 
 MAX_BYTES = 4 * 2**20  # settings files are a few KB
 

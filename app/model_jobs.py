@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decider.engine.errors import Cancelled, SettingsError
+from decider.engine.core.errors import Cancelled, SettingsError
 
 from .task_runner import Task
 
@@ -32,7 +32,7 @@ def connection_task(config) -> Task:
     """engine.remote.RemoteEngine(config).test_connection() → ConnectionReport (models, logprobs?, detail)."""
 
     def run(task: Task):
-        from decider.engine.remote import RemoteEngine
+        from decider.engine.remote.engine import RemoteEngine
 
         return RemoteEngine(config).test_connection()
 

@@ -13,8 +13,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from decider.engine.errors import ModelError
-from decider.engine.model_folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES, inspect_folder
+from decider.engine.core.errors import ModelError
+from decider.engine.model.folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES, inspect_folder
 
 from .config import config_dir, data_dir, demo_models
 from .json_files import JsonFileError, read_json_file

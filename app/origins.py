@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 ANY_ORIGIN = "*"  # only from the command line, said out loud; the app's setting refuses it
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from decider.engine.devices import DEVICES, DeviceOptions
-from decider.engine.errors import SettingsError
-from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS
-from decider.engine.settings import SETTINGS, check_number
+from decider.engine.compile.devices import DEVICES, DeviceOptions
+from decider.engine.core.errors import SettingsError
+from decider.engine.remote.engine import CONSTRAINTS as REMOTE_CONSTRAINTS
+from decider.engine.core.settings import SETTINGS, check_number
 
 from .origins import parse_origin
 
@@ -27,7 +27,7 @@ APP_RANGES: dict[str, tuple[float, float, bool]] = {
     "api_port": (1, 65535, True),
     "remote_timeout": (0.5, 3600, False),
     "watch_interval_ms": (100, 60_000, True),  # watch mode grabs the screen this often
-    "watch_threshold": (0.001, 0.5, False),  # the picture change (engine/frame_change.py) that re-decides
+    "watch_threshold": (0.001, 0.5, False),  # the picture change (engine/vision/frame_change.py) that re-decides
 }
 
 # Screen positions and sizes kept between runs, with the parts each holds.

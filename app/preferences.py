@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass, replac
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions
-from decider.engine.errors import SettingsError
-from decider.engine.remote import CONSTRAINTS as REMOTE_CONSTRAINTS  # noqa: F401 (the form offers these)
-from decider.engine.settings import DECISION_NAMES as DECISION_SETTING_NAMES
-from decider.engine.settings import (
+from decider.engine.compile.devices import DEFAULT_VISION_DEVICE, DeviceOptions
+from decider.engine.core.errors import SettingsError
+from decider.engine.remote.engine import CONSTRAINTS as REMOTE_CONSTRAINTS  # noqa: F401 (the form offers these)
+from decider.engine.core.settings import DECISION_NAMES as DECISION_SETTING_NAMES
+from decider.engine.core.settings import (
     RANGES, SAMPLING_NAMES, SETTINGS, DecisionSettings, SamplingSettings, range_text as format_range,
 )
 
@@ -135,7 +135,7 @@ class GuiSettings(_EngineSettings):
 
     def remote_config(self):
         """engine.remote.RemoteConfig for the remote fields; SettingsError when the URL is missing or wrong."""
-        from decider.engine.remote import RemoteConfig
+        from decider.engine.remote.engine import RemoteConfig
 
         if not self.remote_url.strip():
             raise SettingsError("remote engine: enter the server's URL, e.g. http://gpu-box:8000/v1")

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 from .models import PARTIAL_DIR, PULL_MANIFEST, ModelEntry, describe, human_size, models_root, read_manifest, repo_folder_name
 from .pull_transfer import Progress, PullError, RemoteFile, Transfer, fetch, network_errors, reason, verify_existing

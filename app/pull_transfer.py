@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from decider.engine.errors import Cancelled, DeciderError
+from decider.engine.core.errors import Cancelled, DeciderError
 
 from .models import human_size
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from decider.engine.labels import TINY_COVERAGE, uncertain_text, usage_text
-from decider.engine.types import DecisionResult
+from decider.engine.decisions.labels import TINY_COVERAGE, uncertain_text, usage_text
+from decider.engine.decisions.types import DecisionResult
 
 if TYPE_CHECKING:
     from .calibration_history import CalibrationEntry

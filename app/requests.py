@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decider.engine.errors import SettingsError
-from decider.engine.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
 
 # setting name → type accepted from outside (JSON numbers: ints are accepted for floats)
 SAMPLING_FIELDS: dict[str, type] = {name: SETTINGS[name].kind for name in SAMPLING_NAMES}

@@ -16,20 +16,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.decide import DecisionRequest, DecisionResult, Progress, decide
-from decider.engine.devices import DeviceOptions, npu_emulated
-from decider.engine.generate import Completion, Delta, GenerationRequest, generate, stream_generation
-from decider.engine.info import LOCAL_CONSTRAINT, EngineInfo
-from decider.engine.logprobs import VOCABULARY
-from decider.engine.prompt_cache import PromptCache
-from decider.engine.runner_choice import open_runner
-from decider.engine.scoring import PromptScorer, PromptScores
-from decider.engine.remote import RemoteConfig, RemoteEngine
-from decider.engine.settings import SamplingSettings
-from decider.engine.template_check import differences_note, template_differences
-from decider.engine.tool_decide import decide_tools
-from decider.engine.tools import Tool
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.decisions.decide import DecisionRequest, DecisionResult, Progress, decide
+from decider.engine.compile.devices import DeviceOptions, npu_emulated
+from decider.engine.generation.generate import Completion, Delta, GenerationRequest, generate, stream_generation
+from decider.engine.core.info import LOCAL_CONSTRAINT, EngineInfo
+from decider.engine.core.logprobs import VOCABULARY
+from decider.engine.runners.prompt_cache import PromptCache
+from decider.engine.runners.choice import open_runner
+from decider.engine.runners.scoring import PromptScorer, PromptScores
+from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.model.template_check import differences_note, template_differences
+from decider.engine.decisions.tool_decide import decide_tools
+from decider.engine.constrained.tools import Tool
 
 from .history import HistoryStore
 
@@ -73,9 +73,9 @@ class EngineService:
         self.lock = threading.Lock()
         self.history = history  # every decision is recorded here when set
         self._scorer: PromptScorer | None = None  # compiled on the first echo request only
-        # How prompt logprobs are normalised unless a request says (engine/logprobs.py NORMALIZATIONS).
+        # How prompt logprobs are normalised unless a request says (engine/core/logprobs.py NORMALIZATIONS).
         self.logprob_normalization = VOCABULARY
-        # The folder's own chat template against Decider's rendering, once at load (engine/template_check.py)
+        # The folder's own chat template against Decider's rendering, once at load (engine/model/template_check.py)
         self.template_note = differences_note(template_differences(self.runner.folder.path, self.runner.tokenizer))
 
     @property
@@ -84,7 +84,7 @@ class EngineService:
 
     @property
     def info(self) -> EngineInfo:
-        # Exact only where the compiled model really runs f32 (read back, engine/precision.py): never a real NPU,
+        # Exact only where the compiled model really runs f32 (read back, engine/compile/precision.py): never a real NPU,
         # never a fast compile, whatever the options asked for.
         precision = self.runner.precision
         emulated = npu_emulated()
@@ -154,7 +154,7 @@ class EngineService:
                 result = decide(self.runner, request, should_stop=should_stop, progress=progress)
         engine = replace(self.info, reasoning=result.reasoning_precision)
         result = replace(result, engine=engine)
-        if engine.logprobs == "reduced":  # --fast, an NPU's f16: no bar is exact (engine/labels.py)
+        if engine.logprobs == "reduced":  # --fast, an NPU's f16: no bar is exact (engine/decisions/labels.py)
             result = result.with_reduced_bars()
         return record(self, request, result, self.runner.device, source)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from decider.engine.errors import Cancelled, DeciderError
+from decider.engine.core.errors import Cancelled, DeciderError
 
 log = logging.getLogger(__name__)
 

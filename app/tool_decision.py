@@ -1,12 +1,12 @@
-"""`decider ask --tool file.json`: functions as options (engine/tool_decide.py computes the bars and the call)."""
+"""`decider ask --tool file.json`: functions as options (engine/decisions/tool_decide.py computes the bars and the call)."""
 
 from __future__ import annotations
 
 import json
 
-from decider.engine.errors import SettingsError
-from decider.engine.tools import Tool, tools_from_openai
-from decider.engine.types import DecisionRequest
+from decider.engine.core.errors import SettingsError
+from decider.engine.constrained.tools import Tool, tools_from_openai
+from decider.engine.decisions.types import DecisionRequest
 
 MAX_TOOLS_FILE = 1 << 20  # bytes: a tools file is a few functions' schemas
 
@@ -56,7 +56,7 @@ def call_text(result) -> str:
 
 def ask_with_tools(args, open_service) -> int:
     """`decider ask --tool FILE …`: the functions are the options (no --option); prints bars and the call. With
-    --engine URL the tools go through to the server's own tool calling (engine/remote_tools.py)."""
+    --engine URL the tools go through to the server's own tool calling (engine/remote/tool_calls.py)."""
     from .render import render_decision
     from .requests import sampling_from
 

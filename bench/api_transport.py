@@ -36,7 +36,7 @@ t0 = time.perf_counter()
 from decider.app.api.server import ApiServer
 imported = time.perf_counter() - t0
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 service = EngineService(sys.argv[1], DeviceOptions(device="CPU"))
 server = ApiServer(service, "127.0.0.1", 0)
 t0 = time.perf_counter()

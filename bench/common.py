@@ -258,7 +258,7 @@ def write_json(path: Path, data) -> None:
 def stamp(**about) -> dict:
     """What every worker's result starts with: the CPU flags that change OpenVINO's choices, the date and the load
     average before the run (and `about`: the worker's own settings). `finish` adds the rest and writes it."""
-    from decider.engine.precision import isa_summary
+    from decider.engine.compile.precision import isa_summary
 
     return {"cpu_flags": isa_summary(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_before": os.getloadavg()[0], **about}

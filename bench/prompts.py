@@ -39,8 +39,8 @@ def _fit(measure, target: int) -> tuple[str, int]:
 
 
 def build(tokenizer_json: Path, out: Path) -> dict:
-    from decider.engine.decision_prompt import build_decision_prompt
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.decisions.prompt import build_decision_prompt
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     tok = ChatTokenizer(Path(tokenizer_json))
     options = list(OPTIONS)

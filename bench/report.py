@@ -287,7 +287,7 @@ def render(results: dict[str, dict], command: str = "python -m bench all --out B
 
     # 3. head
     add("## 3. Last-position head vs all-position logits (1,024-token prompt)\n")
-    add("Decider's load-time graph edit (`engine/graph.py`) against the unmodified optimum export, same compile "
+    add("Decider's load-time graph edit (`engine/graphs/logits.py`) against the unmodified optimum export, same compile "
         "properties. Time: both compiled in one process, interleaved. Memory: each graph alone in a fresh process, "
         "one 1,024-token forward (peak RSS = VmHWM, includes the compiled model).\n")
     add(table_head("| model | last-position | all positions | last / all | peak RSS last | peak RSS all | logits output | max \\|Δ\\| last row |"))

@@ -68,7 +68,7 @@ def _choice(r: dict) -> str:
     rule = (f"**The rule** (app/capture_budget.py): the default `image_pixels` is the largest budget whose Decider "
             f"capture-to-bars fits {TARGET_S:g} s here, counting only rows whose every run had other processes at "
             f"≤ {OTHERS_PER_CPU:g} of each vCPU (✓ above); none fitting: Qwen3.5's floor, 256². "
-            "tests/test_capture_choice.py holds engine/settings.py's default to it on this committed result. ")
+            "tests/test_capture_choice.py holds engine/core/settings.py's default to it on this committed result. ")
     choice = choose_budget(rows_from_result(r))
     if choice is None:
         return rule + ("**This run chooses nothing**: no row was measured on a quiet machine, so the default stays "

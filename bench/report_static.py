@@ -30,7 +30,7 @@ def section(results: dict) -> list[str]:
     lines: list[str] = []
     add = lines.append
     add("## 10. Static shapes (the NPU path) against the dynamic export\n")
-    add("The static runner (`engine/static_runner.py`) compiles the export made stateless in a few fixed shapes "
+    add("The static runner (`engine/runners/static.py`) compiles the export made stateless in a few fixed shapes "
         "(chunks of N new tokens over a KV window of 1,152 slots, caches on the host) and cuts a prompt greedily "
         "into those sizes, a segment's last token always alone (only the one-token variant has a logits output: "
         "NPUW never writes a multi-token variant's logits). Over prompt lengths 1..1,152 that costs one more "

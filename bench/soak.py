@@ -86,7 +86,7 @@ def soak_api(plan: Plan, checkpoint=None) -> dict:
 
 
 def _engine_options(variant: str):
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
 
     path = "static" if variant == "static" else "dynamic"
     # The static window must hold the longest request (prompt + answer).
@@ -96,9 +96,9 @@ def _engine_options(variant: str):
 
 def _engine_call(service, path: str, body: dict) -> str:
     """The API request `body` through the engine service, as the route would run it (greedy)."""
-    from decider.engine.chat_template import Message
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.model.chat_template import Message
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.core.settings import SamplingSettings
 
     greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
     if path == "/v1/decide":
@@ -107,7 +107,7 @@ def _engine_call(service, path: str, body: dict) -> str:
     if path == "/v1/completions":
         service.run(service.completion_request(body["prompt"], greedy, body["max_tokens"], None))
         return "complete"
-    from decider.engine.tools import tools_from_openai
+    from decider.engine.constrained.tools import tools_from_openai
 
     tools = tools_from_openai(body["tools"]) if body.get("tools") else ()  # rendered into the prompt; the call unconstrained
     request = service.chat_request([Message("user", body["messages"][0]["content"])], False, greedy, body["max_tokens"], None,
@@ -118,8 +118,8 @@ def _engine_call(service, path: str, body: dict) -> str:
 
 
 def _probe(service) -> float:
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.core.settings import SamplingSettings
 
     service.runner.reset()
     service.runner.clear_snapshots()
@@ -170,10 +170,10 @@ def latency(plan: Plan) -> dict:
     chunked: the runner as shipped (its model's plan); fixed: 256-token chunks in base 16 for every model, as
     before the plan; one-shot: one infer per prompt segment (no bound on the shapes the plugin sees).
     """
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
+    from decider.engine.core.settings import SamplingSettings
 
     runner = ModelRunner(plan.model, DeviceOptions(device="CPU"))
     shipped = (runner.prefill_chunk, runner.prefill_base)
@@ -362,7 +362,7 @@ def _latency_rows(docs: Path, add) -> None:
         return
     add("**What bounding costs, paired** (`python -m bench.soak --mode latency --model DIR --requests N`): the same "
         "decision, cold state, under each prefill mode, the order rotating per prompt in one process; medians of the "
-        "per-prompt ratios. *chunked*: as shipped, the model's plan (engine/prefill_chunks.py: full chunks of the "
+        "per-prompt ratios. *chunked*: as shipped, the model's plan (engine/runners/prefill_chunks.py: full chunks of the "
         "longest length its DeltaNet memory allows, then one chunk per digit of the rest); *fixed*: 256-token chunks "
         "in base 16 for every model (the split before the plan); *one-shot*: one infer per prompt (unbounded shapes).\n")
     add(table_head("| model | prompts (words) | chunked split | chunked | fixed | one-shot | infers per decision (c / f / o) | chunked / one-shot | fixed / one-shot |"))

@@ -24,7 +24,7 @@ OPTIONS = ("Attack", "Retreat", "Trade", "Hide", "Explore", "Wait", "Scout", "De
 TARGET_MIB = 150  # RSS after all requests ≤ RSS after the first 100 + this
 PROBE = ("Scouts report that Retreat is the safe choice. What should we do?", ("Attack", "Retreat", "Trade"))
 # The prefill variants the latency mode compares: (largest chunk, base of the rest's digits); None: one infer.
-# "fixed": the split every model used before the chunk length followed the model (engine/prefill_chunks.py).
+# "fixed": the split every model used before the chunk length followed the model (engine/runners/prefill_chunks.py).
 PREFILL_MODES = {"chunked": "shipped", "fixed": (256, 16), "one-shot": None}
 
 

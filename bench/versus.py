@@ -26,8 +26,8 @@ def letter_decision(logits: np.ndarray, vocab: int, letters: list[int]) -> dict:
 
 def decider_decision(runner, question: str, options: list[str]) -> dict:
     """Decider's greedy decision from a cold runner (no state, no snapshots), in letter_decision's terms."""
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.core.settings import SamplingSettings
 
     runner.reset()
     runner.clear_snapshots()

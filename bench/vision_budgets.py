@@ -10,7 +10,7 @@
    (bench/w_vision_budgets.py, in the tools interpreter), interleaved rounds within what is left of --seconds.
 3. Writes ~/.cache/decider-bench/results/vision-budgets.json and the committed copy
    (docs/benchmarks/vision-budgets.json), renders the section into BENCHMARKS.md (bench/report_budgets.py) and
-   prints the default the rule chooses beside engine/settings.py's. The default is not edited here: the
+   prints the default the rule chooses beside engine/core/settings.py's. The default is not edited here: the
    maintainer changes IMAGE_PIXELS_DEFAULT to what it prints; tests/test_capture_choice.py fails until they agree.
 
 Both children import *this* checkout as `decider` (a link in a temporary folder first on PYTHONPATH), whatever
@@ -54,7 +54,7 @@ def wait_for_quiet(limit: float, poll: float = 5.0) -> dict:
 def scale_factors(budgets: dict[str, int]) -> dict[str, float]:
     """Each budget's linear factor on a 1280×720 grab, after the preprocessor's rounding (real Qwen3.5's floor)."""
     from decider.app.capture_timing import HEIGHT, WIDTH
-    from decider.engine.vision_preprocess import ProcessorConfig, target_size
+    from decider.engine.vision.preprocess import ProcessorConfig, target_size
 
     def area(budget: int) -> int:
         height, width = target_size(HEIGHT, WIDTH, ProcessorConfig(min_pixels=256 * 256, max_pixels=budget))
@@ -114,9 +114,9 @@ def render_into(benchmarks: Path, result: dict) -> None:
 
 
 def verdict(result: dict) -> str:
-    """What the rule chooses against engine/settings.py's default, and what to do about a difference."""
+    """What the rule chooses against engine/core/settings.py's default, and what to do about a difference."""
     from decider.app.capture_budget import choose_budget, rows_from_result
-    from decider.engine.settings import SETTINGS
+    from decider.engine.core.settings import SETTINGS
 
     default = SETTINGS["image_pixels"].default
     choice = choose_budget(rows_from_result(result))
@@ -124,7 +124,7 @@ def verdict(result: dict) -> str:
         return f"no row was measured on a quiet machine: the rule chooses nothing (the default stays {default:,})"
     if choice.budget == default:
         return f"the rule keeps the default {default:,} pixels: {choice.reason}"
-    return (f"the rule chooses {choice.budget:,} pixels ({choice.reason}); engine/settings.py says {default:,}: set "
+    return (f"the rule chooses {choice.budget:,} pixels ({choice.reason}); engine/core/settings.py says {default:,}: set "
             f"IMAGE_PIXELS_DEFAULT = {choice.budget} there (tests/test_capture_choice.py fails until it agrees)")
 
 

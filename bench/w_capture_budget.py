@@ -33,7 +33,7 @@ TOKENS_PER_PIXEL = 1 / 1024  # one merged image token per 32×32 pixels
 
 def _image_tokens_at(budget: int) -> int:
     from decider.app.capture_timing import HEIGHT, WIDTH
-    from decider.engine.vision_preprocess import ProcessorConfig, target_size
+    from decider.engine.vision.preprocess import ProcessorConfig, target_size
 
     height, width = target_size(HEIGHT, WIDTH, ProcessorConfig(min_pixels=65536, max_pixels=budget))
     return (height // 32) * (width // 32)
@@ -47,8 +47,8 @@ def _rotated(repeat: int) -> tuple[int, ...]:
 
 def vision_rows(model: str, repeats: int) -> list[dict]:
     from decider.app.capture_timing import time_capture
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(model, DeviceOptions(device="CPU"))
     time_capture(runner, BUDGETS[-1])  # warm-up (the first inference after a compile is slower), not counted
@@ -73,11 +73,11 @@ def vision_rows(model: str, repeats: int) -> list[dict]:
 def text_rows(model: str, repeats: int) -> list[dict]:
     """The language model's prefill of the decision prompt with each budget's image tokens as text tokens."""
     from decider.app.capture_timing import OPTIONS, QUESTION
-    from decider.engine.decide import decide
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
-    from decider.engine.settings import SamplingSettings
-    from decider.engine.types import DecisionRequest
+    from decider.engine.decisions.decide import decide
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.decisions.types import DecisionRequest
 
     runner = ModelRunner(model, DeviceOptions(device="CPU"))
     word = " field"  # one token in Qwen's vocabulary: the rows' prompt_tokens show each budget's length

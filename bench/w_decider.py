@@ -29,8 +29,8 @@ from .common import peak_rss_mib, read_json, rss_mib, summary, task_parser, writ
 
 
 def _runner(model: str, device: str, exact: bool = True):
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     started = time.perf_counter()
     runner = ModelRunner(model, DeviceOptions(device=device, exact=exact))
@@ -43,8 +43,8 @@ def _cold(runner) -> None:
 
 
 def _request(question: str, options, context: str | None = None):
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.core.settings import SamplingSettings
 
     return DecisionRequest(question, tuple(options), context=context, sampling=SamplingSettings(temperature=0.0, seed=0))
 
@@ -68,7 +68,7 @@ def _decision_summary(result) -> dict:
 
 
 def task_latency(args, prompts) -> dict:
-    from decider.engine.decide import decide
+    from decider.engine.decisions.decide import decide
 
     runner, load_s = _runner(args.model, args.device)
     forward_s = _time_forwards(runner)
@@ -130,7 +130,7 @@ def _time_forwards(runner) -> list[float]:
 
 
 def task_fast(args, prompts) -> dict:
-    from decider.engine.decide import decide
+    from decider.engine.decisions.decide import decide
 
     exact, _ = _runner(args.model, args.device, exact=True)
     fast, _ = _runner(args.model, args.device, exact=False)
@@ -156,8 +156,8 @@ def task_fast(args, prompts) -> dict:
 
 
 def task_logprobs(args, prompts) -> dict:
-    from decider.engine.generate import GenerationRequest
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.generation.generate import GenerationRequest
+    from decider.engine.core.settings import SamplingSettings
 
     runner, _ = _runner(args.model, args.device)
     ids = tuple(prompts["decisions"]["64"]["ids"])
@@ -203,7 +203,7 @@ def task_logprobs(args, prompts) -> dict:
 
 def _timed_generation(runner, request):
     """generate() through its streaming form: the whole time and each decode step's (yield to yield)."""
-    from decider.engine.generate import stream_generation
+    from decider.engine.generation.generate import stream_generation
 
     _cold(runner)
     started = last = time.perf_counter()
@@ -218,10 +218,10 @@ def _timed_generation(runner, request):
 
 def _host_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> list[float]:
     """Per generation: the median time of one top-5 logprob entry on the step's logits, in ms."""
-    from decider.engine.generate import generate_step, make_rng
-    from decider.engine.logprobs import Distribution
-    from decider.engine.processors import make_processors
-    from decider.engine.sampling import make_sampler
+    from decider.engine.generation.generate import generate_step, make_rng
+    from decider.engine.core.logprobs import Distribution
+    from decider.engine.generation.processors import make_processors
+    from decider.engine.generation.sampling import make_sampler
 
     costs = []
     for _ in range(repeats):
@@ -237,7 +237,7 @@ def _host_logprob_cost(runner, ids, sampling, tokens: int, repeats: int) -> list
 
 
 def task_warm(args, prompts) -> dict:
-    from decider.engine.decide import decide
+    from decider.engine.decisions.decide import decide
 
     runner, _ = _runner(args.model, args.device)
     context = prompts["context"]["text"]
@@ -273,8 +273,8 @@ def task_warm(args, prompts) -> dict:
 
 
 def task_decode(args, prompts) -> dict:
-    from decider.engine.generate import GenerationRequest, generate
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.generation.generate import GenerationRequest, generate
+    from decider.engine.core.settings import SamplingSettings
 
     runner, _ = _runner(args.model, args.device)
     ids = tuple(prompts["think"]["ids"])
@@ -310,8 +310,8 @@ def task_decode(args, prompts) -> dict:
 def _unmodified(runner, model_dir: str, device: str):
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.planner import compile_properties
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.planner import compile_properties
 
     core = ov.Core()
     model = core.read_model(runner.folder.language_ir)
@@ -350,10 +350,10 @@ def task_head(args, prompts) -> dict:
 def task_headmem(args, prompts) -> dict:
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.planner import compile_properties
-    from decider.engine.graph import slice_to_last_position
-    from decider.engine.model_folder import inspect_folder
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.planner import compile_properties
+    from decider.engine.graphs.logits import slice_to_last_position
+    from decider.engine.model.folder import inspect_folder
 
     folder = inspect_folder(args.model)
     core = ov.Core()
@@ -376,7 +376,7 @@ def task_headmem(args, prompts) -> dict:
 
 
 def task_rss(args, prompts) -> dict:
-    from decider.engine.decide import decide
+    from decider.engine.decisions.decide import decide
 
     runner, load_s = _runner(args.model, args.device)
     item = prompts["decisions"]["256"]

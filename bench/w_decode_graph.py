@@ -1,9 +1,9 @@
-"""The decode step with and without the one-token DeltaNet path (engine/decode_graph.py), paired, and where it goes.
+"""The decode step with and without the one-token DeltaNet path (engine/graphs/decode.py), paired, and where it goes.
 
     python -m bench.w_decode_graph --model IR_DIR --out result.json [--prompt 256] [--pairs 40] [--profile-steps 24]
                                    [--threads N] [--earlier OLD_decode_graph.py]
 
-One process, raw OpenVINO on the CPU with the engine's exact compile properties (engine/planner.compile_properties):
+One process, raw OpenVINO on the CPU with the engine's exact compile properties (engine/compile/planner.compile_properties):
 the same IR read twice, both with the last-position head, one of them also rewritten by one_token_deltanet. Both
 prefill the same prompt, then step one token at a time, interleaved (A B, then B A, …) so a busy machine's drift
 falls on both; the ratio is the median of the per-round ratios. Every step's logits are compared (max |Δ|). Then each
@@ -32,7 +32,7 @@ Rewrite = Callable[[object], int]  # one_token_deltanet, or an earlier version o
 
 
 def earlier_rewrite(file: Path) -> Rewrite:
-    """one_token_deltanet as another copy of engine/decode_graph.py defines it."""
+    """one_token_deltanet as another copy of engine/graphs/decode.py defines it."""
     spec = importlib.util.spec_from_file_location("earlier_decode_graph", file)
     if spec is None or spec.loader is None:
         raise SystemExit(f"{file}: not a Python file")
@@ -46,8 +46,8 @@ def decode_model(path: Path, rewrite: bool | Rewrite):
     """The IR with the engine's last-position head, and (rewrite) its one-token DeltaNet path: (model, layers)."""
     import openvino as ov
 
-    from decider.engine.decode_graph import one_token_deltanet
-    from decider.engine.graph import slice_to_last_position
+    from decider.engine.graphs.decode import one_token_deltanet
+    from decider.engine.graphs.logits import slice_to_last_position
 
     model = ov.Core().read_model(path)
     slice_to_last_position(model)
@@ -69,9 +69,9 @@ def step_feed(names: set[str], ids, past: int) -> dict:
 def _properties(threads: int | None, perf: bool) -> dict:
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.planner import compile_properties
-    from decider.engine.precision import cpu_capabilities
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.planner import compile_properties
+    from decider.engine.compile.precision import cpu_capabilities
 
     props = dict(compile_properties("CPU", DeviceOptions(device="CPU", exact=True), cpu_capabilities(ov.Core())))
     if threads:
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile-steps", type=int, default=24, help="per-node profile steps per variant (0: none)")
     parser.add_argument("--threads", type=int, default=None, help="INFERENCE_NUM_THREADS (default: the plugin's)")
     parser.add_argument("--earlier", type=Path, default=None,
-                        help="another engine/decode_graph.py whose one-token path joins the rounds (and the profile)")
+                        help="another engine/graphs/decode.py whose one-token path joins the rounds (and the profile)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     path = Path(args.model) / "openvino_model.xml"

@@ -1,4 +1,4 @@
-"""Speculative decoding (engine/speculative.py): drafts off vs prompt lookup vs auto, paired in one process.
+"""Speculative decoding (engine/generation/speculative.py): drafts off vs prompt lookup vs auto, paired in one process.
 
     python -m bench.w_draft --model DIR --out result.json [--tokens 256] [--rounds 3] [--temperature 0]
                             [--drafts none lookup auto]
@@ -41,15 +41,15 @@ QUESTIONS = (
 
 
 def _prompts(runner) -> list[list[int]]:
-    from decider.engine.decision_prompt import build_decision_prompt
+    from decider.engine.decisions.prompt import build_decision_prompt
 
     return [list(build_decision_prompt(runner.tokenizer, q, list(o), think=True).ids) for q, o in QUESTIONS]
 
 
 def _generate(runner, prompt: list[int], draft: str, tokens: int, temperature: float) -> dict:
-    from decider.engine.drafts import make_drafter
-    from decider.engine.generate import generate_step, make_rng
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.generation.drafts import make_drafter
+    from decider.engine.generation.generate import generate_step, make_rng
+    from decider.engine.core.settings import SamplingSettings
 
     runner.reset()
     runner.clear_snapshots()
@@ -64,8 +64,8 @@ def _generate(runner, prompt: list[int], draft: str, tokens: int, temperature: f
 
 
 def measure(model: str, drafts: list[str], tokens: int, rounds: int, temperature: float) -> dict:
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(model, DeviceOptions(device="CPU", exact=True))
     prompts = _prompts(runner)
@@ -103,8 +103,8 @@ def measure(model: str, drafts: list[str], tokens: int, rounds: int, temperature
 def _costs(model: str, rounds: int) -> dict:
     import numpy as np
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(model, DeviceOptions(device="CPU", exact=True))
     prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 256)]

@@ -22,8 +22,8 @@ from .common import peak_rss_mib, read_json, summary, write_json
 
 
 def exact_properties(device: str) -> dict:
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.planner import compile_properties
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.planner import compile_properties
 
     return compile_properties(device, DeviceOptions(device=device, exact=True))
 
@@ -55,10 +55,10 @@ def make_genai(model: str, device: str, backend: str, mode: str):
 
 
 def make_decider(model: str, device: str, mode: str, prompts: dict, length: int):
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
+    from decider.engine.core.settings import SamplingSettings
 
     runner = ModelRunner(model, DeviceOptions(device=device, exact=mode == "exact"))
     item = prompts["decisions"][str(length)]

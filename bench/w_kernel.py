@@ -64,8 +64,8 @@ class _OpClock:
 def decider_runner(model: str, threads: int):
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     os.environ["DECIDER_EXACT_KERNEL"] = "kernel"  # routed and adopted: the bench measures both paths itself
     core = ov.Core()

@@ -110,8 +110,8 @@ def main(argv=None) -> int:
     vocab = prompts["vocab"]
     runner = None
     if args.decider_model:
-        from decider.engine.devices import DeviceOptions
-        from decider.engine.runner import ModelRunner
+        from decider.engine.compile.devices import DeviceOptions
+        from decider.engine.runners.runner import ModelRunner
 
         runner = ModelRunner(args.decider_model, DeviceOptions(device=args.device, exact=True))
     for length in [int(x) for x in args.lengths.split(",") if x]:

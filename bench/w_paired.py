@@ -37,8 +37,8 @@ from .common import finish, read_json, stamp, summary
 def decider_runner(model: str, device: str, exact: bool, threads: int):
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     core = ov.Core()
     if device.upper().startswith("CPU"):
@@ -47,7 +47,7 @@ def decider_runner(model: str, device: str, exact: bool, threads: int):
 
 
 def _sampling():
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.core.settings import SamplingSettings
 
     return SamplingSettings(seed=0)  # Qwen3.5's recommendation, as a user has it
 
@@ -83,9 +83,9 @@ def llama_generate(llm, ids: list[int], tokens: int, sampling) -> tuple[list[int
 
 
 def decider_generate(runner, ids: list[int], tokens: int, sampling) -> tuple[list[int], float]:
-    from decider.engine.generate import generate_step, make_rng
-    from decider.engine.processors import make_processors
-    from decider.engine.sampling import make_sampler
+    from decider.engine.generation.generate import generate_step, make_rng
+    from decider.engine.generation.processors import make_processors
+    from decider.engine.generation.sampling import make_sampler
 
     runner.reset()
     runner.clear_snapshots()
@@ -156,12 +156,12 @@ def _fast_reasoning(runner):
     fast_reasoning): the fast compilation is made before any timing, as a user pays it once."""
     import dataclasses
 
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.decisions.decide import DecisionRequest
 
     if "fast_reasoning" not in {f.name for f in dataclasses.fields(DecisionRequest)}:
         return None
     try:
-        from decider.engine.fast_reasoning import reasoner_for  # type: ignore[import-not-found]
+        from decider.engine.runners.fast_reasoning import reasoner_for  # type: ignore[import-not-found]
 
         reasoner_for(runner, True)
     except ImportError:
@@ -171,9 +171,9 @@ def _fast_reasoning(runner):
 
 
 def task_think(args, prompts) -> dict:
-    from decider.engine.chat_template import close_think
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.decision_prompt import build_decision_prompt, letter_ids
+    from decider.engine.model.chat_template import close_think
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
     sampling = _sampling()
     runner = decider_runner(args.model, args.device, True, args.threads)
     item = prompts["decisions"]["64"]

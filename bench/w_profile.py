@@ -28,12 +28,12 @@ from .w_decode_graph import decode_model
 
 
 def _graph(runner):
-    """The runner's graph (last-position head, one-token DeltaNet path on the CPU, as engine/runner.py compiles it)
+    """The runner's graph (last-position head, one-token DeltaNet path on the CPU, as engine/runners/runner.py compiles it)
     and its compile properties."""
     import openvino as ov
 
-    from decider.engine.planner import compile_properties
-    from decider.engine.precision import cpu_capabilities
+    from decider.engine.compile.planner import compile_properties
+    from decider.engine.compile.precision import cpu_capabilities
 
     model, _ = decode_model(runner.folder.language_ir, rewrite=runner.device.startswith("CPU"))
     return model, dict(compile_properties(runner.device, runner.options, cpu_capabilities(ov.Core())))
@@ -53,10 +53,10 @@ def node_profile(runner, ids: list[int], steps: int) -> dict:
 
 def host_profile(runner, ids: list[int], steps: int) -> dict:
     """The loop's host work per step, each piece timed alone on real logits."""
-    from decider.engine.logprobs import Distribution
-    from decider.engine.processors import Penalties, make_processors, run_processors
-    from decider.engine.sampling import make_sampler
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.core.logprobs import Distribution
+    from decider.engine.generation.processors import Penalties, make_processors, run_processors
+    from decider.engine.generation.sampling import make_sampler
+    from decider.engine.core.settings import SamplingSettings
 
     runner.reset()
     runner.clear_snapshots()
@@ -102,11 +102,11 @@ VARIANTS = {
 def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> dict:
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.planner import compile_properties
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.planner import compile_properties
     from .projection_fusion import fuse_parallel_projections
-    from decider.engine.precision import cpu_capabilities
-    from decider.engine.runner import _TextLayout
+    from decider.engine.compile.precision import cpu_capabilities
+    from decider.engine.runners.runner import _TextLayout
 
     core = ov.Core()
     requests, execs = {}, {}
@@ -150,8 +150,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=60, help="rounds of the paired compile variants (0: none)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     prompts = read_json(args.prompts)
     ids = list(prompts["decisions"]["256"]["ids"])

@@ -48,7 +48,7 @@ VARIANTS: dict[str, dict[str, object]] = {
 def measure(folders: list[Path], variants: list[str], threads: int, rounds: int, prompt: int, steps: int) -> dict:
     import openvino as ov
 
-    from decider.engine.precision import fully_connected_kernels
+    from decider.engine.compile.precision import fully_connected_kernels
 
     core = ov.Core()
     runs = {}

@@ -31,7 +31,7 @@ from .common import peak_rss_mib, read_json, summary, task_parser, write_json
 
 
 def _options(device: str, chunks: tuple[int, ...] | None = None, cache_dir: Path | None = None, path: str = "auto"):
-    from decider.engine.devices import DEFAULT_STATIC_CHUNKS, DeviceOptions
+    from decider.engine.compile.devices import DEFAULT_STATIC_CHUNKS, DeviceOptions
 
     return DeviceOptions(device=device, static_chunks=chunks or DEFAULT_STATIC_CHUNKS, cache_dir=cache_dir, path=path)
 
@@ -76,7 +76,7 @@ def _pairs(a, b, measure, repeats: int) -> tuple[list[float], list[float]]:
 
 
 def _compare(static, dynamic, prompts, lengths, repeats, steps) -> dict:
-    from decider.engine.logprobs import log_softmax
+    from decider.engine.core.logprobs import log_softmax
 
     out = {"prefill": {}, "decode_step": {}}
     for length in lengths:
@@ -94,8 +94,8 @@ def _compare(static, dynamic, prompts, lengths, repeats, steps) -> dict:
 
 
 def task_paths(args, prompts) -> dict:
-    from decider.engine.runner import ModelRunner
-    from decider.engine.static_runner import StaticRunner
+    from decider.engine.runners.runner import ModelRunner
+    from decider.engine.runners.static import StaticRunner
 
     dynamic = ModelRunner(args.model, _options(args.device))
     out = {"device": args.device, "dynamic_compile_s": dynamic.stats.compile_s, "chunks": {}}
@@ -111,10 +111,10 @@ def task_paths(args, prompts) -> dict:
 
 
 def task_npu(args, prompts) -> dict:
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.runner import ModelRunner
-    from decider.engine.settings import SamplingSettings
-    from decider.engine.static_runner import StaticRunner
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.runners.runner import ModelRunner
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.runners.static import StaticRunner
 
     out: dict = {"device": args.device, "npuw_devices": os.environ.get("DECIDER_NPUW_DEVICES") or None}
     with tempfile.TemporaryDirectory(prefix="decider-npu-cache-") as cache:
@@ -144,8 +144,8 @@ def task_npu(args, prompts) -> dict:
 def task_chunks(args, prompts) -> dict:
     """The dynamic runner's chunked prefill (chunk lengths from a fixed set, as shipped) against one infer per prompt,
     at lengths that need several chunks: the price of bounded memory."""
-    from decider.engine.prefill_chunks import chunk_sizes
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.prefill_chunks import chunk_sizes
+    from decider.engine.runners.runner import ModelRunner
 
     chunked = ModelRunner(args.model, _options(args.device))
     one = ModelRunner(args.model, _options(args.device))

@@ -54,8 +54,8 @@ def _question() -> str:
 
 
 def _request(question: str, budget: int, fast: bool):
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.core.settings import SamplingSettings
 
     # Greedy without penalties: plain argmax, the sampling a peer engine runs the same way, and the
     # answer's logprobs are the model's alone (comparable with a plain prefill).
@@ -64,7 +64,7 @@ def _request(question: str, budget: int, fast: bool):
 
 
 def _cold(runner) -> None:
-    from decider.engine.fast_reasoning import twin_of
+    from decider.engine.runners.fast_reasoning import twin_of
 
     for r in (runner, twin_of(runner)):
         if r is not None:
@@ -75,9 +75,9 @@ def _cold(runner) -> None:
 def _exactness(model: str, runner, result) -> float:
     """max |Δ| between the decision's option logprobs and a fresh exact runner's prefill of the very token
     sequence it answered after (the exact runner's history: prompt + reasoning + answer prefix)."""
-    from decider.engine.decision_prompt import letter_ids
-    from decider.engine.logprobs import Distribution
-    from decider.engine.runner import ModelRunner
+    from decider.engine.decisions.prompt import letter_ids
+    from decider.engine.core.logprobs import Distribution
+    from decider.engine.runners.runner import ModelRunner
 
     reference = ModelRunner(model)
     want = Distribution(reference.prefill(list(runner.history))).logprobs(letter_ids(runner.tokenizer, len(OPTIONS)))
@@ -88,8 +88,8 @@ def _exactness(model: str, runner, result) -> float:
 def _force_twin(runner) -> bool:
     """Where the engine would give this device no twin (an AVX2-only CPU), force its CPU candidate so the
     row measures the fast path anyway; True when forced."""
-    from decider.engine.fast_reasoning import PROPERTIES_ENV, fast_properties
-    from decider.engine.precision import cpu_properties
+    from decider.engine.runners.fast_reasoning import PROPERTIES_ENV, fast_properties
+    from decider.engine.compile.precision import cpu_properties
 
     if fast_properties(runner) is not None:
         return False
@@ -100,9 +100,9 @@ def _force_twin(runner) -> bool:
 def measure_think(model: str, budgets=(128, 512), rounds: int = 2, check: bool = True, save=None) -> dict:
     """Think-mode decisions, exact vs fast reasoning / exact answer, interleaved; the dict BENCHMARKS.md's
     "Think-mode decisions" section is made from (a peer engine's row can be put beside it)."""
-    from decider.engine.decide import decide
-    from decider.engine.fast_reasoning import reasoner_for
-    from decider.engine.runner import ModelRunner
+    from decider.engine.decisions.decide import decide
+    from decider.engine.runners.fast_reasoning import reasoner_for
+    from decider.engine.runners.runner import ModelRunner
 
     question = _question()
     runner = ModelRunner(model)
@@ -181,8 +181,8 @@ def _teacher_forced(runner, twins: dict, prompt: list[int], steps: int) -> dict:
 
 
 def task_candidates(args) -> dict:
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     prompts = read_json(RESULTS / "prompts.json")
     prompt = list(prompts["decisions"][PROMPT_LENGTH]["ids"])
@@ -203,8 +203,8 @@ def task_candidates(args) -> dict:
 
 
 def _memory_child(model: str, fast: bool, budget: int) -> dict:
-    from decider.engine.decide import decide
-    from decider.engine.runner import ModelRunner
+    from decider.engine.decisions.decide import decide
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(model)
     if fast:

@@ -56,8 +56,8 @@ def main(argv=None) -> int:
     out = {"torch_load_s": time.perf_counter() - started, "lengths": {}}
     runner = None
     if args.decider_model:
-        from decider.engine.devices import DeviceOptions
-        from decider.engine.runner import ModelRunner
+        from decider.engine.compile.devices import DeviceOptions
+        from decider.engine.runners.runner import ModelRunner
 
         runner = ModelRunner(args.decider_model, DeviceOptions(device=args.device, exact=True))
     import torch

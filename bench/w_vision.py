@@ -47,9 +47,9 @@ def screenshot(width: int = WIDTH, height: int = HEIGHT, seed: int = 0) -> np.nd
 
 class Decider:
     def __init__(self, model: str, vision_device: str):
-        from decider.engine.devices import DeviceOptions
-        from decider.engine.runner import ModelRunner
-        from decider.engine.settings import SamplingSettings
+        from decider.engine.compile.devices import DeviceOptions
+        from decider.engine.runners.runner import ModelRunner
+        from decider.engine.core.settings import SamplingSettings
 
         started = time.perf_counter()
         self.runner = ModelRunner(model, DeviceOptions(device="CPU", vision_device=vision_device))
@@ -63,8 +63,8 @@ class Decider:
 
     def decision(self, pixels: np.ndarray) -> tuple[dict, dict]:
         """One cold capture-to-bars; its encode part comes from the encoder's own clock inside the decision."""
-        from decider.engine.decide import DecisionRequest, decide
-        from decider.engine.vision_preprocess import target_size
+        from decider.engine.decisions.decide import DecisionRequest, decide
+        from decider.engine.vision.preprocess import target_size
 
         self.cold()
         started = time.perf_counter()
@@ -82,8 +82,8 @@ class Decider:
 
     def prompt_ids(self, pixels: np.ndarray, image_token_id: int) -> list[int]:
         """The decision's prompt as token ids (image tokens as the placeholder), for the peers."""
-        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-        from decider.engine.vision_tokens import token_ids
+        from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+        from decider.engine.model.vision_tokens import token_ids
 
         self.letters = letter_ids(self.runner.tokenizer, len(OPTIONS))
         tokens = tuple(self.runner.image_tokens(pixels))

@@ -55,8 +55,8 @@ class TorchPeer:
 
     def run(self, pixels, budget: int) -> dict:
         from decider.app.capture_timing import OPTIONS, QUESTION, _cpu_jiffies, _others_cores
-        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-        from decider.engine.vision_tokens import token_ids
+        from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+        from decider.engine.model.vision_tokens import token_ids
 
         tokenizer = self.runner.tokenizer
         tokens = tuple(self.runner.image_tokens(pixels, budget))
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def load_engines(args, result: dict) -> tuple[dict, dict]:
     """Decider's runner (and transformers beside it), each as a `run(pixels, budget) -> dict`."""
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     started = time.perf_counter()
     runner = ModelRunner(args.model, DeviceOptions(device="CPU"))

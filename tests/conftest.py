@@ -63,9 +63,9 @@ def _pinned_fast_choice(_isolated_dirs):
     # The tests comparing --fast bars with exact ones need a reduced compile whichever wins on this CPU, and --fast
     # compiles exact where the measurement found nothing faster: the session's cache says the stated reduced default
     # won for every fixture model (tests/support/fast_pin.py says why and what else that fixes). Written where a
-    # runner without a cache folder of its own and the app's front ends look (engine/measurements.cache_file,
+    # runner without a cache folder of its own and the app's front ends look (engine/compile/measurements.cache_file,
     # app/config.compiled_cache_dir).
-    from decider.engine.fast_tuning import CACHE_NAME
+    from decider.engine.compile.fast_tuning import CACHE_NAME
 
     pin_fast_choice(Path(os.environ["DECIDER_CACHE_DIR"]) / "compiled" / CACHE_NAME)
     yield
@@ -94,7 +94,7 @@ def _fresh_npu_static_state(request):
 
 @pytest.fixture(scope="session")
 def text_runner(request):
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     if getattr(request, "param", "dynamic") == "npu-static":
         # Two variants keep the NPUW compile short; prompts still run in several chunk shapes.
@@ -104,6 +104,6 @@ def text_runner(request):
 
 @pytest.fixture(scope="session")
 def vl_runner():
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     return ModelRunner(model_dir("qwen35-vl"))

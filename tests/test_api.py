@@ -19,8 +19,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from decider.app.api.server import ApiServer, check_bind
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import SettingsError
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import SettingsError
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 KEY = "sekrit-test-key"
@@ -572,7 +572,7 @@ def test_engine_queue_is_first_come_first_served():
 
     from decider.app.api.errors import QueueFull
     from decider.app.api.state import EngineQueue
-    from decider.engine.errors import Cancelled
+    from decider.engine.core.errors import Cancelled
 
     async def scenario() -> list[str]:
         queue = EngineQueue(max_waiting=3)

@@ -12,7 +12,7 @@ import pytest
 from support.openai_server import openai_client
 
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 
 DEMO = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
 QUESTION = "Scouts report that Trade is the safe choice. What should we do?"
@@ -34,7 +34,7 @@ def client(service):
 @pytest.fixture(scope="module")
 def answered(service):
     """The decision prompt with the answer "C." written out, as lm-eval sends context + continuation."""
-    from decider.engine.decision_prompt import load_templates, render_user_text
+    from decider.engine.decisions.prompt import load_templates, render_user_text
 
     user = render_user_text(QUESTION, OPTIONS, False, load_templates())
     context = f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"

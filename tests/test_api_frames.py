@@ -15,8 +15,8 @@ from PIL import Image
 
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
-from decider.engine.frame_change import signature
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.vision.frame_change import signature
 from support.models import model_dir
 from test_api import assert_error, call
 from test_watch_mode import noisy, scene
@@ -120,7 +120,7 @@ class FakeResult:
 
 def test_one_decision_in_flight_per_watch_and_a_newer_frame_supersedes_a_waiting_one():
     from decider.app.api.frames import FrameWatch, decide_frame
-    from decider.engine.types import DecisionRequest
+    from decider.engine.decisions.types import DecisionRequest
 
     async def scenario():
         watch, held = FrameWatch(), HeldDecisions()

@@ -19,7 +19,7 @@ import pytest
 
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 GAME = "http://game.example:3000"
@@ -144,7 +144,7 @@ def test_allowed_origins_are_compared_in_the_spelling_browsers_send():
     """`--allow-origin http://game.example:80/` means the page whose browser sends `http://game.example`; a value
     that is no origin is refused when the server is set up (it could never match), not silently kept."""
     from decider.app.api.policy import Policy
-    from decider.engine.errors import SettingsError
+    from decider.engine.core.errors import SettingsError
 
     policy = Policy("127.0.0.1", None, ("HTTP://Game.Example:80/", "https://tool.example:8443"))
     assert policy.origin_allowed("http://game.example") and policy.origin_allowed("https://tool.example:8443")

@@ -17,7 +17,7 @@ from decider.app.api.fields import MAX_METADATA_KEYS
 from decider.app.api.limits import MAX_JSON_KEYS
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 from test_api_hostile import HELLO, MODEL, call, error_of
 from test_api_hostile_two import watched
 

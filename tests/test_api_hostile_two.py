@@ -17,7 +17,7 @@ from PIL import Image
 
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 from test_api_hostile import MODEL, call, error_of, raw
 
 EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ 1 pop } loop\n"

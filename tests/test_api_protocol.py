@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from decider.app.api.errors import ApiError, from_engine, from_validation
 from decider.app.api.protocol import ChatCompletionRequest, CompletionRequest, DecideRequest, SamplingFields
 from decider.app.requests import SAMPLING_FIELDS
-from decider.engine.errors import SettingsError
-from decider.engine.settings import RANGES, SamplingSettings
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import RANGES, SamplingSettings
 
 HELLO = [{"role": "user", "content": "hi"}]
 
@@ -89,7 +89,7 @@ def test_to_request_builds_the_engine_request():
 def test_sliced_counting_is_a_lower_bound_that_stops_early():
     from decider.app.api.limits import SLICE_CHARS, count_tokens_at_least
     from support.models import model_dir
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     tokenizer = ChatTokenizer(model_dir("qwen35-text") / "tokenizer.json")
     texts = ["The troll 🙂 blocks the bridge, " * 4000, "日本語のテキスト。" * 5000 + " end", "x" * (SLICE_CHARS * 2 + 7)]

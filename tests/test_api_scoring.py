@@ -13,8 +13,8 @@ import pytest
 
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
-from decider.engine.echo import echo_prompt
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.completions.echo import echo_prompt
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 GREEDY = {"temperature": 0, "seed": 1234}
@@ -219,7 +219,7 @@ def test_echo_offsets_follow_decoded_text_for_multibyte_prompts(service):
 def test_a_request_can_ask_for_the_padded_head_definition(client, service):
     """Issue 26 item 5: `logprob_normalization` (Decider's extension) picks the definition; the padding rows'
     share is reported where it is not negligible (this random-weight fixture: a lot)."""
-    from decider.engine.logprobs import PADDED_HEAD
+    from decider.engine.core.logprobs import PADDED_HEAD
 
     ids = service.runner.tokenizer.encode_raw(PROMPT)
     common = dict(model="decider", prompt=PROMPT, max_tokens=0, logprobs=1, echo=True)

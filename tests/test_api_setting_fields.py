@@ -1,4 +1,4 @@
-"""The API's declared setting fields (app/api/setting_fields.py) agree with the schema (engine/settings.py):
+"""The API's declared setting fields (app/api/setting_fields.py) agree with the schema (engine/core/settings.py):
 same names in the same order, same types, defaults and ranges; and the check notices each kind of drift."""
 
 from dataclasses import replace
@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from decider.app.api.setting_fields import DecisionFields, SamplingFields, schema_drift
-from decider.engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, Setting
+from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, Setting
 
 
 def test_the_declared_fields_are_the_schemas():

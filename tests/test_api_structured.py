@@ -15,12 +15,12 @@ import pytest
 from support.openai_server import openai_client
 
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
-from decider.engine.generate import GenerationRequest
-from decider.engine.logit_bias import LogitBias
-from decider.engine.processors import AllowedTokens, Penalties, check_order, make_processors
-from decider.engine.settings import SamplingSettings
-from decider.engine.structured import ResponseFormat
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.generation.generate import GenerationRequest
+from decider.engine.generation.logit_bias import LogitBias
+from decider.engine.generation.processors import AllowedTokens, Penalties, check_order, make_processors
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.constrained.structured import ResponseFormat
 
 MODEL = Path(__file__).parent / "fixtures" / "models" / "qwen35-text"
 PLAIN = {"temperature": 0, "seed": 1, "frequency_penalty": 0, "presence_penalty": 0}

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field  # noqa: E402
 
 from decider.app.api.server import ApiServer  # noqa: E402
 from decider.app.service import EngineService  # noqa: E402
-from decider.engine.devices import DeviceOptions  # noqa: E402
+from decider.engine.compile.devices import DeviceOptions  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
 QUESTION = "Scouts report that an orc guards the bridge. What should we do?"

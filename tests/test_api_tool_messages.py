@@ -13,9 +13,9 @@ from support.models import MODELS
 from support.openai_server import openai_client
 
 from decider.app.service import EngineService
-from decider.engine.devices import DeviceOptions
-from decider.engine.tool_format import parse_calls, parse_value
-from decider.engine.tools import parse_tool_calls, tools_from_openai
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.constrained.tool_format import parse_calls, parse_value
+from decider.engine.constrained.tools import parse_tool_calls, tools_from_openai
 
 GREEDY = {"temperature": 0, "seed": 1, "frequency_penalty": 0, "presence_penalty": 0}
 TYPED = [{"type": "function", "function": {"name": "plan", "parameters": {"type": "object", "properties": {
@@ -111,7 +111,7 @@ def test_tokenize_chat_form_is_the_prompt_a_chat_request_becomes(client):
     chat request is prefilled with, which are the folder's template's (tests/test_chat_template_corpus.py)."""
     import httpx
 
-    from decider.engine.template_check import folder_template, render
+    from decider.engine.model.template_check import folder_template, render
 
     base = str(client.base_url).rstrip("/").removesuffix("/v1")
     messages = _history({"role": "tool", "tool_call_id": "call_a", "content": "done"})

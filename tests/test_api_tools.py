@@ -16,11 +16,11 @@ import pytest
 from support.openai_server import openai_client
 
 from decider.app.service import EngineService
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.devices import DeviceOptions
-from decider.engine.runner import ModelRunner
-from decider.engine.template_check import folder_template, message_dict, render
-from decider.engine.tools import Tool, ToolCall, choice_probabilities
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.model.template_check import folder_template, message_dict, render
+from decider.engine.constrained.tools import Tool, ToolCall, choice_probabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "fixtures" / "models" / "qwen35-text"

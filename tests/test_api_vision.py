@@ -12,7 +12,7 @@ import pytest
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
 from support.models import FIXTURES, REFERENCE, model_dir
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 from test_api import call
 
 REF = json.loads((REFERENCE / "qwen35-vl-images.json").read_text())

@@ -61,11 +61,11 @@ def test_a_widget_importing_the_application_breaks_the_layers(tmp_path):
 
 def test_the_engine_importing_qt_breaks_its_contract(tmp_path):
     tree = copy_tree(tmp_path)
-    target = tree / "engine" / "errors.py"
+    target = tree / "engine" / "core" / "errors.py"
     target.write_text(target.read_text() + "\nimport PySide6.QtCore  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
-    assert "decider.engine.errors -> PySide6" in done.stdout
+    assert "decider.engine.core.errors -> PySide6" in done.stdout
 
 
 def _add_line(path: Path, line: str) -> None:
@@ -77,7 +77,7 @@ def _add_line(path: Path, line: str) -> None:
     ("bench/report.py", "import tools.make_fixtures", "bench.report -> tools.make_fixtures"),
     ("bench/report.py", "from tests.support.models import case", "bench.report -> tests.support.models"),
     ("modelkit/llama_cpp.py", "import bench.common", "modelkit.llama_cpp -> bench.common"),
-    ("engine/clock.py", "import support.models", "decider.engine.clock -> support"),
+    ("engine/core/clock.py", "import support.models", "decider.engine.core.clock -> support"),
     ("tests/test_cli.py", "from conftest import model_dir", "tests.test_cli -> conftest"),
 ])
 def test_the_tools_benchmarks_and_tests_keep_apart(tmp_path, where, line, broken):
@@ -94,7 +94,7 @@ def test_ui_never_imports_openvino():
     code = (
         "import sys; import decider.ui.main_window, decider.ui.overlay, decider.ui.inspector, decider.ui.settings_panel, decider.ui.model_picker, decider.ui.hotkey; "
         "import decider.app.preferences, decider.app.gui; "
-        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'decider.engine.runner']; "
+        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'decider.engine.runners.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -106,7 +106,7 @@ def test_new_ui_modules_never_import_openvino():
     code = (
         "import sys; import decider.ui.calibration_tab, decider.ui.history_tab, decider.ui.reliability_chart, decider.ui.task_dialog, decider.ui.download_dialog, decider.ui.convert_dialog, decider.ui.doctor_dialog, decider.ui.result_view, decider.ui.settings_panel, decider.ui.model_picker, "
         "decider.ui.main_window, decider.app.engine_thread, decider.app.task_runner, decider.app.model_jobs, decider.app.gui; "
-        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'decider.engine.runner']; "
+        "bad = [m for m in sys.modules if m == 'openvino' or m.startswith('openvino.') or m == 'decider.engine.runners.runner']; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -123,7 +123,7 @@ def test_the_application_objects_fit_the_ports_the_widgets_declare(tmp_path):
     from decider.app.history import HistoryStore
     from decider.app.preferences import GuiSettings
     from decider.app.task_runner import Task
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.decisions.decide import DecisionRequest
     from support.results import letters_result
     from decider.ui import ports
 
@@ -233,18 +233,18 @@ def test_a_bare_layer_name_does_not_import_in_tests():
         importlib.import_module("engine")
     with pytest.raises(ModuleNotFoundError):
         resources.files("app")
-    assert resources.files("decider.engine").joinpath("prompts/decision.txt").is_file()
+    assert resources.files("decider.engine.decisions").joinpath("prompts/decision.txt").is_file()
 
 
 def test_the_window_imports_the_decision_vocabulary_without_the_engine():
-    """engine/types.py holds the request/result vocabulary: importing the main window loads neither OpenVINO nor
+    """engine/decisions/types.py holds the request/result vocabulary: importing the main window loads neither OpenVINO nor
     the tokenizer (#29: it used to load 19 engine modules and `tokenizers` for DecisionRequest)."""
     import subprocess
     import sys
 
     code = ("import sys, decider.ui.main_window\n"
-            "print(sorted(m for m in ('openvino', 'tokenizers', 'llguidance', 'decider.engine.runner', 'decider.engine.decide', "
-            "'decider.engine.generate') if m in sys.modules))")
+            "print(sorted(m for m in ('openvino', 'tokenizers', 'llguidance', 'decider.engine.runners.runner', 'decider.engine.decisions.decide', "
+            "'decider.engine.generation.generate') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert done.returncode == 0, done.stderr[-2000:]

@@ -105,7 +105,7 @@ def test_the_decode_graph_bench_measures_a_change_against_the_path_it_replaces(t
 
     from bench import w_decode_graph
 
-    source = (Path(w_decode_graph.__file__).parent.parent / "engine" / "decode_graph.py").read_text(encoding="utf-8")
+    source = (Path(w_decode_graph.__file__).parent.parent / "engine" / "graphs" / "decode.py").read_text(encoding="utf-8")
     wrong = source.replace("delta = ops.multiply(ops.subtract(v, ", "delta = ops.multiply(ops.add(v, ")
     assert wrong != source
     earlier = tmp_path / "earlier_decode_graph.py"

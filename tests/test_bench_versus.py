@@ -8,8 +8,8 @@ from support.models import model_dir
 
 
 def test_a_peer_on_the_same_weights_agrees_with_decider(tmp_path):
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.runner import ModelRunner
 
     folder = model_dir("qwen35-text")
     prompts = bench_prompts.build(folder / "tokenizer.json", tmp_path / "prompts.json")

@@ -1,4 +1,4 @@
-"""The capture budget (issue 39 item 3): the pixel budget of each picture, one setting (engine/settings.py) that the
+"""The capture budget (issue 39 item 3): the pixel budget of each picture, one setting (engine/core/settings.py) that the
 CLI, the GUI and the API take; `decider doctor` states capture-to-bars at the default on the model it opens.
 
 The fixture vision model's own preprocessor budget is 4096 to 65536 pixels, at or under the setting's floor, so
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from decider.app.capture_timing import HEIGHT, WIDTH, game_screen
-from decider.engine.decide import decide
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import SettingsError
-from decider.engine.settings import SETTINGS, SamplingSettings
-from decider.engine.types import DecisionRequest
+from decider.engine.decisions.decide import decide
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import SETTINGS, SamplingSettings
+from decider.engine.decisions.types import DecisionRequest
 from support.models import model_dir
 
 QWEN_MAX_PIXELS = 4096 * 4096
@@ -36,7 +36,7 @@ def test_the_budget_is_one_declared_setting_with_qwens_range():
 
 @pytest.fixture(scope="module")
 def qwen_budget_runner():
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(model_dir("qwen35-vl"), DeviceOptions(device="CPU"))
     runner.vision.processor = replace(runner.vision.processor, max_pixels=QWEN_MAX_PIXELS)

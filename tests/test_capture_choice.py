@@ -1,7 +1,7 @@
 """The capture budget's default is chosen by a stated rule from a measurement (issue 39 items 3-4).
 
 app/capture_budget.py holds the rule; `python -m bench vision-budgets` measures its rows and commits them to
-docs/benchmarks/vision-budgets.json. engine/settings.py's default must equal the rule applied to that file, so the
+docs/benchmarks/vision-budgets.json. engine/core/settings.py's default must equal the rule applied to that file, so the
 default cannot drift from the measurement. While the committed file holds no quiet row (the rule cannot choose), the
 default must equal what the quiet estimates (BENCHMARKS.md, "Capture budget", bench/report_capture.py) chose.
 """
@@ -15,7 +15,7 @@ import sys
 
 from decider.app.capture_budget import (FLOOR, OTHERS_PER_CPU, TARGET_S, BudgetRow, choose_budget, is_quiet_load,
                                         rows_from_result)
-from decider.engine.settings import SETTINGS
+from decider.engine.core.settings import SETTINGS
 
 FULL, HALF, QUARTER = 921_600, 460_800, 230_400
 
@@ -73,7 +73,7 @@ def test_the_default_is_the_rule_applied_to_the_committed_measurement():
     assert {row["budget"] for row in measured["rows"]} == {FULL, HALF, QUARTER}
     choice = choose_budget(rows_from_result(measured))
     if choice is not None:
-        assert default == choice.budget, f"engine/settings.py's default {default:,} is not the rule's ({choice.reason})"
+        assert default == choice.budget, f"engine/core/settings.py's default {default:,} is not the rule's ({choice.reason})"
         return
     committed = json.loads(report.RAW.read_text())  # no quiet row yet: the quiet estimates' choice stands
     assert default == estimated_choice(committed)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from support.models import MODELS
-from decider.engine.template_check import CORPUS, decider_ids, folder_template, template_differences, template_ids
-from decider.engine.tokenizer import ChatTokenizer
+from decider.engine.model.template_check import CORPUS, decider_ids, folder_template, template_differences, template_ids
+from decider.engine.model.tokenizer import ChatTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = [ROOT / "resources" / "demo-model", ROOT / "resources" / "demo-vl-model", *(MODELS / n for n in

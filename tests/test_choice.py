@@ -12,8 +12,8 @@ import pytest
 from decider.app.cli import main
 from decider.app.history import HistoryStore
 from support.models import model_dir
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.settings import SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.core.settings import SamplingSettings
 
 MODEL = str(model_dir("qwen35-text"))
 QUESTION = "Scouts report that Hide is the safe choice. What should we do?"

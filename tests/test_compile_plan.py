@@ -1,4 +1,4 @@
-"""The compile plan (engine/compile_plan.py, engine/planner.py): the properties every compile receives, as recorded
+"""The compile plan (engine/compile/plan.py, engine/compile/planner.py): the properties every compile receives, as recorded
 before the plan existed (tests/compile_properties.json, written by tools/record_compile_properties.py), the reasons
 it gives, and the per-property-set cache folders that keep OpenVINO 2026.4's CPU cache from mixing precisions."""
 
@@ -15,15 +15,15 @@ import pytest
 
 import record_compile_properties as recorder
 from support.models import model_dir
-from decider.engine.compile_plan import CompilePlan, Host
-from decider.engine.devices import DeviceOptions
-from decider.engine.measurements import Tuning
-from decider.engine.model_folder import inspect_folder
-from decider.engine.planner import plan_compile
+from decider.engine.compile.plan import CompilePlan, Host
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.measurements import Tuning
+from decider.engine.model.folder import inspect_folder
+from decider.engine.compile.planner import plan_compile
 
 TABLE = json.loads((Path(__file__).parent / "compile_properties.json").read_text())
 CACHE = Path("/cache")  # the plan's cache folder in the pure tests; the table writes it "<cache>"
-VISION_MODELS = 3  # the vision encoder's compiled models (engine/vision_encoder.VISION_IRS)
+VISION_MODELS = 3  # the vision encoder's compiled models (engine/vision/encoder.VISION_IRS)
 
 
 def _normal(properties: dict) -> dict:
@@ -208,10 +208,10 @@ def test_doctor_prints_the_plan_with_its_reasons(tmp_path):
 def test_a_runner_compiles_what_its_plan_says_and_decides_nothing_itself(tmp_path):
     """A plan with one setting changed (an f32 compile with a u8 KV cache, which no rule of the planner gives an exact
     request): the runner compiles exactly that, and its precision read back says so."""
-    from decider.engine.compile_plan import Setting
-    from decider.engine.planner import plan_for
-    from decider.engine.precision import short_type
-    from decider.engine.runner import ModelRunner
+    from decider.engine.compile.plan import Setting
+    from decider.engine.compile.planner import plan_for
+    from decider.engine.compile.precision import short_type
+    from decider.engine.runners.runner import ModelRunner
 
     core, folder = ov.Core(), inspect_folder(model_dir("qwen35-text"))
     plan = plan_for(folder, DeviceOptions(device="CPU", cache_dir=tmp_path), core)

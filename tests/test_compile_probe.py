@@ -1,6 +1,6 @@
 """A reduced CPU compile that kills its process is tried in a child first and never compiled in-process
-(engine/compile_probe.py); the one such compile known, OpenVINO's fused MLP on one bf16 thread, is avoided
-(engine/mlp_fusion_guard.py). Real child processes throughout; the crash itself is faked (a child that sends itself
+(engine/compile/probe.py); the one such compile known, OpenVINO's fused MLP on one bf16 thread, is avoided
+(engine/graphs/mlp_fusion_guard.py). Real child processes throughout; the crash itself is faked (a child that sends itself
 SIGFPE) only where the error path needs a crash on any CPU."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import openvino as ov
 import pytest
 
 from support.models import model_dir
-from decider.engine import compile_probe, fast_reasoning, fast_tuning, measurements
-from decider.engine.compile_probe import CACHE_NAME, CompileRefused, probe_all, run_child
-from decider.engine.devices import DeviceOptions
-from decider.engine.fast_reasoning import reasoner_for
-from decider.engine.fast_tuning import candidates, tune
-from decider.engine.mlp_fusion_guard import unfused_mlp_if_one_thread
-from decider.engine.precision import cpu_capabilities, cpu_flags
-from decider.engine.runner import ModelRunner
+from decider.engine.compile import probe as compile_probe, fast_tuning, measurements
+from decider.engine.runners import fast_reasoning
+from decider.engine.compile.probe import CACHE_NAME, CompileRefused, probe_all, run_child
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.runners.fast_reasoning import reasoner_for
+from decider.engine.compile.fast_tuning import candidates, tune
+from decider.engine.graphs.mlp_fusion_guard import unfused_mlp_if_one_thread
+from decider.engine.compile.precision import cpu_capabilities, cpu_flags
+from decider.engine.runners.runner import ModelRunner
 
 BF16_ONE_THREAD = {"INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
                    "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": 1}
@@ -97,7 +98,7 @@ def test_openvino_still_divides_by_zero_in_its_fused_mlp_on_one_bf16_thread_and_
     compile_raw = ("import openvino as ov, sys; c = ov.Core(); c.compile_model(c.read_model(sys.argv[1]), 'CPU', "
                    "{'INFERENCE_PRECISION_HINT': 'bf16', 'INFERENCE_NUM_THREADS': 1})")
     raw = subprocess.run([sys.executable, "-c", compile_raw, str(path)], capture_output=True, timeout=300)
-    # When this fails, OpenVINO fixed LLMMLP's one-thread split: engine/mlp_fusion_guard.py may go.
+    # When this fails, OpenVINO fixed LLMMLP's one-thread split: engine/graphs/mlp_fusion_guard.py may go.
     assert raw.returncode == -signal.SIGFPE
     core = ov.Core()
     model = core.read_model(path)
@@ -114,8 +115,8 @@ def test_a_bf16_twin_on_one_thread_compiles_whether_the_thread_count_is_asked_of
     # In a child, so that a regression fails this test instead of killing the session (on AMX CPUs it would).
     script = (
         "import sys, openvino as ov\n"
-        "from decider.engine.devices import DeviceOptions\n"
-        "from decider.engine.runner import ModelRunner\n"
+        "from decider.engine.compile.devices import DeviceOptions\n"
+        "from decider.engine.runners.runner import ModelRunner\n"
         "core = ov.Core()\n"
         "runner = ModelRunner(sys.argv[1], DeviceOptions(device='CPU'), core)\n"
         "fast = DeviceOptions(device='CPU', exact=False)\n"

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from support.models import model_dir
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-from decider.engine.errors import SettingsError
-from decider.engine.logprobs import log_softmax
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 QUESTION = "Scouts report that Hide is the safe choice. What should we do?"
@@ -67,7 +67,7 @@ def test_think_budget_exhaustion_still_decides(text_runner):
 
 
 def test_think_decision_can_be_cancelled(text_runner):
-    from decider.engine.errors import Cancelled
+    from decider.engine.core.errors import Cancelled
 
     calls = []
 
@@ -76,7 +76,7 @@ def test_think_decision_can_be_cancelled(text_runner):
         return len(calls) > 3
 
     with pytest.raises(Cancelled):
-        from decider.engine.decide import decide as run
+        from decider.engine.decisions.decide import decide as run
 
         run(text_runner, DecisionRequest(QUESTION, OPTIONS, think=True, reasoning_budget=500, sampling=GREEDY), should_stop=stop)
 

@@ -1,13 +1,13 @@
 """A decision's progress has its own callback, apart from the cancel poll: progress(done, total) after each
 reasoning token (counted across every option order with permute), should_stop only asked whether to stop.
-Through the engine (engine/decide.py), the service, the engine thread's signal and the window's running view."""
+Through the engine (engine/decisions/decide.py), the service, the engine thread's signal and the window's running view."""
 
 import pytest
 
 from support.models import model_dir
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.errors import Cancelled
-from decider.engine.settings import SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.core.errors import Cancelled
+from decider.engine.core.settings import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 HOT = SamplingSettings(temperature=1.0, top_k=0, top_p=1.0, seed=7)  # long reasoning on the random fixture
@@ -69,7 +69,7 @@ def test_a_stop_between_tokens_ends_the_count_there(text_runner):
 def test_the_engine_thread_signals_done_and_total_and_the_window_shows_them(qtbot):
     from decider.app.engine_thread import EngineWorker
     from decider.app.service import EngineService
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
     from decider.ui.result_view import ResultView
 
     worker = EngineWorker()

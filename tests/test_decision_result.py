@@ -1,4 +1,4 @@
-"""engine/types.DecisionResult: one constructor (`build`, and `from_dict` through it) for every engine's result."""
+"""engine/decisions/types.DecisionResult: one constructor (`build`, and `from_dict` through it) for every engine's result."""
 
 import dataclasses
 import json
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from decider.engine.decide import decide
-from decider.engine.logprobs import Alternative
-from decider.engine.settings import SamplingSettings
-from decider.engine.types import LABELS, DecisionRequest, DecisionResult, OptionResult
+from decider.engine.decisions.decide import decide
+from decider.engine.core.logprobs import Alternative
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.decisions.types import LABELS, DecisionRequest, DecisionResult, OptionResult
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUEST = DecisionRequest("Which way?", ("North", "South", "East"))
@@ -90,7 +90,7 @@ def test_a_result_stays_as_built_and_a_derived_one_is_checked_again():
 
 
 def test_a_derived_result_keeps_its_uncertainty_reasons_once_and_shares_no_list():
-    tied = build()  # three equal bars: a tie engine/labels.py names
+    tied = build()  # three equal bars: a tie engine/decisions/labels.py names
     assert tied.uncertain and tied.uncertain_why
     again = dataclasses.replace(tied, history_id=1)
     assert again.uncertain_why == tied.uncertain_why and again.uncertain_why is not tied.uncertain_why

@@ -1,4 +1,4 @@
-"""The one-token DeltaNet path (engine/decode_graph.py): prefill unchanged, decode steps on the new path, same numbers."""
+"""The one-token DeltaNet path (engine/graphs/decode.py): prefill unchanged, decode steps on the new path, same numbers."""
 
 from unittest import mock
 
@@ -8,14 +8,15 @@ import openvino.opset13 as ops
 import pytest
 
 from support.models import model_dir
-from decider.engine import decode_graph, runner as runner_module
-from decider.engine.decode_graph import one_token_deltanet
-from decider.engine.devices import DeviceOptions
-from decider.engine.planner import compile_properties
-from decider.engine.graph import slice_to_last_position
-from decider.engine.logprobs import log_softmax
-from decider.engine.model_folder import inspect_folder
-from decider.engine.runner import ModelRunner
+from decider.engine.graphs import decode as decode_graph
+from decider.engine.runners import runner as runner_module
+from decider.engine.graphs.decode import one_token_deltanet
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.planner import compile_properties
+from decider.engine.graphs.logits import slice_to_last_position
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.model.folder import inspect_folder
+from decider.engine.runners.runner import ModelRunner
 
 EXACT = compile_properties("CPU", DeviceOptions(device="CPU", exact=True))
 PROMPT = list(range(100, 140))

@@ -22,9 +22,9 @@ if not (DEMO / "config.json").is_file():
 sys.path.insert(0, str(ROOT / "tools"))
 import demo_tasks  # noqa: E402
 
-from decider.engine.decide import DecisionRequest, decide  # noqa: E402
-from decider.engine.runner import ModelRunner  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.runners.runner import ModelRunner  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 # Must differ from the seeds tools/train_demo.py trains and validates with (7_2026, 7_2027).
 TEST_SEED = 7_2028

@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import demo_tasks  # noqa: E402
 import demo_vl_tasks as tasks  # noqa: E402
 
-from decider.engine.decide import DecisionRequest, decide  # noqa: E402
-from decider.engine.runner import ModelRunner  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.runners.runner import ModelRunner  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 # Must differ from the seeds tools/train_demo_vl.py trains and validates with (8_2026, 8_2027).
 TEST_SEED = 8_2028

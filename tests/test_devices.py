@@ -2,9 +2,9 @@ import pytest
 
 from pathlib import Path
 
-from decider.engine.devices import DeviceOptions, choose_device, device_caps
-from decider.engine.planner import compile_properties, static_compile_properties
-from decider.engine.errors import DeviceError, SettingsError
+from decider.engine.compile.devices import DeviceOptions, choose_device, device_caps
+from decider.engine.compile.planner import compile_properties, static_compile_properties
+from decider.engine.core.errors import DeviceError, SettingsError
 
 
 def test_auto_prefers_npu_then_gpu_then_cpu():
@@ -41,7 +41,7 @@ def test_npu_uses_npuw_llm_with_an_explicit_prompt_limit(tmp_path):
     assert props["NPUW_LLM_MAX_PROMPT_LEN"] == 2048
     assert props["NPUW_LLM_MIN_RESPONSE_LEN"] == 128
     assert props["NPUW_LLM_BATCH_DIM"] == 0 and props["NPUW_LLM_SEQ_LEN_DIM"] == 2
-    assert Path(props["CACHE_DIR"]).parent == tmp_path  # a subfolder per property set (engine/planner.py)
+    assert Path(props["CACHE_DIR"]).parent == tmp_path  # a subfolder per property set (engine/compile/planner.py)
     assert "INFERENCE_PRECISION_HINT" not in props
 
 
@@ -63,8 +63,8 @@ def test_npu_prompt_limit_is_validated():
 import openvino as ov  # noqa: E402
 
 from support.models import model_dir  # noqa: E402
-from decider.engine.devices import path_for, visible_devices  # noqa: E402
-from decider.engine.runner_choice import open_runner  # noqa: E402
+from decider.engine.compile.devices import path_for, visible_devices  # noqa: E402
+from decider.engine.runners.choice import open_runner  # noqa: E402
 
 
 def test_the_npuw_override_makes_the_npu_usable_and_reaches_the_plugin(monkeypatch, tmp_path):
@@ -154,7 +154,7 @@ def test_npuw_llm_is_detected_by_trying_and_the_static_path_takes_over(monkeypat
 
 
 def test_doctor_names_the_device_path_and_the_fallback(monkeypatch):
-    import decider.engine.runner_choice as runner_choice
+    import decider.engine.runners.choice as runner_choice
     from decider.app.doctor import run_doctor
 
     real = runner_choice.open_runner

@@ -2,9 +2,9 @@
 
 import pytest
 
-from decider.engine.devices import DeviceOptions
-from decider.engine.info import EngineInfo
-from decider.engine.remote import RemoteConfig, RemoteEngine
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.info import EngineInfo
+from decider.engine.remote.engine import RemoteConfig, RemoteEngine
 
 from support.models import model_dir
 

@@ -8,12 +8,12 @@ import openvino as ov
 import pytest
 
 from support.models import model_dir
-from decider.engine.devices import DeviceOptions
+from decider.engine.compile.devices import DeviceOptions
 from decider.engine.kernels import adoption, vnni_ir, vnni_jit
 from decider.engine.kernels.int8_matvec import Int8Matrix
 from decider.engine.kernels.projection_op import KERNEL_TOKENS, int8_weights, route_int8_projections
-from decider.engine.logprobs import log_softmax
-from decider.engine.runner import ModelRunner
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.runners.runner import ModelRunner
 
 INT8 = model_dir("qwen35-text-int8")
 needs_vnni = pytest.mark.skipif(vnni_jit.unavailable() is not None, reason=f"kernel unavailable: {vnni_jit.unavailable()}")

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from support.models import model_dir
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-from decider.engine.devices import DeviceOptions
-from decider.engine import fast_reasoning
-from decider.engine.errors import SettingsError
-from decider.engine.precision import fully_connected_kernels, short_type
-from decider.engine.fast_reasoning import PROPERTIES_ENV, fast_properties, reasoner_for, release, twin_of
-from decider.engine.logprobs import Distribution
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SETTINGS, SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.runners import fast_reasoning
+from decider.engine.core.errors import SettingsError
+from decider.engine.compile.precision import fully_connected_kernels, short_type
+from decider.engine.runners.fast_reasoning import PROPERTIES_ENV, fast_properties, reasoner_for, release, twin_of
+from decider.engine.core.logprobs import Distribution
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SETTINGS, SamplingSettings
 
 QUESTION = "The bridge is out. Which way should the caravan go?"
 OPTIONS = ("North pass", "River ford", "Wait")

@@ -12,13 +12,14 @@ import pytest
 
 from support.fast_pin import stated_candidate
 from support.models import model_dir
-from decider.engine import fast_reasoning, fast_tuning
-from decider.engine.devices import DeviceOptions
-from decider.engine.fast_reasoning import fast_properties, reasoner_for, release, twin_of
-from decider.engine.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
-from decider.engine.precision import cpu_capabilities, short_type
-from decider.engine.runner import ModelRunner
-from decider.engine.runner_choice import open_runner
+from decider.engine.runners import fast_reasoning
+from decider.engine.compile import fast_tuning
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.runners.fast_reasoning import fast_properties, reasoner_for, release, twin_of
+from decider.engine.compile.fast_tuning import CACHE_NAME, cached, candidates, tune, tuning_key
+from decider.engine.compile.precision import cpu_capabilities, short_type
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.runners.choice import open_runner
 
 
 @pytest.fixture
@@ -128,7 +129,7 @@ def test_the_first_fast_runner_measures_and_compiles_the_choice(tmp_path):
     else:  # nothing beat the exact step: --fast compiles exact, and its label says so
         assert fast.precision.exact and fast.precision.label == "f32"
     stored = (tmp_path / CACHE_NAME).stat().st_mtime_ns
-    code = ("from decider.engine.runner import ModelRunner; from decider.engine.devices import DeviceOptions; "
+    code = ("from decider.engine.runners.runner import ModelRunner; from decider.engine.compile.devices import DeviceOptions; "
             f"ModelRunner({str(model_dir('qwen35-text'))!r}, DeviceOptions(device='CPU', exact=False, cache_dir={str(tmp_path)!r}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -151,7 +152,7 @@ def test_without_a_cache_folder_the_measurement_is_kept_for_the_process(monkeypa
 def test_a_screen_winner_within_the_margin_is_not_chosen(runner):
     """The screen times candidates one after another; its winner must also beat exact by MARGIN in rounds that
     alternate the two (a host's drift between measurements minutes apart exceeds a 1 % difference)."""
-    from decider.engine.fast_tuning import CONFIRM_ROUNDS, MARGIN
+    from decider.engine.compile.fast_tuning import CONFIRM_ROUNDS, MARGIN
 
     winner = list(candidates(cpu_capabilities(runner._core)))[-1]
     seen: list[str] = []

@@ -13,10 +13,10 @@ import pytest
 
 from support.fast_pin import pinned_tuning
 from support.models import model_dir
-from decider.engine.devices import DeviceOptions
-from decider.engine.fast_tuning import CACHE_NAME, _store, cached, tuning_key
-from decider.engine.precision import cpu_capabilities
-from decider.engine.runner import ModelRunner
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.fast_tuning import CACHE_NAME, _store, cached, tuning_key
+from decider.engine.compile.precision import cpu_capabilities
+from decider.engine.runners.runner import ModelRunner
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import pytest
 
 from support.models import case, model_dir
 from bench.projection_fusion import fuse_parallel_projections
-from decider.engine.devices import DeviceOptions
-from decider.engine.planner import compile_properties
-from decider.engine.graph import slice_to_last_position
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.planner import compile_properties
+from decider.engine.graphs.logits import slice_to_last_position
 
 PROMPT = case("dist_ten_options")["prompt_ids"]
 EXACT = compile_properties("CPU", DeviceOptions(device="CPU", exact=True))

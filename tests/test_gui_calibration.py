@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from decider.app.gui_ports import calibration  # noqa: E402
 from decider.app.preferences import GuiSettings  # noqa: E402
-from decider.engine.decide import DecisionRequest  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest  # noqa: E402
 from support.results import letters_result  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def is_color(actual, expected, tolerance: int = 6) -> bool:
 
 def test_reliability_chart_renders_offscreen(qtbot, dirs):
     from decider.app.gui import create_app
-    from decider.engine.calibration import evaluate
+    from decider.engine.decisions.calibration import evaluate
     from decider.ui.reliability_chart import ReliabilityChart
     from decider.ui.theme import color
 

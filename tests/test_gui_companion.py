@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
 from decider.app.preferences import GuiSettings, load_settings  # noqa: E402
-from decider.engine.decide import DecisionRequest  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest  # noqa: E402
 
 
 def test_overlay_flags_transparency_click_through_and_position(qtbot, make_window):

@@ -13,8 +13,8 @@ pytest.importorskip("pytestqt")
 
 from decider.app.preferences import GuiSettings  # noqa: E402
 from decider.app.engine_thread import EngineThread  # noqa: E402
-from decider.engine.devices import DeviceOptions  # noqa: E402
-from decider.engine.errors import SettingsError  # noqa: E402
+from decider.engine.compile.devices import DeviceOptions  # noqa: E402
+from decider.engine.core.errors import SettingsError  # noqa: E402
 from decider.ui.decision_controller import DecisionController, DecisionState, build_request  # noqa: E402
 
 from support.models import model_dir  # noqa: E402

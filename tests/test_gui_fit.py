@@ -15,8 +15,8 @@ from PySide6.QtCore import QMimeData, Qt, QTimer, QUrl  # noqa: E402
 from PySide6.QtGui import QColor, QImage  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog, QToolButton  # noqa: E402
 
-from decider.engine.decide import DecisionResult  # noqa: E402
-from decider.engine.logprobs import Alternative  # noqa: E402
+from decider.engine.decisions.decide import DecisionResult  # noqa: E402
+from decider.engine.core.logprobs import Alternative  # noqa: E402
 
 from support.models import FIXTURES, model_dir  # noqa: E402
 from support.results import letters_result  # noqa: E402

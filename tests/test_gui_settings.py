@@ -105,7 +105,7 @@ def test_remote_settings_round_trip_and_validation(dirs):
     loaded, warnings = load_settings()
     assert loaded.engine == "local" and loaded.remote_url == "" and loaded.remote_timeout == 60.0
     assert len(warnings) == 4
-    from decider.engine.errors import SettingsError
+    from decider.engine.core.errors import SettingsError
 
     with pytest.raises(SettingsError, match="enter the server's URL"):
         GuiSettings(engine="remote").remote_config()
@@ -113,7 +113,7 @@ def test_remote_settings_round_trip_and_validation(dirs):
 
 def test_allowed_origins_are_stored_as_browsers_send_them(gui_dirs):
     from decider.app.preferences import parse_origin
-    from decider.engine.errors import SettingsError
+    from decider.engine.core.errors import SettingsError
 
     assert parse_origin(" HTTP://LocalHost:3000/ ") == "http://localhost:3000"
     assert parse_origin("https://game.example:443") == "https://game.example"  # browsers omit the default port

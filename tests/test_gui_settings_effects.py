@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from decider.app.engine_thread import EngineThread  # noqa: E402
 from decider.app.preferences import GuiSettings  # noqa: E402
-from decider.engine.devices import DeviceOptions  # noqa: E402
+from decider.engine.compile.devices import DeviceOptions  # noqa: E402
 from decider.ui.decision_controller import DecisionController  # noqa: E402
 from decider.ui.settings_effects import RECONNECT_DELAY_MS, SettingsEffects  # noqa: E402
 

@@ -318,7 +318,7 @@ def test_no_display_is_a_plain_error_not_a_qt_abort():
 def test_a_device_fallback_is_shown_in_the_status_bar(qtbot, make_window, monkeypatch):
     """AUTO on a laptop whose NPU cannot compile the model: the window loads on the CPU and says why."""
     import decider.app.service
-    from decider.engine.runner_choice import open_runner
+    from decider.engine.runners.choice import open_runner
     from test_devices import _NpuCompileFails
 
     monkeypatch.setattr(decider.app.service, "open_runner", lambda path, options: open_runner(path, options, _NpuCompileFails()))

@@ -16,10 +16,10 @@ import pytest
 
 from decider.app.cli import main
 from decider.app.history import MIGRATIONS, SCHEMA_VERSION, HistoryStore
-from decider.engine.calibration import evaluate, fit_temperature, letter_bias
-from decider.engine.decide import DecisionRequest, DecisionResult, Alternative
-from decider.engine.errors import SettingsError
-from decider.engine.settings import SamplingSettings
+from decider.engine.decisions.calibration import evaluate, fit_temperature, letter_bias
+from decider.engine.decisions.decide import DecisionRequest, DecisionResult, Alternative
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import SamplingSettings
 from support.results import letters_result
 
 ROOT = Path(__file__).resolve().parents[1]

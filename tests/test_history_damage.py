@@ -103,8 +103,8 @@ def test_history_commands_and_ask_say_what_happened_and_keep_working(tmp_path, m
 
 def test_a_history_that_fails_while_saving_never_fails_the_answer(tmp_path):
     from decider.app.service import EngineService
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.compile.devices import DeviceOptions
 
     store = HistoryStore(tmp_path / "history.sqlite3")
     service = EngineService(DEMO, DeviceOptions(device="CPU"), store)

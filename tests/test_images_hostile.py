@@ -16,7 +16,7 @@ from PIL import Image
 from decider.app.api.protocol import ChatCompletionRequest
 from decider.app.images import MAX_PIXELS, ImageBudget, current_budget, decode_data_url, decode_image, load_image_file
 from decider.app.api.errors import ApiError
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ 1 pop } loop\n"
 

@@ -16,11 +16,11 @@ from decider.app.history import HistoryStore
 from decider.app.images import load_image_file
 from decider.app.render import render_decision
 from decider.app.service import EngineService
-from decider.engine.decide import DecisionRequest, DecisionResult, OptionResult
-from decider.engine.devices import DeviceOptions
-from decider.engine.labels import NEAR_TIE_NATS, TINY_COVERAGE, usage_text
-from decider.engine.remote import RemoteConfig, RemoteEngine
-from decider.engine.tools import Tool
+from decider.engine.decisions.decide import DecisionRequest, DecisionResult, OptionResult
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.decisions.labels import NEAR_TIE_NATS, TINY_COVERAGE, usage_text
+from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+from decider.engine.constrained.tools import Tool
 from support.gui import GREEDY
 from support.models import FIXTURES, model_dir
 from test_api import call

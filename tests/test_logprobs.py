@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from decider.engine.logprobs import Distribution, log_softmax, logsumexp
-from decider.engine.ranking import top_ids
+from decider.engine.core.logprobs import Distribution, log_softmax, logsumexp
+from decider.engine.core.ranking import top_ids
 
 
 def test_log_softmax_matches_exact_summation():

@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 from support.models import model_dir
-from decider.engine.errors import ModelError
-from decider.engine.model_folder import inspect_folder
-from decider.engine.runner import ModelRunner
+from decider.engine.core.errors import ModelError
+from decider.engine.model.folder import inspect_folder
+from decider.engine.runners.runner import ModelRunner
 
 
 @pytest.fixture

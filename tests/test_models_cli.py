@@ -45,7 +45,7 @@ from decider.app.cli import main  # noqa: E402
 from decider.app.models import PARTIAL_DIR, PULL_MANIFEST, known_models, weight_precision  # noqa: E402
 from decider.app.pull import PullError, pull  # noqa: E402
 from support.models import FIXTURES, model_dir  # noqa: E402
-from decider.engine.errors import Cancelled  # noqa: E402
+from decider.engine.core.errors import Cancelled  # noqa: E402
 
 EXPORT = model_dir("qwen35-text")
 CHECKPOINT = FIXTURES / "checkpoints" / "qwen35-text"

@@ -30,7 +30,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_holds_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"decider", wheel.name.split("-py")[0] + ".dist-info"}
-    assert "decider/engine/prompts/decision.txt" in names
+    assert "decider/engine/decisions/prompts/decision.txt" in names
     assert "decider/resources/demo-model/openvino_model.xml" in names
     assert "decider/resources/demo-vl-model/config.json" in names
     assert not any(n.startswith(("decider/tests/", "decider/tools/", "decider/bench/", "decider/modelkit/")) for n in names)

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from support.models import MODELS, reference
-from decider.engine.generate import generate_step, make_rng
-from decider.engine.sampling import make_sampler
-from decider.engine.logprobs import log_softmax
-from decider.engine.devices import DeviceOptions
-from decider.engine.runner import ModelRunner
-from decider.engine.static_runner import StaticRunner
-from decider.engine.settings import SamplingSettings
+from decider.engine.generation.generate import generate_step, make_rng
+from decider.engine.generation.sampling import make_sampler
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.runners.static import StaticRunner
+from decider.engine.core.settings import SamplingSettings
 
 GREEDY_NO_PENALTIES = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
 TOLERANCE = 1e-4

@@ -16,12 +16,12 @@ import openvino as ov
 import pytest
 
 from support.models import ROOT, model_dir
-from decider.engine.devices import DeviceOptions, npu_emulated
-from decider.engine.info import EngineInfo
-from decider.engine.precision import NPU_HARDWARE, NPUW_PRECISION_ENV, Precision, cpu_capabilities, short_type
-from decider.engine.runner import ModelRunner
-from decider.engine.scoring import PromptScorer
-from decider.engine.static_runner import StaticRunner
+from decider.engine.compile.devices import DeviceOptions, npu_emulated
+from decider.engine.core.info import EngineInfo
+from decider.engine.compile.precision import NPU_HARDWARE, NPUW_PRECISION_ENV, Precision, cpu_capabilities, short_type
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.runners.scoring import PromptScorer
+from decider.engine.runners.static import StaticRunner
 
 PRECISION_KEYS = ("INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION")
 
@@ -132,14 +132,14 @@ def test_a_real_npu_and_reduced_precisions_are_never_labelled_exact():
 
 def test_every_local_result_names_its_device_path_and_precision(npuw_on_cpu):
     from decider.app.service import EngineService
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.decisions.decide import DecisionRequest
 
     request = DecisionRequest("Which road?", ["left", "right"])
     cpu = EngineService(model_dir("qwen35-text"), DeviceOptions(device="CPU")).decide(request)
     assert cpu.engine.to_dict()["precision"] == "f32" and cpu.engine.to_dict()["logprobs"] == "exact full-vocabulary (f32)"
     assert "emulated" not in cpu.engine.to_dict()
     fast = EngineService(model_dir("qwen35-text"), DeviceOptions(device="CPU", exact=False)).decide(request)
-    # which reduced compile --fast runs is measured on this machine (engine/fast_tuning.py); each states its KV cache
+    # which reduced compile --fast runs is measured on this machine (engine/compile/fast_tuning.py); each states its KV cache
     assert not fast.engine.exact and "KV cache" in fast.engine.precision and "reduced precision" in fast.engine.logprobs_text
     npu = EngineService(model_dir("qwen35-text"), DeviceOptions(device="NPU", npu_max_prompt_len=64, npu_min_response_len=16))
     result = npu.decide(request)
@@ -154,7 +154,7 @@ def test_every_local_result_names_its_device_path_and_precision(npuw_on_cpu):
 def test_the_window_and_overlay_never_call_reduced_bars_exact(qtbot):
     pytest.importorskip("pytestqt")
     from decider.app.service import EngineService
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.decisions.decide import DecisionRequest
     from decider.ui.overlay import CompanionOverlay
     from decider.ui.result_view import engine_summary
 
@@ -192,7 +192,7 @@ def test_the_int8_activation_probe_agrees_with_an_int8_projection_of_random_weig
     """Whether requested dynamic quantisation runs is the plugin's (CPU, precision, group size); the probe's answer
     must match what a random u8-weight projection computes: int8 activations change its output by far more than
     the arithmetic's own rounding."""
-    from decider.engine.precision import dynamic_quantization_runs, has_int_weights, int8_activations_run
+    from decider.engine.compile.precision import dynamic_quantization_runs, has_int_weights, int8_activations_run
 
     core = ov.Core()
     model = _u8_projection()
@@ -209,7 +209,7 @@ def test_the_int8_activation_probe_agrees_with_an_int8_projection_of_random_weig
 
 
 def test_a_runner_on_float_weights_never_claims_int8_activations():
-    from decider.engine.precision import has_int_weights
+    from decider.engine.compile.precision import has_int_weights
 
     model = ov.Core().read_model(model_dir("qwen35-text") / "openvino_model.xml")
     assert not has_int_weights(model)  # the fixtures' weights are f32: requested int8 activations have nothing to run on

@@ -5,12 +5,12 @@ from collections import deque
 import numpy as np
 import pytest
 
-from decider.engine import processors
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.generate import generate_step, make_rng
-from decider.engine.processors import AllowedTokens, LogitsProcessor, Penalties, check_order, make_processors, run_processors
-from decider.engine.sampling import make_sampler
-from decider.engine.settings import SamplingSettings
+from decider.engine.generation import processors
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.generation.generate import generate_step, make_rng
+from decider.engine.generation.processors import AllowedTokens, LogitsProcessor, Penalties, check_order, make_processors, run_processors
+from decider.engine.generation.sampling import make_sampler
+from decider.engine.core.settings import SamplingSettings
 
 PENALISED_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)
 
@@ -113,7 +113,7 @@ class _Unfinished:
 
 
 def test_a_processor_without_the_declared_interface_is_refused():
-    from decider.engine.logit_bias import LogitBias
+    from decider.engine.generation.logit_bias import LogitBias
 
     with pytest.raises(TypeError, match="_Unfinished is not a logits processor: it has no finished"):
         check_order([Penalties.for_sampling(PENALISED_GREEDY), _Unfinished()])
@@ -145,7 +145,7 @@ def test_a_grammar_mask_plugs_into_the_chain_as_a_draw_only_processor(text_runne
     import json
 
     pytest.importorskip("llguidance")
-    from decider.engine.structured import GrammarMask, GrammarTokenizer, ResponseFormat
+    from decider.engine.constrained.structured import GrammarMask, GrammarTokenizer, ResponseFormat
 
     tok = text_runner.tokenizer
     schema = {"type": "json_schema", "json_schema": {"schema": {
@@ -163,8 +163,8 @@ def test_a_grammar_mask_plugs_into_the_chain_as_a_draw_only_processor(text_runne
 def test_generate_step_takes_settings_or_a_sampler_never_both_ways_at_once(text_runner):
     """Settings make their own sampler and processors (allowed=/window= shape them); a sampler comes with
     processors as given. Mixing the two is a caller's mistake, refused before any forward."""
-    from decider.engine.generate import generate_step, make_rng
-    from decider.engine.sampling import make_sampler
+    from decider.engine.generation.generate import generate_step, make_rng
+    from decider.engine.generation.sampling import make_sampler
 
     with pytest.raises(TypeError):
         next(generate_step(text_runner, [1], PENALISED_GREEDY, make_rng(0), max_tokens=1, processors=[]))

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.devices import DeviceOptions
-from decider.engine.precision import Precision
-from decider.engine.prompt_cache import PromptCache, runner_identity
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SamplingSettings
-from decider.engine.static_runner import StaticRunner
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.precision import Precision
+from decider.engine.runners.prompt_cache import PromptCache, runner_identity
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.runners.static import StaticRunner
 
 from support.models import model_dir
 from support.gui import dirs, make_window  # noqa: F401 (pytest fixtures)

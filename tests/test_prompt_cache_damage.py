@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from decider.engine.devices import DeviceOptions
-from decider.engine.prompt_cache import STALE_TEMPORARY_SECONDS, PromptCache
-from decider.engine.prompt_entry import checksum
-from decider.engine.runner import ModelRunner
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.runners.prompt_cache import STALE_TEMPORARY_SECONDS, PromptCache
+from decider.engine.runners.prompt_entry import checksum
+from decider.engine.runners.runner import ModelRunner
 from support.models import model_dir
 
 IDS = [(i * 37) % 1500 + 20 for i in range(96)]

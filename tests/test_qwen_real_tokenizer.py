@@ -42,8 +42,8 @@ def tok(qwen_tokenizer_json):
 
 
 def test_engine_chat_template_builds_the_golden_ids(qwen_tokenizer_json):
-    from decider.engine.chat_template import Message, build_chat_prompt
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.model.chat_template import Message, build_chat_prompt
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     chat = ChatTokenizer(qwen_tokenizer_json, logits_width=248320)
     assert (chat.im_start, chat.im_end, chat.end_of_text, chat.think_open, chat.think_close) == (
@@ -60,7 +60,7 @@ def test_engine_chat_template_builds_the_golden_ids(qwen_tokenizer_json):
     sneaky = build_chat_prompt(chat, [Message("user", "<|im_end|>")], think=False)
     assert sneaky.ids.count(248046) == 1
     # the option letters are single tokens at the answer position
-    from decider.engine.decision_prompt import letter_ids
+    from decider.engine.decisions.prompt import letter_ids
 
     assert len(set(letter_ids(chat, 10))) == 10
 
@@ -68,10 +68,10 @@ def test_engine_chat_template_builds_the_golden_ids(qwen_tokenizer_json):
 def test_a_reasoning_is_closed_in_the_real_tokenizer_s_ids_for_the_template_s_text(qwen_tokenizer_json):
     """#26 item 2 on Qwen3.5's own vocabulary: the close's "\n" merges with a reasoning ending in a newline
     ("\n\n" is one token) or a space (" \n" is one too), so forced close ids after the generated ones are not
-    what the tokenizer (or a server handed the text) writes; engine/reasoning_close.py's are."""
-    from decider.engine.chat_template import close_think
-    from decider.engine.reasoning_close import close_reasoning
-    from decider.engine.tokenizer import ChatTokenizer
+    what the tokenizer (or a server handed the text) writes; engine/model/reasoning_close.py's are."""
+    from decider.engine.model.chat_template import close_think
+    from decider.engine.model.reasoning_close import close_reasoning
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     chat = ChatTokenizer(qwen_tokenizer_json, logits_width=248320)
     for reasoning, merges in (("B is safer.", False), ("B is safer.\n", True), ("B is safer.\n\n", True),
@@ -305,8 +305,8 @@ def test_corpus_size():
 
 def test_the_chat_template_corpus_renders_identically_with_the_real_tokenizer(qwen_tokenizer_json):
     """Decider's prompts equal Qwen3.5's own template's on the real vocabulary too (tool tags are tokens there)."""
-    from decider.engine.template_check import CORPUS, decider_ids, folder_template, template_ids
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.model.template_check import CORPUS, decider_ids, folder_template, template_ids
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     chat = ChatTokenizer(qwen_tokenizer_json, logits_width=248320)
     template = folder_template(Path(__file__).resolve().parent.parent / "resources" / "demo-model")

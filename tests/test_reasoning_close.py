@@ -17,13 +17,13 @@ if not (DEMO / "config.json").is_file():
 sys.path.insert(0, str(ROOT / "tools"))
 import demo_tasks  # noqa: E402
 
-from decider.engine.decide import DecisionRequest, decide  # noqa: E402
-from decider.engine.decision_prompt import build_decision_prompt, letter_ids  # noqa: E402
-from decider.engine.generate import generate_step, make_rng  # noqa: E402
-from decider.engine.logprobs import Distribution  # noqa: E402
-from decider.engine.remote_prompt import decision_text  # noqa: E402
-from decider.engine.runner import ModelRunner  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.decisions.prompt import build_decision_prompt, letter_ids  # noqa: E402
+from decider.engine.generation.generate import generate_step, make_rng  # noqa: E402
+from decider.engine.core.logprobs import Distribution  # noqa: E402
+from decider.engine.remote.prompt import decision_text  # noqa: E402
+from decider.engine.runners.runner import ModelRunner  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 PLAIN = SamplingSettings(temperature=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
 PENALISED = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)  # the defaults, greedy

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from support.models import MODELS, reference
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SamplingSettings
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SamplingSettings
 from fixture_cases import CHATS, DECISIONS, WORD_OPTIONS
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)

@@ -7,10 +7,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from decider.engine.decide import DecisionRequest
-from decider.engine.errors import SettingsError
-from decider.engine.remote import RemoteConfig, RemoteEngine, RemoteError
-from decider.engine.settings import SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest
+from decider.engine.core.errors import SettingsError
+from decider.engine.remote.engine import RemoteConfig, RemoteEngine, RemoteError
+from decider.engine.core.settings import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 
@@ -244,8 +244,8 @@ def test_guided_choice_is_validated(own_server):
 @pytest.mark.parametrize("system,context,think", [(None, None, False), ("Answer carefully.", "Animals breathe.", False),
                                                   (None, "Rules apply.", True)])
 def test_raw_prompt_text_is_the_local_prompt_token_for_token(text_runner, system, context, think):
-    from decider.engine.decision_prompt import build_decision_prompt
-    from decider.engine.remote_prompt import decision_text
+    from decider.engine.decisions.prompt import build_decision_prompt
+    from decider.engine.remote.prompt import decision_text
 
     options = ["Attack", "Defend", "Hide"]
     text = decision_text("Which?", options, system=system, context=context, think=think)
@@ -427,7 +427,7 @@ def test_vllm_bars_are_exact_only_where_its_unreported_bf16_cannot_move_them(ser
 
 def test_a_probe_that_fails_for_a_moment_is_retried_within_the_decision(serve_owned, monkeypatch):
     """Issue 26 item 7: a vLLM engine still warming up answers 500 once; the probe asks again before failing."""
-    import decider.engine.remote_probe as remote_probe
+    import decider.engine.remote.probe as remote_probe
 
     monkeypatch.setattr(remote_probe, "RETRY_PAUSES", (0.01, 0.01))
     listed = {"A": -1e-5, "B": -12.0, "C": -13.0}  # clear: exact even at vLLM's unreported bf16

@@ -48,8 +48,8 @@ def test_auto_detects_llama_cpp_and_its_bars_match_local(llama_url, cases_and_lo
 
 
 def test_every_bar_it_cannot_make_exact_is_labelled_and_bounds_hold(llama_url, cases_and_local):
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
 
     cases, local = cases_and_local
     engine = RemoteEngine(RemoteConfig(llama_url, method="list"))
@@ -91,9 +91,9 @@ def test_reasoning_runs_at_decider_s_penalties_not_llama_cpp_s_defaults(llama_ur
     unless told; sent in its own name, penalties off give the local engine's greedy reasoning."""
     from decider.app.config import demo_model_dir
     from decider.app.service import EngineService
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.remote import RemoteConfig, RemoteEngine
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+    from decider.engine.core.settings import SamplingSettings
 
     plain = SamplingSettings(temperature=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
     service = EngineService(demo_model_dir())
@@ -113,9 +113,9 @@ def test_functions_as_options_go_through_to_llama_cpp_tool_calling_and_claim_no_
 
     from decider.app.service import RemoteService
     from decider.app.tool_decision import tool_request
-    from decider.engine.remote import RemoteConfig
-    from decider.engine.settings import SamplingSettings
-    from decider.engine.tools import tools_from_openai
+    from decider.engine.remote.engine import RemoteConfig
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.constrained.tools import tools_from_openai
 
     tools = tools_from_openai([
         {"type": "function", "function": {"name": "attack", "parameters": {"type": "object", "properties": {

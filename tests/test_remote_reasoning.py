@@ -4,9 +4,9 @@ llama-cpp-python server is in tests/test_remote_llama.py."""
 
 import pytest
 
-from decider.engine.decide import DecisionRequest
-from decider.engine.remote import RemoteConfig, RemoteEngine
-from decider.engine.settings import SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest
+from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+from decider.engine.core.settings import SamplingSettings
 from test_remote import GREEDY, completion_answer, serve, serve_owned  # noqa: F401  (fixtures)
 
 LISTED = {"A": -0.2, "B": -2.0, "C": -3.0}
@@ -80,7 +80,7 @@ def test_vllm_s_counted_end_of_turn_is_no_close(serve_owned):
     result = RemoteEngine(RemoteConfig(server.url)).decide(THINK)
     assert _answer_prompt(server).endswith(f"<think>\n{REASONING}\n</think>\n\n")
     # the reasoning checked out (no re-tokenization estimate); these mid bars are estimates only for vLLM's
-    # unreported bf16 (engine/remote_precision.py)
+    # unreported bf16 (engine/decisions/server_precision.py)
     assert not any("re-tokenized" in note for note in result.engine.notes)
     assert any("does not report its precision" in note for note in result.engine.notes)
 
@@ -138,7 +138,7 @@ def test_think_through_a_decider_server_with_forced_letters_scores_the_local_ids
     does) the client took that for the model's `</think>`, closed the block one token short of the local
     engine's close, and bars labelled exact were up to 0.08 off with 9 of 24 choices flipped. Every item
     now scores the local ids: the same choice, the same token counts, bars labelled exact equal to local."""
-    from decider.engine import remote_http
+    from decider.engine.remote import http as remote_http
 
     service, url, parity = demo_server
     cases = parity.items(24)

@@ -60,8 +60,8 @@ def _lead(options: list[dict]) -> float:
 
 
 def test_clear_items_are_exact_and_near_ties_uncertain(vllm_url):
-    from decider.engine.remote import RemoteConfig, RemoteEngine
-    from decider.engine.types import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+    from decider.engine.decisions.types import DecisionRequest
 
     cases = remote_parity.items(40)
     local = remote_parity.local_results(cases)

@@ -7,17 +7,17 @@ import openvino as ov
 import pytest
 
 from support.models import case, model_dir
-from decider.engine.devices import DeviceCaps
-from decider.engine.errors import ContextLimitError, SettingsError
-from decider.engine.runner import ModelRunner
+from decider.engine.compile.devices import DeviceCaps
+from decider.engine.core.errors import ContextLimitError, SettingsError
+from decider.engine.runners.runner import ModelRunner
 
 PROMPT = case("dist_ten_options")["prompt_ids"]
 
 
 def full_position_logits(ids):
     """The unedited export's logits at every position, fed in the same chunks as the runner's prefill."""
-    from decider.engine.model_folder import inspect_folder
-    from decider.engine.prefill_chunks import chunk_sizes, prefill_plan
+    from decider.engine.model.folder import inspect_folder
+    from decider.engine.runners.prefill_chunks import chunk_sizes, prefill_plan
 
     plan = prefill_plan(inspect_folder(model_dir("qwen35-text")).text_config)
     core = ov.Core()
@@ -148,9 +148,9 @@ def test_a_step_started_ahead_gives_the_same_logits_as_a_plain_step(text_runner)
 
 
 def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runner):
-    from decider.engine.generate import generate_step, make_rng
-    from decider.engine.sampling import make_sampler
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.generation.generate import generate_step, make_rng
+    from decider.engine.generation.sampling import make_sampler
+    from decider.engine.core.settings import SamplingSettings
 
     greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
     text_runner.reset()
@@ -179,7 +179,7 @@ def test_a_consumer_that_stops_early_leaves_state_and_history_in_step(text_runne
 
 @pytest.mark.parametrize("largest, base", [(256, 16), (1024, 32)])
 def test_prefill_chunks_come_from_a_fixed_set_of_lengths(largest, base):
-    from decider.engine.prefill_chunks import chunk_shapes, chunk_sizes
+    from decider.engine.runners.prefill_chunks import chunk_shapes, chunk_sizes
 
     # Full chunks, then one chunk per non-zero digit of the rest: for 256/16: 256; 16, 32 … 240; 1 … 15.
     allowed = {largest} | {d * base for d in range(1, base)} | set(range(1, base))
@@ -194,7 +194,7 @@ def test_prefill_chunks_come_from_a_fixed_set_of_lengths(largest, base):
 
 
 def test_chunk_sizes_in_base_two_are_the_binary_digits():
-    from decider.engine.prefill_chunks import chunk_sizes
+    from decider.engine.runners.prefill_chunks import chunk_sizes
 
     assert chunk_sizes(903, 256, 2) == [256, 256, 256, 128, 4, 2, 1]
     assert chunk_sizes(903, 256, 16) == [256, 256, 256, 128, 7]
@@ -204,7 +204,7 @@ def test_chunk_sizes_in_base_two_are_the_binary_digits():
 
 def test_the_chunk_length_follows_the_models_deltanet_memory():
     """Small models get long chunks (few infers); the real geometries 256 (bounded activation memory)."""
-    from decider.engine.prefill_chunks import PREFILL_MEMORY_BUDGET, deltanet_bytes_per_token, prefill_plan
+    from decider.engine.runners.prefill_chunks import PREFILL_MEMORY_BUDGET, deltanet_bytes_per_token, prefill_plan
 
     demo = {"linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32}
     qwen35_08b = {"linear_num_value_heads": 16, "linear_key_head_dim": 128, "linear_value_head_dim": 128}
@@ -219,7 +219,7 @@ def test_the_chunk_length_follows_the_models_deltanet_memory():
 
 
 def test_the_runner_splits_by_its_models_plan(text_runner):
-    from decider.engine.prefill_chunks import prefill_plan
+    from decider.engine.runners.prefill_chunks import prefill_plan
 
     assert (text_runner.prefill_chunk, text_runner.prefill_base) == prefill_plan(text_runner.folder.text_config)
 
@@ -240,8 +240,8 @@ def test_chunked_prefill_equals_token_by_token_decoding():
 def test_a_runner_imported_from_the_compiled_cache_does_not_keep_the_ir_mapped(tmp_path):
     """A warm start imports the compiled model, which holds its own weights: the IR (read only to hash the model)
     is let go, or its weights would be resident twice. Same logits either way; a twin reads the IR again."""
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.precision import cpu_capabilities, fast_inference
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.precision import cpu_capabilities, fast_inference
 
     options = DeviceOptions(device="CPU", cache_dir=tmp_path)
     cold = ModelRunner(model_dir("qwen35-text"), options)
@@ -254,7 +254,7 @@ def test_a_runner_imported_from_the_compiled_cache_does_not_keep_the_ir_mapped(t
     twin = warm.twin(DeviceOptions(device="CPU", exact=False))
     assert twin._model is not None and twin.vocab_size == warm.vocab_size
     # The reduced-precision compile of the same model (the one measured fastest on this machine, see
-    # engine/fast_tuning.py), held to what its compiled arithmetic implies: a u8 KV cache alone (f32 arithmetic)
+    # engine/compile/fast_tuning.py), held to what its compiled arithmetic implies: a u8 KV cache alone (f32 arithmetic)
     # stays within 0.05 here; bf16 arithmetic (avx512_bf16/AMX) moves this random-weight model's logits by tenths
     # of a nat, but not to another model.
     inference = twin.precision.inference

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from decider.engine import sampling
-from decider.engine.logprobs import Distribution
-from decider.engine.sampling import Chain, Draw, Greedy, MinP, Temperature, TopK, TopP, make_sampler
-from decider.engine.settings import SamplingSettings
+from decider.engine.generation import sampling
+from decider.engine.core.logprobs import Distribution
+from decider.engine.generation.sampling import Chain, Draw, Greedy, MinP, Temperature, TopK, TopP, make_sampler
+from decider.engine.core.settings import SamplingSettings
 
 
 def sample(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
@@ -105,7 +105,7 @@ def test_a_vanishing_temperature_approaches_greedy_without_overflow():
 
 
 def reference_sample(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
-    """The stages written the obvious way in float64, from numpy alone (none of engine/sampling.py's functions):
+    """The stages written the obvious way in float64, from numpy alone (none of engine/generation/sampling.py's functions):
     full-size masks and a full sort (slow, plainly right)."""
     x = np.array(logits, dtype=np.float64)
     if settings.greedy:
@@ -185,7 +185,7 @@ def test_the_sampler_chain_draws_what_a_float64_reference_draws(case):
 def test_a_greedy_draw_costs_no_logsumexp_over_the_vocabulary(monkeypatch):
     # The loop hands every step's logits to the sampler as a Distribution: it must stay lazy, or each greedy
     # step would pay the full-vocabulary maxima and logsumexp (~1.5 ms at 248k) that only logprobs need.
-    from decider.engine import logprobs
+    from decider.engine.core import logprobs
 
     calls = []
     real = logprobs.logsumexp

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from support.models import MODELS, reference
-from decider.engine.generate import generate_step, make_rng
-from decider.engine.sampling import make_sampler
-from decider.engine.logprobs import log_softmax
-from decider.engine.runner import ModelRunner
-from decider.engine.scoring import CHUNK, PromptScorer
-from decider.engine.settings import SamplingSettings
+from decider.engine.generation.generate import generate_step, make_rng
+from decider.engine.generation.sampling import make_sampler
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.runners.scoring import CHUNK, PromptScorer
+from decider.engine.core.settings import SamplingSettings
 
 TOLERANCE = 1e-4
 PARITY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p.parent.parent / "reference" / f"{p.name}.json").exists())
@@ -68,7 +68,7 @@ def test_prompts_longer_than_a_chunk_equal_generation_logprobs():
     assert len(scores.entries) == len(text) - 1
     for entry, step in zip(scores.entries[len(prompt) - 1 :], steps):
         assert entry.token_id == step.token_id
-        # decoding runs each DeltaNet layer's one-token path (engine/decode_graph.py), the scorer the fused chunk
+        # decoding runs each DeltaNet layer's one-token path (engine/graphs/decode.py), the scorer the fused chunk
         # kernel: the same f32 arithmetic in another order, within 5e-5 on these random fixtures (test_decode_graph)
         assert abs(entry.logprob - step.entry.logprob) < 5e-5
         assert [t.token_id for t in entry.top] == [t.token_id for t in step.entry.top]
@@ -83,7 +83,7 @@ def test_padded_head_normalisation_is_transformers_own_and_the_default_is_unchan
     transformers = pytest.importorskip("transformers", reason="the comparison needs transformers (the convert extra)")
     from support.models import ROOT
 
-    from decider.engine.logprobs import PADDED_HEAD
+    from decider.engine.core.logprobs import PADDED_HEAD
 
     checkpoint = ROOT / "tests" / "fixtures" / "checkpoints" / "qwen35-text"
     model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)

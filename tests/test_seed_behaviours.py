@@ -5,13 +5,13 @@ from collections import deque
 import numpy as np
 import pytest
 
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-from decider.engine.generate import GenerationRequest, Step, _Assembler, Completion, generate, generate_step, make_rng
-from decider.engine.logprobs import Distribution, log_softmax
-from decider.engine.openai_format import chat_completion
-from decider.engine.settings import SamplingSettings
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+from decider.engine.generation.generate import GenerationRequest, Step, _Assembler, Completion, generate, generate_step, make_rng
+from decider.engine.core.logprobs import Distribution, log_softmax
+from decider.engine.completions.openai_format import chat_completion
+from decider.engine.core.settings import SamplingSettings
 
 PENALISED_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5)
 PLAIN_GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)

@@ -1,8 +1,8 @@
 import pytest
 
 from decider.app.requests import sampling_from
-from decider.engine.errors import SettingsError
-from decider.engine.settings import SamplingSettings
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import SamplingSettings
 
 
 @pytest.mark.parametrize(

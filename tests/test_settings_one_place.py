@@ -50,7 +50,7 @@ def package_with_one_more_setting(folder: Path, kind: str, *, api: bool = True) 
     for layer in ("engine", "app", "ui"):  # the package's layers only (never a venv or cache beside them)
         shutil.copytree(ROOT / layer, copy / layer, ignore=shutil.ignore_patterns("__pycache__"))
     _, schema, restated = NEW_FIELDS[kind]
-    _insert(copy / "engine" / "settings.py", *schema)
+    _insert(copy / "engine" / "core" / "settings.py", *schema)
     if api:
         _insert(copy / "app" / "api" / "setting_fields.py", *restated)
     return folder
@@ -93,8 +93,8 @@ def test_every_surface_offers_exactly_the_schemas_settings(qtbot):
     from decider.app.gui_ports import settings_rules
     from decider.app.history import _settings_record
     from decider.app.preferences import GuiSettings
-    from decider.engine.settings import DECISION_NAMES, SAMPLING_NAMES, SETTINGS, SamplingSettings
-    from decider.engine.types import DecisionRequest
+    from decider.engine.core.settings import DECISION_NAMES, SAMPLING_NAMES, SETTINGS, SamplingSettings
+    from decider.engine.decisions.types import DecisionRequest
     from decider.ui.settings_panel import SettingsPanel
 
     decision, sampling, engine = set(DECISION_NAMES), set(SAMPLING_NAMES), set(SAMPLING_NAMES + DECISION_NAMES)

@@ -5,14 +5,14 @@ from dataclasses import fields
 
 import pytest
 
-from decider.engine.errors import SettingsError
-from decider.engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, SETTINGS, SamplingSettings
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_NAMES, SAMPLING_SETTINGS, SETTINGS, SamplingSettings
 
 DECIDE_NAMES = ("think", "reasoning_budget", "permute", "score_options", "alternatives")
 
 
 def test_the_engine_dataclasses_take_their_fields_and_defaults_from_the_schema():
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.decisions.decide import DecisionRequest
 
     assert [f.name for f in fields(SamplingSettings)] == [s.name for s in SAMPLING_SETTINGS]
     assert SamplingSettings().to_dict() == {s.name: s.default for s in SAMPLING_SETTINGS}
@@ -99,8 +99,8 @@ def test_the_api_request_classes_carry_the_declared_fields():
 def test_the_remote_request_carries_every_declared_sampling_setting():
     from test_remote import FakeServer, chat_answer
 
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.remote import RemoteConfig, RemoteEngine
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
 
     server = FakeServer(lambda h, body: h._send(200, chat_answer("A", {"A": -0.1, "B": -2.5})))
     try:
@@ -167,8 +167,8 @@ def test_the_decide_api_and_the_history_take_every_decision_setting_a_request_ca
 
     from decider.app.api.protocol import DecideRequest
     from decider.app.history import HistoryStore
-    from decider.engine.remote import RemoteConfig, RemoteEngine
-    from decider.engine.types import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+    from decider.engine.decisions.types import DecisionRequest
 
     names = [s.name for s in DECISION_SETTINGS]
     assert set(names) <= {f.name for f in fields(DecisionRequest)} and "max_tokens" not in names  # generation's
@@ -191,9 +191,9 @@ def test_the_decide_api_and_the_history_take_every_decision_setting_a_request_ca
 def test_a_remote_tool_call_carries_the_settings_declared_tool_calls(owner):
     from test_remote import FakeServer
 
-    from decider.engine.remote import RemoteConfig, RemoteEngine
-    from decider.engine.tools import tools_from_openai
-    from decider.engine.types import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+    from decider.engine.constrained.tools import tools_from_openai
+    from decider.engine.decisions.types import DecisionRequest
 
     call = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "attack", "arguments": "{}"}}]}}]}

@@ -1,4 +1,4 @@
-"""Speculative decoding (engine/speculative.py): drafts verified by the exact model keep plain decoding's
+"""Speculative decoding (engine/generation/speculative.py): drafts verified by the exact model keep plain decoding's
 tokens (greedy) and its distribution (sampled), never put a rejected draft in a penalty window, and leave a
 state equal to an exact prefill of the kept tokens."""
 
@@ -12,12 +12,12 @@ import pytest
 from PIL import Image
 
 from support.models import FIXTURES, ROOT, model_dir
-from decider.engine.drafts import AutoLookup, PromptLookup, make_drafter
-from decider.engine.errors import SettingsError
-from decider.engine.generate import generate_step, make_rng
-from decider.engine.runner import ModelRunner
-from decider.engine.sampling import Candidates, draw
-from decider.engine.settings import SamplingSettings
+from decider.engine.generation.drafts import AutoLookup, PromptLookup, make_drafter
+from decider.engine.core.errors import SettingsError
+from decider.engine.generation.generate import generate_step, make_rng
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.generation.sampling import Candidates, draw
+from decider.engine.core.settings import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
 PENALISED = SamplingSettings(temperature=0.0, frequency_penalty=1.0, presence_penalty=1.5, repetition_penalty=1.3)
@@ -214,7 +214,7 @@ def test_sampled_drafting_keeps_the_distribution_and_a_wrong_rule_is_caught(monk
             return int(draft)
         return draw(candidates, rng)
 
-    monkeypatch.setattr("decider.engine.sampling.verify_point_mass", keeps_too_often)
+    monkeypatch.setattr("decider.engine.generation.sampling.verify_point_mass", keeps_too_often)
     wrong = _sequences(runner, prompt, settings, range(20_000, 21_000), oracle)
     print("chi-square p, a wrong rule vs plain:", chi_square_p(plain, wrong))
     assert chi_square_p(plain, wrong) < 1e-3
@@ -316,9 +316,9 @@ def test_logprobs_of_drafted_tokens_are_the_exact_models():
 
 
 def _completion(runner, request, monkeypatch, drafter):
-    from decider.engine.generate import generate
+    from decider.engine.generation.generate import generate
 
-    monkeypatch.setattr("decider.engine.generate.make_drafter", lambda *_: drafter)
+    monkeypatch.setattr("decider.engine.generation.generate.make_drafter", lambda *_: drafter)
     runner.reset()
     runner.clear_snapshots()
     return generate(runner, request)
@@ -326,8 +326,8 @@ def _completion(runner, request, monkeypatch, drafter):
 
 @pytest.mark.parametrize("shape", ["json", "bias-stop"])
 def test_a_drafted_completion_is_the_plain_one_with_grammar_bias_and_stops(shape, monkeypatch):
-    from decider.engine.generate import GenerationRequest
-    from decider.engine.structured import ResponseFormat
+    from decider.engine.generation.generate import GenerationRequest
+    from decider.engine.constrained.structured import ResponseFormat
 
     runner = runner_for("text")
     prompt = tuple(repetitive_prompt(runner))
@@ -353,7 +353,7 @@ def test_a_drafted_completion_is_the_plain_one_with_grammar_bias_and_stops(shape
 
 @pytest.mark.parametrize("how", ["closed", "cancelled"])
 def test_a_consumer_that_stops_mid_draft_leaves_the_state_in_step(how):
-    from decider.engine.errors import Cancelled
+    from decider.engine.core.errors import Cancelled
 
     runner = runner_for("text")
     prompt = repetitive_prompt(runner)

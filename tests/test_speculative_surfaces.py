@@ -12,14 +12,14 @@ import pytest
 from support.models import ROOT, model_dir
 from decider.app.api.server import ApiServer
 from decider.app.service import EngineService
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import SettingsError
-from decider.engine.generate import GenerationRequest, generate
-from decider.engine.logprobs import Distribution
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SETTINGS, SamplingSettings
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import SettingsError
+from decider.engine.generation.generate import GenerationRequest, generate
+from decider.engine.core.logprobs import Distribution
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SETTINGS, SamplingSettings
 
 DEMO = ROOT / "resources" / "demo-model"
 QUESTION = "The bridge is out. Which way should the caravan go?"
@@ -100,7 +100,7 @@ def test_the_answer_after_drafted_reasoning_equals_an_exact_prefill_of_the_same_
     # A random model's text seldom repeats, so lookup would draft little: greedy gets the plain reasoning as drafts,
     # every third one wrong, sampled a second runner's argmax; kept drafts and rollbacks mid-reasoning either way.
     oracle = Oracle(plain[len(prompt.ids):], len(prompt.ids)) if temperature == 0.0 else ModelDrafts(folder)
-    monkeypatch.setattr("decider.engine.decide.make_drafter", lambda *_: oracle)
+    monkeypatch.setattr("decider.engine.decisions.decide.make_drafter", lambda *_: oracle)
     runner.reset()
     runner.clear_snapshots()
     forwards = runner.stats.forwards

@@ -10,14 +10,14 @@ import openvino as ov
 import pytest
 
 from support.models import MODELS, case, model_dir, npu_static_runner
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import ContextLimitError
-from decider.engine.logprobs import log_softmax
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SamplingSettings
-from decider.engine.static_graph import cache_specs, prepare_stateless, static_variant
-from decider.engine.static_runner import StaticRunner, segment_chunks, split_chunks
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import ContextLimitError
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.graphs.static import cache_specs, prepare_stateless, static_variant
+from decider.engine.runners.static import StaticRunner, segment_chunks, split_chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo-model"
@@ -91,7 +91,7 @@ def test_static_runner_matches_the_dynamic_runner_on_cpu(folder):
 
 def test_without_the_positions_edit_the_static_window_drifts(monkeypatch):
     # The trap the edit fixes: RoPE from the window length rotates every key as if at the window's end.
-    import decider.engine.static_graph as static_graph
+    import decider.engine.graphs.static as static_graph
 
     folder = model_dir("qwen35-text")
     monkeypatch.setattr(static_graph, "feed_positions_to_rope", lambda model: False)

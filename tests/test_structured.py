@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from decider.engine.errors import SettingsError
-from decider.engine.structured import GrammarMask, GrammarTokenizer, ResponseFormat
-from decider.engine.tokenizer import ChatTokenizer
+from decider.engine.core.errors import SettingsError
+from decider.engine.constrained.structured import GrammarMask, GrammarTokenizer, ResponseFormat
+from decider.engine.model.tokenizer import ChatTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENIZER = ROOT / "resources" / "demo-model" / "tokenizer.json"

@@ -12,7 +12,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from support.models import model_dir
-from decider.engine.tokenizer import ChatTokenizer
+from decider.engine.model.tokenizer import ChatTokenizer
 
 FOLDERS = ["qwen35-text", "qwen35-vl"]
 

@@ -14,12 +14,12 @@ from support.gui import dirs, load, make_window  # noqa: F401 (pytest fixtures)
 
 from decider.app.service import EngineService
 from decider.app.tool_decision import call_text, load_tools, tool_request
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.devices import DeviceOptions
-from decider.engine.errors import SettingsError
-from decider.engine.runner import ModelRunner
-from decider.engine.settings import SamplingSettings
-from decider.engine.tools import choice_probabilities
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.errors import SettingsError
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.constrained.tools import choice_probabilities
 
 DEMO = Path(__file__).resolve().parent.parent / "resources" / "demo-model"
 QUESTION = "Scouts report that an orc guards the bridge. What should we do?"
@@ -110,7 +110,7 @@ def test_a_decider_server_gives_the_same_exact_bars_through_the_remote_engine(to
     probabilities, so the remote bars are the local ones and are labelled exact."""
     from decider.app.api.server import ApiServer
     from decider.app.service import RemoteService
-    from decider.engine.remote import RemoteConfig
+    from decider.engine.remote.engine import RemoteConfig
 
     tools = load_tools(str(tools_file))
     greedy = SamplingSettings(temperature=0.0)

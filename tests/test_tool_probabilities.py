@@ -9,9 +9,9 @@ import math
 import pytest
 
 from support.models import MODELS, case
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.runner import ModelRunner
-from decider.engine.tools import choice_probabilities, function_path, tools_from_openai
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.runners.runner import ModelRunner
+from decider.engine.constrained.tools import choice_probabilities, function_path, tools_from_openai
 from fixture_cases import TOOL_CASE
 
 NAME, QUESTION, OFFERED = TOOL_CASE

@@ -9,15 +9,15 @@ import pytest
 from PIL import Image
 
 from support.models import FIXTURES, REFERENCE, model_dir
-from decider.engine.chat_template import Message, build_chat_prompt
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.errors import SettingsError
-from decider.engine.generate import generate_step, make_rng
-from decider.engine.sampling import make_sampler
-from decider.engine.logprobs import log_softmax
-from decider.engine.settings import SamplingSettings
-from decider.engine.vision_preprocess import ProcessorConfig, preprocess, target_size
-from decider.engine.vision_tokens import ImageToken, image_tokens, rope_positions, token_ids
+from decider.engine.model.chat_template import Message, build_chat_prompt
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.core.errors import SettingsError
+from decider.engine.generation.generate import generate_step, make_rng
+from decider.engine.generation.sampling import make_sampler
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.core.settings import SamplingSettings
+from decider.engine.vision.preprocess import ProcessorConfig, preprocess, target_size
+from decider.engine.model.vision_tokens import ImageToken, image_tokens, rope_positions, token_ids
 
 TOLERANCE = 1e-4
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)

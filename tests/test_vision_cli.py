@@ -10,9 +10,9 @@ from decider.app.cli import main
 from decider.app.history import HistoryStore, default_store
 from decider.app.images import decode_data_url, image_digest, load_image_file
 from support.models import FIXTURES, REFERENCE, model_dir
-from decider.engine.decide import DecisionRequest
+from decider.engine.decisions.decide import DecisionRequest
 from support.results import letters_result
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 REF = json.loads((REFERENCE / "qwen35-vl-images.json").read_text())
 DECISION = next(c for c in REF["cases"] if c["name"] == "decision_screen")

@@ -8,12 +8,12 @@ import openvino as ov
 import pytest
 
 from support.models import REFERENCE, model_dir
-from decider.engine.devices import DEFAULT_VISION_DEVICE, DeviceOptions
-from decider.engine.planner import compile_properties
-from decider.engine.errors import ModelError, SettingsError
-from decider.engine.logprobs import log_softmax
-from decider.engine.model_folder import inspect_folder
-from decider.engine.vision_encoder import VisionEncoder
+from decider.engine.compile.devices import DEFAULT_VISION_DEVICE, DeviceOptions
+from decider.engine.compile.planner import compile_properties
+from decider.engine.core.errors import ModelError, SettingsError
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.model.folder import inspect_folder
+from decider.engine.vision.encoder import VisionEncoder
 from test_vision import CASES, chat_prompt, load
 
 TOLERANCE = 1e-4
@@ -101,7 +101,7 @@ def npuw_on_cpu(monkeypatch):
 
 def test_the_npu_vision_encoder_through_the_npu_plugin(npuw_on_cpu, folder):
     """The whole prompt with the encoder on the NPU plugin (NPUW running on the CPU) against transformers float64."""
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(FIXTURE, DeviceOptions(device="CPU", vision_device="NPU", npu_vision_max_pixels=FIXTURE_BUDGET))
     assert runner.vision.device == "NPU" and runner.vision.static_patches == FIXTURE_BUDGET // 16**2
@@ -117,7 +117,7 @@ def test_the_npu_vision_encoder_through_the_npu_plugin(npuw_on_cpu, folder):
 
 # ----- fallbacks -----
 def test_auto_falls_back_to_the_cpu_with_a_notice(npuw_on_cpu, core, folder, monkeypatch):
-    from decider.engine import vision_device
+    from decider.engine.vision import device as vision_device
 
     real = vision_device.VisionEncoder
 
@@ -136,8 +136,8 @@ def test_auto_falls_back_to_the_cpu_with_a_notice(npuw_on_cpu, core, folder, mon
 
 
 def test_an_absent_vision_device_is_a_clear_error(monkeypatch, core, folder):
-    from decider.engine.errors import DeviceError
-    from decider.engine.vision_device import open_vision_encoder
+    from decider.engine.core.errors import DeviceError
+    from decider.engine.vision.device import open_vision_encoder
 
     monkeypatch.delenv("DECIDER_NPUW_DEVICES", raising=False)
     if "GPU" in core.available_devices:

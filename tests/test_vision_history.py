@@ -10,7 +10,7 @@ from support.models import FIXTURES, model_dir
 from decider.app.history import HistoryStore
 from decider.app.images import image_digest, load_image_file
 from decider.app.preferences import GuiSettings
-from decider.engine.decide import DecisionRequest
+from decider.engine.decisions.decide import DecisionRequest
 from support.results import letters_result
 
 SCREEN = FIXTURES / "images" / "screen_640x360.png"

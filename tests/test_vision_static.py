@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from support.models import model_dir, npu_static_runner
-from decider.engine.decide import DecisionRequest, decide
-from decider.engine.devices import DeviceOptions
-from decider.engine.generate import generate_step, make_rng
-from decider.engine.sampling import make_sampler
-from decider.engine.logprobs import log_softmax
+from decider.engine.decisions.decide import DecisionRequest, decide
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.generation.generate import generate_step, make_rng
+from decider.engine.generation.sampling import make_sampler
+from decider.engine.core.logprobs import log_softmax
 from test_vision import CASES, GREEDY, TOLERANCE, chat_prompt, load
 
 FIXTURE = model_dir("qwen35-vl")
@@ -20,7 +20,7 @@ CHUNKS = (16, 4, 1)
 
 @pytest.fixture(scope="module")
 def static_vl():
-    from decider.engine.static_runner import StaticRunner
+    from decider.engine.runners.static import StaticRunner
 
     return StaticRunner(FIXTURE, DeviceOptions(device="CPU", path="static", static_chunks=CHUNKS, npu_max_prompt_len=256))
 

@@ -14,8 +14,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from decider.engine.errors import SettingsError  # noqa: E402
-from decider.engine.frame_change import DEFAULT_CHANGE_THRESHOLD, FrameGate, Verdict, difference, signature  # noqa: E402
+from decider.engine.core.errors import SettingsError  # noqa: E402
+from decider.engine.vision.frame_change import DEFAULT_CHANGE_THRESHOLD, FrameGate, Verdict, difference, signature  # noqa: E402
 
 RNG = np.random.default_rng(39)
 

@@ -63,7 +63,7 @@ SUCCESS_CASES: dict[str, Case] = {
                {"model": "decider", "question": "Which road to take?", "options": ["the left road", "the right road", "stay"],
                 "system": "You decide for a game character.", "context": "The castle is to the left.",
                 "permute": True, "temperature": 0, "seed": 3}, JSON),
-    # exact reasoning: whether a fast twin reasons depends on the machine's arithmetic (engine/fast_reasoning.py)
+    # exact reasoning: whether a fast twin reasons depends on the machine's arithmetic (engine/runners/fast_reasoning.py)
     "decide_think": ("open", "POST", "/v1/decide",
                      {"question": "Open the door?", "options": ["yes", "no"], "think": True, "reasoning_budget": 6,
                       "temperature": 0.7, "seed": 9, "top_k": 40, "fast_reasoning": False}, JSON),
@@ -200,7 +200,7 @@ def replay(ports: dict[str, int], cases: dict[str, Case]) -> Iterator[tuple[str,
 def servers(make_server: Callable[..., object]) -> Iterator[dict[str, int]]:
     """Two servers on one engine: open, and keyed with a small body limit. make_server(service, **kwargs)."""
     from decider.app.service import EngineService
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
 
     service = EngineService(MODEL, DeviceOptions(device="CPU"))
     started = [make_server(service), make_server(service, api_key=KEY, max_body=KEYED_MAX_BODY)]

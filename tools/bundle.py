@@ -35,8 +35,8 @@ EXCLUDED_MODULES = (
     # collected, setuptools brings a runtime hook that imports it (~120 files) at every start: ~0.1 s of each launch
     "setuptools", "pkg_resources", "distutils", "_distutils_hack",
 )
-# Read at run time from beside the layers (app/config.py, engine/prompts): the files a wheel carries as package data.
-PACKAGE_DATA = ("resources/demo-model", "resources/demo-vl-model", "engine/prompts")
+# Read at run time from beside the layers (app/config.py, engine/decisions/prompts): the files a wheel carries as package data.
+PACKAGE_DATA = ("resources/demo-model", "resources/demo-vl-model", "engine/decisions/prompts")
 ENTRY = """import sys
 
 from decider.app.cli import main

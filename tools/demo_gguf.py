@@ -113,8 +113,8 @@ def checkpoint(folder: Path, out: Path) -> Path:
 def _check_against_ir(model, folder: Path) -> None:
     import torch
 
-    from decider.engine.decision_prompt import build_decision_prompt
-    from decider.engine.runner import ModelRunner
+    from decider.engine.decisions.prompt import build_decision_prompt
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(folder)
     worst = 0.0

@@ -25,8 +25,8 @@ import demo_tasks  # noqa: E402
 from decider.app.config import demo_model_dir  # noqa: E402
 from decider.app.history import default_store  # noqa: E402
 from decider.app.service import EngineService  # noqa: E402
-from decider.engine.decide import DecisionRequest  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 SEED = 7_2028  # the test seed of tests/test_demo_model.py: items training never saw
 COUNTS = {"retrieval": 80, "category": 80, "retrieval_none": 14, "category_none": 13, "category_two": 13}

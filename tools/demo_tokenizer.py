@@ -19,7 +19,7 @@ for p in (str(ROOT), str(TOOLS)):
         sys.path.insert(0, p)
 
 import demo_tasks  # noqa: E402
-from decider.engine.decision_prompt import LABELS, load_templates, render_user_text  # noqa: E402
+from decider.engine.decisions.prompt import LABELS, load_templates, render_user_text  # noqa: E402
 from modelkit.tokenizer_files import byte_level_bpe, write_tokenizer_files  # noqa: E402
 
 
@@ -74,8 +74,8 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as d:
         t = write(Path(d))
         print("tokenizer size", t.get_vocab_size(), "regular", t.get_vocab_size(with_added_tokens=False))
-        from decider.engine.decision_prompt import build_decision_prompt
-        from decider.engine.tokenizer import ChatTokenizer
+        from decider.engine.decisions.prompt import build_decision_prompt
+        from decider.engine.model.tokenizer import ChatTokenizer
 
         ct = ChatTokenizer(Path(d) / "tokenizer.json")
         p = build_decision_prompt(ct, demo_tasks.RETRIEVAL_QUESTION.format(x="Attack"), ["Defend", "Attack", "Hide", "Wait"])

@@ -107,8 +107,8 @@ class PromptEncoder:
     """Items -> the engine's decision prompt ids (engine.decision_prompt), and padded training batches."""
 
     def __init__(self, tokenizer_json: Path):
-        from decider.engine.decision_prompt import build_decision_prompt, letter_ids
-        from decider.engine.tokenizer import ChatTokenizer
+        from decider.engine.decisions.prompt import build_decision_prompt, letter_ids
+        from decider.engine.model.tokenizer import ChatTokenizer
 
         self.tok = ChatTokenizer(tokenizer_json)
         self._build = build_decision_prompt
@@ -495,7 +495,7 @@ def parity(checkpoint: Path, folder: Path, *, load_float64, encoder_class, tasks
     _block_broken_torchvision()
     import torch
 
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     model = load_float64(str(checkpoint))
     enc = encoder_class(checkpoint / "tokenizer.json")
@@ -513,8 +513,8 @@ def parity(checkpoint: Path, folder: Path, *, load_float64, encoder_class, tasks
 
 def engine_probabilities(runner, items, image_of=None):
     """Bars from decide() (greedy) for each item, with the picture `image_of(item)` when given."""
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.core.settings import SamplingSettings
 
     out, coverage = [], []
     for it in items:

@@ -45,8 +45,8 @@ def shrunk(pixels: np.ndarray, factor: float) -> np.ndarray:
 
 
 def measure(runner, items: list, factor: float) -> dict:
-    from decider.engine.decide import DecisionRequest, decide
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest, decide
+    from decider.engine.core.settings import SamplingSettings
 
     probabilities = []
     for item in items:
@@ -60,7 +60,7 @@ def measure(runner, items: list, factor: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     parser = argparse.ArgumentParser(prog="tools/demo_vl_budgets.py")
     parser.add_argument("--scales", required=True, help="name=factor,… (1 for the whole grab)")

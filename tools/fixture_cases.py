@@ -100,9 +100,9 @@ TOOL_CASE = ("tools_call_paths", "An orc blocks the bridge. What do we do?", [
 
 
 def engine_cases(model_dir: Path) -> list[dict]:
-    from decider.engine.chat_template import Message, build_chat_prompt
-    from decider.engine.decision_prompt import build_decision_prompt
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.model.chat_template import Message, build_chat_prompt
+    from decider.engine.decisions.prompt import build_decision_prompt
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     tok = ChatTokenizer(Path(model_dir) / "tokenizer.json")
     out: list[dict] = []
@@ -123,8 +123,8 @@ def engine_cases(model_dir: Path) -> list[dict]:
 
 
 def tool_case(tok) -> dict:
-    from decider.engine.chat_template import Message, build_chat_prompt
-    from decider.engine.tools import function_path, tools_from_openai
+    from decider.engine.model.chat_template import Message, build_chat_prompt
+    from decider.engine.constrained.tools import function_path, tools_from_openai
 
     name, question, offered = TOOL_CASE
     tools = tools_from_openai(offered)

@@ -112,7 +112,7 @@ def decision_items(count: int, seed: int) -> list[dict]:
 
 def chat_prompt(question: str, options: list[str]) -> str:
     """The decision prompt as text, in Decider's wording (special tokens written out: /tokenize honours them)."""
-    from decider.engine.decision_prompt import load_templates, render_user_text
+    from decider.engine.decisions.prompt import load_templates, render_user_text
 
     user = render_user_text(question, options, False, load_templates())
     return f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
@@ -125,7 +125,7 @@ TASKS = ("decider_demo_mc", "decider_demo_dot", "decider_demo_end", "decider_dem
 
 
 def write_tasks(folder: Path, items: list[dict]) -> None:
-    from decider.engine.decision_prompt import LABELS
+    from decider.engine.decisions.prompt import LABELS
 
     mc = folder / "mc.jsonl"
     with mc.open("w", encoding="utf-8") as out:
@@ -224,8 +224,8 @@ def against_hf(out: Path, hf_out: Path) -> dict:
 
 
 def check(service, items: list[dict], out: Path, normalization: str = "vocabulary") -> dict:
-    from decider.engine.decide import DecisionRequest
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.decisions.decide import DecisionRequest
+    from decider.engine.core.settings import SamplingSettings
 
     tokenizer = service.runner.tokenizer
     report = {"choices": 0, "choice_delta": 0.0, "probability_delta": 0.0, "docs": 0, "doc_delta": 0.0, "accuracy": 0.0}
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     this_checkout()
     from decider.app.service import EngineService
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
 
     hf = hf_checkpoint(args.hf) if args.hf else None
     normalization = "padded_head" if hf is not None else "vocabulary"

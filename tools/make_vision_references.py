@@ -204,9 +204,9 @@ def main() -> int:
             print(f"  Pillow vs torch antialiased bicubic resize: {resize[case['name']]}", flush=True)
     # The decision prompt comes from the engine's own builder (the prompt is the input here, not what is tested).
     sys.path.insert(0, str(ROOT))
-    from decider.engine.decision_prompt import build_decision_prompt
-    from decider.engine.tokenizer import ChatTokenizer
-    from decider.engine.vision_tokens import image_tokens, token_ids
+    from decider.engine.decisions.prompt import build_decision_prompt
+    from decider.engine.model.tokenizer import ChatTokenizer
+    from decider.engine.model.vision_tokens import image_tokens, token_ids
 
     pv, grids = pixel_inputs(DECISION["images"])
     blocks = [image_tokens(n, int(g[1]) // merge, int(g[2]) // merge) for n, g in zip(DECISION["images"], grids)]

@@ -25,12 +25,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
-from decider.engine import static_runner  # noqa: E402
-from decider.engine.decide import DecisionRequest, decide  # noqa: E402
-from decider.engine.devices import DeviceOptions  # noqa: E402
-from decider.engine.logprobs import log_softmax  # noqa: E402
-from decider.engine.runner import ModelRunner  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.runners import static as static_runner  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.compile.devices import DeviceOptions  # noqa: E402
+from decider.engine.core.logprobs import log_softmax  # noqa: E402
+from decider.engine.runners.runner import ModelRunner  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 FOLDERS = [ROOT / "tests/fixtures/models" / n for n in ("qwen35-text", "qwen35-moe-text", "qwen35-vl")] + [ROOT / "resources/demo-model"]
 
@@ -39,9 +39,9 @@ def _static(folder: Path, f16ic: bool):
     """The static runner on the NPU with NPUW_F16IC as asked: its compile plan with that one setting changed."""
     import openvino as ov
 
-    from decider.engine.compile_plan import Setting
-    from decider.engine.model_folder import inspect_folder
-    from decider.engine.planner import plan_for
+    from decider.engine.compile.plan import Setting
+    from decider.engine.model.folder import inspect_folder
+    from decider.engine.compile.planner import plan_for
 
     chunks = (1,) if f16ic else (16, 4, 1)
     options = DeviceOptions(device="NPU", static_chunks=chunks, npu_max_prompt_len=112, npu_min_response_len=16)

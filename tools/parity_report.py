@@ -16,11 +16,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from decider.engine.generate import generate_step, make_rng  # noqa: E402
-from decider.engine.logprobs import log_softmax  # noqa: E402
-from decider.engine.runner import ModelRunner  # noqa: E402
-from decider.engine.sampling import make_sampler  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.generation.generate import generate_step, make_rng  # noqa: E402
+from decider.engine.core.logprobs import log_softmax  # noqa: E402
+from decider.engine.runners.runner import ModelRunner  # noqa: E402
+from decider.engine.generation.sampling import make_sampler  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 GREEDY = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0)
 

@@ -3,7 +3,7 @@
     python tools/precision_drift.py [--items 200] [--json out.json]
 
 Compared, each against the CPU's exact runner (f32 arithmetic, f32 KV cache): `--fast` on this CPU (the
-arithmetic engine/precision.py asks for: bf16 or f16 where the CPU has it, a u8 KV cache, int8 activations),
+arithmetic engine/compile/precision.py asks for: bf16 or f16 where the CPU has it, a u8 KV cache, int8 activations),
 and the NPU plugin's path with NPUW on the CPU in the named mode that emulates the NPU's own f16 arithmetic
 (DECIDER_NPUW_PRECISION=f16: the nearest arithmetic this CPU has). Reported per precision: the largest
 |Δ logprob| of an option's bar in nats, the median, and how many choices agree. The CPU's ISA flags and the
@@ -23,12 +23,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
-from decider.engine.decide import DecisionRequest, decide  # noqa: E402
-from decider.engine.devices import DeviceOptions  # noqa: E402
-from decider.engine.precision import NPUW_PRECISION_ENV, isa_summary  # noqa: E402
-from decider.engine.runner import ModelRunner  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
-from decider.engine.static_runner import StaticRunner  # noqa: E402
+from decider.engine.decisions.decide import DecisionRequest, decide  # noqa: E402
+from decider.engine.compile.devices import DeviceOptions  # noqa: E402
+from decider.engine.compile.precision import NPUW_PRECISION_ENV, isa_summary  # noqa: E402
+from decider.engine.runners.runner import ModelRunner  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
+from decider.engine.runners.static import StaticRunner  # noqa: E402
 
 DEMO = ROOT / "resources" / "demo-model"
 GREEDY = SamplingSettings(temperature=0.0)

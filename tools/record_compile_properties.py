@@ -5,12 +5,12 @@ Each case runs in a child process of its own (the NPU testing aids are environme
 CPU properties an NPU compile set on it). In the child, `ov.Core.compile_model` and `ov.Core.set_property` are
 wrapped so every call is written down with the role of the model it compiled (language model, text embeddings,
 vision encoder, or a precision probe the runner compiles to read its arithmetic back), then the case opens its
-runner the way the app does (engine/runner_choice.open_runner) or builds a twin as fast tuning and fast reasoning do.
+runner the way the app does (engine/runners/choice.open_runner) or builds a twin as fast tuning and fast reasoning do.
 
     python tools/record_compile_properties.py --out tests/compile_properties.json
 
-The table this wrote on the commit before engine/compile_plan.py (the properties as engine/devices.py and
-engine/precision.py chose them) is tests/compile_properties.json; tests/test_compile_plan.py checks the plan gives
+The table this wrote on the commit before engine/compile/plan.py (the properties as engine/compile/devices.py and
+engine/compile/precision.py chose them) is tests/compile_properties.json; tests/test_compile_plan.py checks the plan gives
 the same, and re-records a few cases live. CACHE_DIR is written relative to the case's cache folder ("<cache>"), so
 the table does not depend on where it was recorded.
 """
@@ -92,8 +92,8 @@ def _write_tuning(folder: Path, cache_file: Path, case: dict, capabilities: tupl
     """The measurement the case's cache folder holds (as fast_tuning.json keeps it), or None (unmeasured)."""
     if "tuning" not in case:
         return None
-    from decider.engine.fast_tuning import Measured, Tuning, candidates, key_for
-    from decider.engine.precision import isa_summary
+    from decider.engine.compile.fast_tuning import Measured, Tuning, candidates, key_for
+    from decider.engine.compile.precision import isa_summary
 
     screen = candidates(capabilities)
     chosen = case["tuning"]
@@ -112,9 +112,9 @@ def record_case(name: str, cache_root: Path) -> dict:
     """Run one case in this process (the child): every compile and Core CPU property set, in order."""
     import openvino as ov
 
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.precision import cpu_capabilities
-    from decider.engine.runner_choice import open_runner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.precision import cpu_capabilities
+    from decider.engine.runners.choice import open_runner
 
     case = CASES[name]
     folder = MODELS / case["model"]

@@ -160,7 +160,7 @@ def local_results(cases: list[tuple[str, tuple[str, ...]]], think: bool = False,
 
     from decider.app.config import demo_model_dir
     from decider.app.service import EngineService
-    from decider.engine.decide import DecisionRequest
+    from decider.engine.decisions.decide import DecisionRequest
 
     service = EngineService(demo_model_dir())
     sampling = service.defaults if penalties else replace(service.defaults, **PLAIN)

@@ -272,7 +272,7 @@ def test_items():
 
 
 def evaluate_engine(folder: Path = OUT) -> dict:
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     return common.engine_metrics(ModelRunner(folder), *test_items())
 
@@ -316,7 +316,7 @@ def _outcome(probs, right) -> str:
 
 
 def out_of_scope(folder: Path):
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(folder)
     rows = []
@@ -333,7 +333,7 @@ def write_card(args) -> Path:
     m = json.loads((work / "engine_metrics.json").read_text())
     arch = summary["arch"]
     par = json.loads((work / "parity.json").read_text())
-    from decider.engine.decision_prompt import load_templates, render_user_text
+    from decider.engine.decisions.prompt import load_templates, render_user_text
 
     templates = load_templates()
     example = render_user_text(demo_tasks.RETRIEVAL_QUESTION.format(x="Hide"), ["Attack", "Hide", "Wait"], False, templates)
@@ -366,7 +366,7 @@ def write_card(args) -> Path:
         "",
         "## Tasks and exact prompt wording",
         "",
-        "The model is asked exactly the way Decider asks (engine/prompts/decision.txt, Qwen3.5 chat template,",
+        "The model is asked exactly the way Decider asks (engine/decisions/prompts/decision.txt, Qwen3.5 chat template,",
         "thinking off, no system prompt); the answer is the option letter right after the prompt. 2 to 4 options,",
         "in shuffled order.",
         "",
@@ -398,7 +398,7 @@ def write_card(args) -> Path:
         "",
         "## Results (held-out combinations, through the real engine)",
         "",
-        f"Measured with `decide()` (engine/decide.py) on the exported folder, on {m['items']} items whose combinations",
+        f"Measured with `decide()` (engine/decisions/decide.py) on the exported folder, on {m['items']} items whose combinations",
         "(task, question, option set) were never generated during training (a fixed 1-in-20 hash split), drawn with",
         "another seed: " + ", ".join(f"{v} {k}" for k, v in TEST_COUNTS.items()) + ". The same check runs in",
         "`tests/test_demo_model.py`.",

@@ -4,9 +4,9 @@
 A tiny Qwen3.5 vision-language model (Qwen3_5ForConditionalGeneration, model_type qwen3_5: a small vision tower,
 Gated DeltaNet and gated full-attention text layers) trained from scratch on the picture questions of
 tools/demo_vl_tasks.py, asked exactly the way the engine asks about an image: engine.decision_prompt's
-build_decision_prompt with the image's placeholder tokens (engine/vision_tokens.py) first in the user turn,
+build_decision_prompt with the image's placeholder tokens (engine/model/vision_tokens.py) first in the user turn,
 thinking off, the answer being the option letter's token right after the prompt. The pixels are preprocessed by
-the engine's own preprocess() (engine/vision_preprocess.py), so training sees the patches the engine feeds.
+the engine's own preprocess() (engine/vision/preprocess.py), so training sees the patches the engine feeds.
 
     python tools/train_demo_vl.py train  [--steps N] [--minutes M] [--threads 1] [--work DIR]
     python tools/train_demo_vl.py export [--work DIR]     # checkpoint -> resources/demo-vl-model (optimum-intel)
@@ -57,7 +57,7 @@ VISION = dict(  # 2 blocks of width 64 (2 heads, MLP 128), patch 16, temporal pa
     hidden_act="gelu_pytorch_tanh", initializer_range=0.02,
 )
 
-# The engine reads this file (engine/vision_preprocess.py). The budget keeps every picture small: a 96 × 96 scene is
+# The engine reads this file (engine/vision/preprocess.py). The budget keeps every picture small: a 96 × 96 scene is
 # used as it is (9 image tokens); a larger picture is scaled down into at most 128 × 128 pixels' worth (16 tokens).
 # 96 × 96 was too small a budget for thin pictures: a 120 × 300 one became 32 × 128, a single token column, and
 # left from right was a 6-pixel star inside one token (issue 27 item 8).
@@ -90,7 +90,7 @@ log = common.make_log("train_demo_vl")
 # ---------------------------------------------------------------------------------------------------------------------
 
 def tokenizer_corpus() -> list[str]:
-    from decider.engine.decision_prompt import LABELS, load_templates, render_user_text
+    from decider.engine.decisions.prompt import LABELS, load_templates, render_user_text
 
     templates = load_templates()
     words = [v for w in tasks.vocabulary() for v in tasks.variants(w)]
@@ -138,8 +138,8 @@ def write_tokenizer(out: Path):
 
 class Encoder(common.PromptEncoder):
     def __init__(self, tokenizer_json: Path):
-        from decider.engine.vision_preprocess import ProcessorConfig
-        from decider.engine.vision_tokens import IMAGE_PAD
+        from decider.engine.vision.preprocess import ProcessorConfig
+        from decider.engine.model.vision_tokens import IMAGE_PAD
 
         super().__init__(tokenizer_json)
         self.processor = ProcessorConfig.from_dict(PREPROCESSOR, VISION)
@@ -147,8 +147,8 @@ class Encoder(common.PromptEncoder):
 
     def encode(self, item: tasks.Item, pixels=None):
         """(prompt ids, patches): exactly the prompt the engine builds for this question about this picture."""
-        from decider.engine.vision_preprocess import preprocess
-        from decider.engine.vision_tokens import image_tokens, token_ids
+        from decider.engine.vision.preprocess import preprocess
+        from decider.engine.model.vision_tokens import image_tokens, token_ids
 
         patches = preprocess(item.image() if pixels is None else pixels, self.processor)
         rows, cols = (side // self.processor.merge_size for side in patches.token_grid)
@@ -441,7 +441,7 @@ def blank_spread(runner, colours=BLANKS) -> dict:
 
 
 def evaluate_engine(folder: Path = OUT) -> dict:
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(folder)
     m = common.engine_metrics(runner, *test_items(), image_of=lambda it: it.image())
@@ -477,7 +477,7 @@ def style_metrics(runner, items) -> dict:
 
 
 def evaluate_styles(folder: Path = OUT) -> dict:
-    from decider.engine.runner import ModelRunner
+    from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(folder)
     return {"heldout_styles": style_metrics(runner, tasks.heldout_style_items(STYLE_SEED, STYLE_COUNTS)),
@@ -631,7 +631,7 @@ def training_run_lines(summary: dict) -> list[str]:
 
 
 def write_card(args) -> Path:
-    from decider.engine.decision_prompt import load_templates, render_user_text
+    from decider.engine.decisions.prompt import load_templates, render_user_text
 
     work = args.work
     summary = json.loads((work / "train_summary.json").read_text())

@@ -108,8 +108,8 @@ def _check(original: Path, padded: Path) -> float:
     import transformers
     from transformers import AutoModelForCausalLM
 
-    from decider.engine.decision_prompt import build_decision_prompt
-    from decider.engine.tokenizer import ChatTokenizer
+    from decider.engine.decisions.prompt import build_decision_prompt
+    from decider.engine.model.tokenizer import ChatTokenizer
 
     transformers.utils.logging.disable_progress_bar()
     tokenizer = ChatTokenizer(demo_gguf.DEMO / "tokenizer.json")

@@ -8,12 +8,12 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPainterPath
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
-from decider.engine.labels import uncertain_text
+from decider.engine.decisions.labels import uncertain_text
 
 from .theme import color
 
 if TYPE_CHECKING:
-    from decider.engine.types import DecisionResult, OptionResult
+    from decider.engine.decisions.types import DecisionResult, OptionResult
 
 
 def percent_text(probability: float) -> str:

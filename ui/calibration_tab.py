@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 from .ports import Calibration, History, HistoryRecord
 from .reliability_chart import ReliabilityChart
@@ -37,7 +37,7 @@ from .tab_parts import RefreshWhenShown, caption_label, cell, note_label, read_o
 from .theme import color, set_role
 
 if TYPE_CHECKING:
-    from decider.engine.calibration import CalibrationReport, TemperatureFit
+    from decider.engine.decisions.calibration import CalibrationReport, TemperatureFit
 
 THINK_MODES = (("no think", False), ("think", True))
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from decider.engine.types import LABELS
-from decider.engine.errors import SettingsError
+from decider.engine.decisions.types import LABELS
+from decider.engine.core.errors import SettingsError
 
 MAX_OPTIONS = len(LABELS)  # one per answer letter
 _MARKER = re.compile(r"^\s*(?:\(?[A-Ja-j][.)]|\([A-Ja-j]\)|\d{1,2}[.)]|[-*•–])\s+")

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from decider.engine.info import ModelInfo
-from decider.engine.types import DecisionRequest, DecisionResult
+from decider.engine.core.info import ModelInfo
+from decider.engine.decisions.types import DecisionRequest, DecisionResult
 
 from .ports import EngineClient, Settings
 
 if TYPE_CHECKING:  # the widgets never load the engine's devices or a server's engine at run time
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.remote import RemoteConfig
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.remote.engine import RemoteConfig
 
 
 class DecisionState(str, Enum):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QWidget
 
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 from .convert_dialog import ConvertDialog
 from .ports import ModelTools

@@ -10,8 +10,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QPushButton, QVBoxLayout, QWidget
 
-from decider.engine.types import LABELS
-from decider.engine.errors import SettingsError
+from decider.engine.decisions.types import LABELS
+from decider.engine.core.errors import SettingsError
 
 from .bars import percent_text
 from .ports import History, HistoryRecord

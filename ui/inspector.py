@@ -26,13 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from decider.engine.labels import usage_text
+from decider.engine.decisions.labels import usage_text
 
 from .bars import percent_text
 from .theme import heat
 
 if TYPE_CHECKING:
-    from decider.engine.types import DecisionRequest, DecisionResult
+    from decider.engine.decisions.types import DecisionRequest, DecisionResult
 
 
 def token_display(token: str) -> str:

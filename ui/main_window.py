@@ -22,9 +22,9 @@ from PySide6.QtCore import QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from decider.engine.types import DecisionRequest, DecisionResult
-from decider.engine.errors import SettingsError
-from decider.engine.info import ModelInfo
+from decider.engine.decisions.types import DecisionRequest, DecisionResult
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.info import ModelInfo
 
 from .calibration_tab import CalibrationView
 from .history_tab import HistoryView

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from decider.engine.errors import ModelError
-from decider.engine.model_folder import inspect_folder
+from decider.engine.core.errors import ModelError
+from decider.engine.model.folder import inspect_folder
 
 from .folder_dialog import choose_folder
 from .ports import ModelTools

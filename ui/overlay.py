@@ -17,7 +17,7 @@ from .bars import BarsView, bound_text, choice_note, shown_probability
 from .theme import color
 
 if TYPE_CHECKING:
-    from decider.engine.types import DecisionResult
+    from decider.engine.decisions.types import DecisionResult
 
 OVERLAY_WIDTH = 360
 

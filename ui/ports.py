@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from PySide6.QtCore import SignalInstance
 
 if TYPE_CHECKING:  # for the checker only: at run time the widgets load none of these modules through this one
-    from decider.engine.calibration import CalibrationReport, TemperatureFit
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.remote import RemoteConfig
-    from decider.engine.settings import DecisionSettings, SamplingSettings
-    from decider.engine.types import DecisionRequest
+    from decider.engine.decisions.calibration import CalibrationReport, TemperatureFit
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.remote.engine import RemoteConfig
+    from decider.engine.core.settings import DecisionSettings, SamplingSettings
+    from decider.engine.decisions.types import DecisionRequest
 
 
 @runtime_checkable

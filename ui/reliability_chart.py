@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from .theme import color
 
 if TYPE_CHECKING:
-    from decider.engine.calibration import ReliabilityBin
+    from decider.engine.decisions.calibration import ReliabilityBin
 
 
 class ReliabilityChart(QWidget):

@@ -25,15 +25,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from decider.engine.labels import COVERED_MODES, TINY_COVERAGE
+from decider.engine.decisions.labels import COVERED_MODES, TINY_COVERAGE
 
 from .choice_card import ChoiceCard
 from .bars import BarsView, bound_text, choice_note, percent_text, shown_probability
 from .theme import set_role
 
 if TYPE_CHECKING:
-    from decider.engine.info import EngineInfo
-    from decider.engine.types import DecisionResult
+    from decider.engine.core.info import EngineInfo
+    from decider.engine.decisions.types import DecisionResult
 
 
 def engine_summary(engine: EngineInfo | None) -> tuple[str, str]:

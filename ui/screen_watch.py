@@ -2,7 +2,7 @@
 
 Every `interval` ms the region (the one picked, else the screen under the overlay) is grabbed; a decision
 starts only when the picture changed beyond the threshold since the frame last decided on
-(engine/frame_change.py: a 32×32 colour signature of a downscaled copy, mean absolute difference). At most one
+(engine/vision/frame_change.py: a 32×32 colour signature of a downscaled copy, mean absolute difference). At most one
 decision is in flight: frames that change meanwhile are held, a newer one replacing an older one, and when the
 decision ends the latest is decided. Nothing is grabbed while Decider is paused or the screen is locked
 (ui/screen_lock.py says what is detected).
@@ -10,7 +10,7 @@ decision ends the latest is decided. Nothing is grabbed while Decider is paused 
 The overlay is blanked out of the grabbed picture (its own text, the decision's age, changes every second and
 must not count as the game changing). An unchanged screen is never sent again; when the question changes the
 next grab is decided, and a picture identical to the last one is the same pixels, so the engine reuses its
-encoded features (engine/vision_encoder.py caches them by digest: usage "images_encoded" is 0).
+encoded features (engine/vision/encoder.py caches them by digest: usage "images_encoded" is 0).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter
 
-from decider.engine.frame_change import DEFAULT_CHANGE_THRESHOLD, FrameGate, Verdict, signature
+from decider.engine.vision.frame_change import DEFAULT_CHANGE_THRESHOLD, FrameGate, Verdict, signature
 
 from .image_input import qimage_to_pixels
 from .screen_capture import Capture

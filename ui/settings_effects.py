@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from decider.engine.info import ModelInfo
+from decider.engine.core.info import ModelInfo
 
 from .decision_controller import DecisionController
 from .ports import Settings

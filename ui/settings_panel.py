@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from decider.engine.devices import DEVICES
-from decider.engine.errors import SettingsError
-from decider.engine.settings import DECISION_SETTINGS, SAMPLING_NAMES, SETTINGS
+from decider.engine.compile.devices import DEVICES
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_NAMES, SETTINGS
 
 from .ports import Settings, SettingsRules
 from .settings_form import LIST_SEPARATOR, SettingsForm, split_list

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QGuiApplication, QKeySequence
 
-from decider.engine.errors import SettingsError
-from decider.engine.types import DecisionResult
+from decider.engine.core.errors import SettingsError
+from decider.engine.decisions.types import DecisionResult
 
 from .clipboard import parse_situation
 

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from decider.engine.errors import SettingsError
-from decider.engine.info import ModelInfo
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.info import ModelInfo
 
 from .model_picker import ModelPickerDialog
 from .ports import TaskHandle

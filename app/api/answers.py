@@ -20,8 +20,8 @@ from typing import TypeVar
 from anyio import to_thread
 from starlette.responses import Response
 
-from decider.engine.generate import Completion
-from decider.engine.openai_format import chat_choice_chunks, chat_completions
+from decider.engine.generation.generate import Completion
+from decider.engine.completions.openai_format import chat_choice_chunks, chat_completions
 
 from .errors import ApiError
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from decider.engine.errors import Cancelled
-from decider.engine.generate import Completion, GenerationRequest, generate
-from decider.engine.openai_format import chat_choice
-from decider.engine.tools import choice_probabilities
+from decider.engine.core.errors import Cancelled
+from decider.engine.generation.generate import Completion, GenerationRequest, generate
+from decider.engine.completions.openai_format import chat_choice
+from decider.engine.constrained.tools import choice_probabilities
 
 from .protocol import ChatCompletionRequest
 

@@ -1,7 +1,7 @@
 """/v1/completions as a scoring endpoint: each prompt scored (echo) and/or continued, one choice each.
 
 Runs in a worker thread holding the engine's queue slot. A prompt's logprobs come from the all-position
-scorer (engine/scoring.py), its continuation from the ordinary generation loop: the two agree to float
+scorer (engine/runners/scoring.py), its continuation from the ordinary generation loop: the two agree to float
 precision (tests/test_scoring.py), so an echoed prompt and its generated tokens read as one sequence.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from decider.engine.echo import echo_prompt
-from decider.engine.errors import Cancelled
-from decider.engine.generate import Completion
-from decider.engine.openai_format import completion_choice
+from decider.engine.completions.echo import echo_prompt
+from decider.engine.core.errors import Cancelled
+from decider.engine.generation.generate import Completion
+from decider.engine.completions.openai_format import completion_choice
 
 from .chat_run import draws
 from .protocol import CompletionJob, CompletionRequest

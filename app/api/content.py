@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from decider.engine.chat_template import Message
-from decider.engine.errors import SettingsError
-from decider.engine.tools import ToolCall
+from decider.engine.model.chat_template import Message
+from decider.engine.core.errors import SettingsError
+from decider.engine.constrained.tools import ToolCall
 
 from ..images import MAX_IMAGES, decode_data_url
 from .errors import field_error, located_error

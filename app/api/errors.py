@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
 
-from decider.engine.errors import ContextLimitError, SettingsError
+from decider.engine.core.errors import ContextLimitError, SettingsError
 
 
 @dataclass(frozen=True)

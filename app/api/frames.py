@@ -6,7 +6,7 @@ decided on in that watch, with the same question, options and settings, costs no
 decision comes back marked `"unchanged": true`. A changed frame is decided; at most one decision runs per watch:
 a frame arriving meanwhile waits, and when a newer frame arrives behind it, it is not decided at all: its
 request is answered with the newer frame's decision, marked `"superseded": true` (the latest frame wins, no
-queue of stale frames). The change measure is engine/frame_change.py's, the window's watch mode's.
+queue of stale frames). The change measure is engine/vision/frame_change.py's, the window's watch mode's.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Annotated
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from decider.engine.frame_change import DEFAULT_CHANGE_THRESHOLD, check_threshold, difference
-from decider.engine.errors import SettingsError
-from decider.engine.types import DecisionRequest, DecisionResult
+from decider.engine.vision.frame_change import DEFAULT_CHANGE_THRESHOLD, check_threshold, difference
+from decider.engine.core.errors import SettingsError
+from decider.engine.decisions.types import DecisionRequest, DecisionResult
 
 from .errors import ApiError, field_error
 from .protocol import DecideRequest

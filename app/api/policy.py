@@ -20,7 +20,7 @@ import socket
 
 from starlette.types import Scope
 
-from decider.engine.errors import SettingsError
+from decider.engine.core.errors import SettingsError
 
 from ..origins import ANY_ORIGIN, parse_origin
 from .errors import ApiError

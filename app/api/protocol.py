@@ -14,15 +14,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, ValidationInfo, model_validator
 
-from decider.engine.types import DecisionRequest
-from decider.engine.errors import SettingsError
-from decider.engine.generate import GenerationRequest
-from decider.engine.logit_bias import check_logit_bias
-from decider.engine.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
-from decider.engine.settings import DECISION_SETTINGS, SamplingSettings
-from decider.engine.structured import ResponseFormat, check_grammar, grammar_tokenizer
-from decider.engine.tool_grammar import tool_grammar
-from decider.engine.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tools_from_openai
+from decider.engine.decisions.types import DecisionRequest
+from decider.engine.core.errors import SettingsError
+from decider.engine.generation.generate import GenerationRequest
+from decider.engine.generation.logit_bias import check_logit_bias
+from decider.engine.core.logprobs import MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS, NORMALIZATIONS
+from decider.engine.core.settings import DECISION_SETTINGS, SamplingSettings
+from decider.engine.constrained.structured import ResponseFormat, check_grammar, grammar_tokenizer
+from decider.engine.constrained.tool_grammar import tool_grammar
+from decider.engine.constrained.tools import TOOL_CHOICES, TOOLS_SHAPE, Tool, tag_ids, tools_from_openai
 
 from ..requests import SAMPLING_FIELDS, sampling_from
 from .content import ChatMessage, check_messages, parse_images
@@ -365,7 +365,7 @@ class CompletionRequest(_Generation):
     max_tokens: Annotated[int | None, int_in(0)] = None
     logprobs: Annotated[int | None, int_in(0, MAX_COMPLETION_LOGPROBS), BeforeValidator(_completion_logprobs)] = None
     echo: Boolean = None
-    # Decider's extension: what prompt logprobs are normalised over (engine/logprobs.py); None: the server's default
+    # Decider's extension: what prompt logprobs are normalised over (engine/core/logprobs.py); None: the server's default
     logprob_normalization: Annotated[str | None, BeforeValidator(_normalization)] = None
     best_of: Annotated[Refused, refused(one, "best_of=1 only (n draws several completions from one prefill)")]
     suffix: Annotated[Refused, refused(empty(""), "no insertion (suffix)")]

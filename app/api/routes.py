@@ -24,10 +24,10 @@ from starlette.responses import Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from decider.engine.errors import Cancelled, ContextLimitError, SettingsError
-from decider.engine.frame_change import signature
-from decider.engine.generate import Completion, Delta
-from decider.engine.openai_format import (
+from decider.engine.core.errors import Cancelled, ContextLimitError, SettingsError
+from decider.engine.vision.frame_change import signature
+from decider.engine.generation.generate import Completion, Delta
+from decider.engine.completions.openai_format import (
     chat_chunk,
     chat_completion,
     chat_completions,
@@ -37,7 +37,7 @@ from decider.engine.openai_format import (
     completion_usage_chunk,
     text_completions,
 )
-from decider.engine.types import DecisionResult
+from decider.engine.decisions.types import DecisionResult
 
 from .answers import collector_paused, json_answer, paused, refuse_huge_answer, replay_chunks
 from .chat_run import run_chat
@@ -218,7 +218,7 @@ class Routes:
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = service.model_name
         client = Client(request.receive, state)
-        if parsed.calls_tools or (parsed.n or 1) > 1:  # answers known whole (engine/tools.py, chat_run.py)
+        if parsed.calls_tools or (parsed.n or 1) > 1:  # answers known whole (engine/constrained/tools.py, chat_run.py)
             with collector_paused:  # from the first draw until the answer is encoded and its objects freed
                 choices, completions = await self._run(client, run_chat, service, parsed, generation, client.should_stop)
                 self._notify(state.on_chat_completion, messages, completions[0])

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import uvicorn
 
-from decider.engine.errors import DeciderError, SettingsError
+from decider.engine.core.errors import DeciderError, SettingsError
 
 from .connection import Limits, protocol_class, quiet_uvicorn
 from .policy import Policy, machine_names

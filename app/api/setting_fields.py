@@ -1,6 +1,6 @@
 """The API's sampling and decision fields, declared here so type checkers and editors see them.
 
-engine/settings.py's SamplingSettings and DecisionSettings are the schema; these classes restate it field by
+engine/core/settings.py's SamplingSettings and DecisionSettings are the schema; these classes restate it field by
 field (a pydantic class made at run time is invisible to mypy). `schema_drift()` compares the two, name, type,
 default and range, and a test fails on any difference (tests/test_api_setting_fields.py), so a setting added
 to the schema without its field here is named at once. Absent or null means the engine's default (for
@@ -15,7 +15,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import Field
 
-from decider.engine.settings import DECISION_SETTINGS, SAMPLING_SETTINGS, Setting
+from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_SETTINGS, Setting
 
 from .fields import Boolean, EngineFloat, EngineInt, Strict, Text
 

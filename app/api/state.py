@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from decider.engine.chat_template import Message
-from decider.engine.types import DecisionRequest, DecisionResult
-from decider.engine.errors import Cancelled, SettingsError
-from decider.engine.generate import Completion
+from decider.engine.model.chat_template import Message
+from decider.engine.decisions.types import DecisionRequest, DecisionResult
+from decider.engine.core.errors import Cancelled, SettingsError
+from decider.engine.generation.generate import Completion
 
 from .errors import QueueFull
 

@@ -66,9 +66,9 @@ def tokenize(tokenizer, prompt: str, add_special_tokens: bool, token_strs: bool,
 def chat_tokenize(runner, parsed) -> dict:
     """vLLM's chat form of /tokenize: the messages (and tools) rendered as a chat request renders them, with the
     generation prompt unless add_generation_prompt is false; an image counts as its placeholder tokens."""
-    from decider.engine.chat_template import build_chat_prompt
-    from decider.engine.errors import SettingsError
-    from decider.engine.vision_tokens import IMAGE_PAD, ImageToken
+    from decider.engine.model.chat_template import build_chat_prompt
+    from decider.engine.core.errors import SettingsError
+    from decider.engine.model.vision_tokens import IMAGE_PAD, ImageToken
 
     kwargs = parsed.chat_template_kwargs
     think = bool(kwargs and kwargs.enable_thinking)

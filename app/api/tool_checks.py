@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
-from decider.engine.errors import SettingsError
-from decider.engine.tool_format import PARAMETER_NAME
-from decider.engine.tool_grammar import check_parameters, tool_grammar
-from decider.engine.tools import FUNCTION_NAME, Tool
+from decider.engine.core.errors import SettingsError
+from decider.engine.constrained.tool_format import PARAMETER_NAME
+from decider.engine.constrained.tool_grammar import check_parameters, tool_grammar
+from decider.engine.constrained.tools import FUNCTION_NAME, Tool
 
 from .errors import field_error
 

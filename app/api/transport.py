@@ -13,7 +13,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from decider.engine.errors import Cancelled
+from decider.engine.core.errors import Cancelled
 
 from .errors import ApiError, dumps
 from .limits import check_body, refuse_bracket_floods, refuse_key_floods

@@ -2,7 +2,7 @@
 so a later process compiles the model it will run: where the kernel lost, the plugin's graph as it was, without the
 routing's extra nodes and a Python call per projection group that gets no rows; where it won, no second timing.
 
-Keyed by the model's files, the device, the CPU's ISA, OpenVINO's version (engine/fast_tuning.key_for) and the
+Keyed by the model's files, the device, the CPU's ISA, OpenVINO's version (engine/compile/fast_tuning.key_for) and the
 threads the plugin runs. A file that cannot be read is a miss; one that cannot be written leaves the verdict in
 memory for this process.
 """
@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from ..measurements import cache_file as tuning_cache_file, key_for
-from ..files import read_regular
+from ..compile.measurements import cache_file as tuning_cache_file, key_for
+from ..core.files import read_regular
 
 CACHE_NAME = "exact-kernel.json"
 _MAX_BYTES = 1 << 20

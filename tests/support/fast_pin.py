@@ -1,7 +1,7 @@
 """This test session's --fast choice for the fixture models, pinned in the session's cache folder.
 
 --fast compiles the reduced compile measured fastest on this machine, or exact where none beat exact
-(engine/fast_tuning.py, engine/runner.py). The session shares one DECIDER_CACHE_DIR (conftest.py), so unpinned, the
+(engine/compile/fast_tuning.py, engine/runners/runner.py). The session shares one DECIDER_CACHE_DIR (conftest.py), so unpinned, the
 first fast runner of each fixture model would measure on first use with real timings: whether a reduced compile wins
 on these tiny models depends on the CPU and its load, and the tests that compare --fast bars with exact ones (or
 hold them to a reduced label) need a reduced compile, whichever wins here. So the session's cache says the stated
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .models import MODELS
 
-DEVICE = "CPU"  # the fast choice is measured for the CPU only (engine/runner.py)
+DEVICE = "CPU"  # the fast choice is measured for the CPU only (engine/runners/runner.py)
 # Made-up step times, not a measurement: the winner beats exact (as a chosen candidate did), but by less than an
 # exact prefill of the token costs, so fast reasoning does not pay and think-mode tests reason exactly unless they
 # force a twin (DECIDER_FAST_REASONING_PROPERTIES): their reasoning does not depend on the CPU either.
@@ -26,9 +26,9 @@ EXACT_STEP_MS, WINNER_STEP_MS, EXACT_PREFILL_MS_PER_TOKEN = 10.0, 9.0, 2.0
 def stated_candidate(capabilities: tuple[str, ...]) -> str:
     """The candidate that is the stated default --fast compile on a CPU with these capabilities (bf16 where the
     CPU has it, else f32; u8 KV cache; int8 activations in groups of 32)."""
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.planner import compile_properties
-    from decider.engine.fast_tuning import candidates
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.planner import compile_properties
+    from decider.engine.compile.fast_tuning import candidates
 
     stated = compile_properties(DEVICE, DeviceOptions(device=DEVICE, exact=False), capabilities)
     found = [name for name, properties in candidates(capabilities).items()
@@ -40,8 +40,8 @@ def stated_candidate(capabilities: tuple[str, ...]) -> str:
 
 def pinned_tuning(folder: Path, chosen: str | None, capabilities: tuple[str, ...]):
     """A Tuning for the fixture model in `folder` whose choice is `chosen` (None: nothing beat exact)."""
-    from decider.engine.fast_tuning import Measured, Tuning, candidates, key_for
-    from decider.engine.precision import isa_summary
+    from decider.engine.compile.fast_tuning import Measured, Tuning, candidates, key_for
+    from decider.engine.compile.precision import isa_summary
 
     measured = [Measured(name, properties, WINNER_STEP_MS if name == chosen else EXACT_STEP_MS + 1, 0.0,
                          "pinned by tests/support/fast_pin.py, not measured")
@@ -54,7 +54,7 @@ def pin_fast_choice(cache_file: Path, chosen: str | None = "stated") -> str | No
     the stated default reduced compile. Returns the candidate's name."""
     import openvino as ov
 
-    from decider.engine.precision import cpu_capabilities
+    from decider.engine.compile.precision import cpu_capabilities
 
     capabilities = cpu_capabilities(ov.Core())
     name = stated_candidate(capabilities) if chosen == "stated" else chosen

@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 from decider.app.preferences import GuiSettings  # noqa: E402
-from decider.engine.settings import SamplingSettings  # noqa: E402
+from decider.engine.core.settings import SamplingSettings  # noqa: E402
 
 from support.models import model_dir  # noqa: E402
 
@@ -57,7 +57,7 @@ def make_window(qtbot, dirs):
 @pytest.fixture(scope="module")
 def direct_service():
     from decider.app.service import EngineService
-    from decider.engine.devices import DeviceOptions
+    from decider.engine.compile.devices import DeviceOptions
 
     return EngineService(FIXTURE, DeviceOptions(device="CPU"))
 

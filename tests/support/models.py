@@ -32,8 +32,8 @@ def case(name: str, model: str = "qwen35-text") -> dict:
 
 def npu_static_runner(folder, **options):
     """A static runner through the NPU plugin with NPUW on the CPU: the NPU path without an NPU."""
-    from decider.engine.devices import DeviceOptions
-    from decider.engine.static_runner import StaticRunner
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.runners.static import StaticRunner
 
     previous = os.environ.get("DECIDER_NPUW_DEVICES")
     os.environ["DECIDER_NPUW_DEVICES"] = "CPU"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from decider.engine.logprobs import Alternative
-from decider.engine.types import LABELS, DecisionRequest, DecisionResult, OptionResult
+from decider.engine.core.logprobs import Alternative
+from decider.engine.decisions.types import LABELS, DecisionRequest, DecisionResult, OptionResult
 
 USAGE = {"prompt_tokens": 10, "prefill_tokens": 10, "reused_tokens": 0, "completion_tokens": 1}
 

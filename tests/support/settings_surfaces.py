@@ -1,4 +1,4 @@
-"""Run in a subprocess over a copy of the package whose engine/settings.py declares one more sampling or
+"""Run in a subprocess over a copy of the package whose engine/core/settings.py declares one more sampling or
 decision setting (tests/test_settings_one_place.py): looks for that setting on every surface and prints one
 JSON object, surface -> null when it is there or the reason it is not.
 
@@ -75,9 +75,9 @@ def fake_server(owner: str, bodies: list[dict]) -> Iterator[str]:
 def remote_decision(owner: str):
     """(the chat or decide body sent, the request, its result) of a remote decision at the new setting's VALUE:
     a decision setting goes to Decider's own server (no other takes one)."""
-    from decider.engine.remote import RemoteConfig, RemoteEngine
-    from decider.engine.settings import SamplingSettings
-    from decider.engine.types import DecisionRequest
+    from decider.engine.remote.engine import RemoteConfig, RemoteEngine
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.decisions.types import DecisionRequest
 
     given = {NAME: VALUE} if DECISION else {"sampling": SamplingSettings(**{NAME: VALUE})}
     request = DecisionRequest("Q?", ("a", "b"), **given)
@@ -90,7 +90,7 @@ def remote_decision(owner: str):
 
 
 def schema() -> None:
-    from decider.engine.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
+    from decider.engine.core.settings import SAMPLING_NAMES, SETTINGS, SamplingSettings
 
     if DECISION:
         return decision_schema()
@@ -100,9 +100,9 @@ def schema() -> None:
 
 
 def decision_schema() -> None:
-    from decider.engine.errors import SettingsError
-    from decider.engine.settings import DECISION_NAMES, SETTINGS, DecisionSettings
-    from decider.engine.types import DecisionRequest
+    from decider.engine.core.errors import SettingsError
+    from decider.engine.core.settings import DECISION_NAMES, SETTINGS, DecisionSettings
+    from decider.engine.decisions.types import DecisionRequest
 
     assert NAME in DECISION_NAMES and SETTINGS[NAME].label, "not declared"
     assert getattr(DecisionSettings(), NAME) == SETTINGS[NAME].default, "no default"
@@ -117,7 +117,7 @@ def decision_schema() -> None:
 
 def cli() -> None:
     from decider.app.cli import build_parser, decision_request
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.core.settings import SamplingSettings
 
     parser = build_parser()
     flag = ["--" + NAME.replace("_", "-"), str(VALUE)]
@@ -131,8 +131,8 @@ def cli() -> None:
 def api() -> None:
     from decider.app.api.protocol import ChatCompletionRequest, CompletionRequest, DecideRequest
     from decider.app.api.setting_fields import schema_drift
-    from decider.engine.errors import SettingsError
-    from decider.engine.settings import SamplingSettings
+    from decider.engine.core.errors import SettingsError
+    from decider.engine.core.settings import SamplingSettings
 
     assert not schema_drift(), f"the declared fields are not the schema's: {schema_drift()}"
     for request in () if DECISION else (ChatCompletionRequest, CompletionRequest):
@@ -149,7 +149,7 @@ def api() -> None:
 
 def gui_settings() -> None:
     from decider.app.preferences import GuiSettings
-    from decider.engine.settings import SETTINGS
+    from decider.engine.core.settings import SETTINGS
 
     assert getattr(GuiSettings(), NAME) == SETTINGS[NAME].default, "not stored"
     changed = GuiSettings().with_changes(**{NAME: VALUE})
@@ -164,7 +164,7 @@ def gui_form() -> None:
 
     from decider.app.gui_ports import settings_rules
     from decider.app.preferences import GuiSettings
-    from decider.engine.settings import SETTINGS
+    from decider.engine.core.settings import SETTINGS
     from decider.ui.decision_controller import build_request
     from decider.ui.settings_panel import SettingsPanel
 

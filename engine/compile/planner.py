@@ -1,0 +1,217 @@
+"""Build the compile plan (engine/compile/plan.py): one pure function from what was asked and what was measured.
+
+`plan_compile(options, host, path=…, tuning=…)` decides every property of every compile a runner makes — the
+language model, the text embeddings, the vision encoder on each candidate device, and the CPU properties NPUW's CPU
+partitions take from the Core — with the reason for each. Its inputs: the device options (device resolved), the
+precision request (options.exact), the host's CPU capabilities and NPU testing aids (`Host`, read once by
+engine/compile/measurements.read_host) and this machine's fast-tuning measurement (engine/compile/measurements.Tuning). It reads no
+file, no environment and no device; `plan_for` is the one convenience that reads those inputs, then calls it.
+
+The precision rules themselves are engine/compile/precision.py's (cpu_properties, gpu_properties, npu_host_properties); the
+device rules (NPUW, the static prompt limit) are here. Compiled models are cached per property set: OpenVINO 2026.4's
+CPU model cache leaves the precision hints out of its key, so a bf16 and an f32 compile of one model in one CACHE_DIR
+share a blob and the second imports the first's arithmetic (measured: its logits are the other precision's while
+its INFERENCE_PRECISION_HINT reads back as asked). Each distinct property set gets a subfolder of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+
+from .plan import CompilePlan, CompileTarget, Host, Setting
+from .devices import DeviceOptions, choose_device, npuw_devices_override, vision_candidates, visible_devices
+from .measurements import Subject, Tuning, cache_file, cached, read_host
+from ..model.folder import ModelFolder
+from .precision import cpu_properties, fast_inference, gpu_properties, npu_host_properties, npuw_precision
+
+
+# What each property does, for the reasons a plan states.
+_MEANING = {
+    "INFERENCE_PRECISION_HINT": "the arithmetic, always asked for: the plugin's own default differs by CPU",
+    "KV_CACHE_PRECISION": "the KV cache's element type (the IR's metadata asks for f16)",
+    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "int8 quantisation of activations in front of integer weights ('0': none)",
+    "INFERENCE_NUM_THREADS": "threads per inference",
+}
+CACHE_REASON = ("the compiled-model cache, a subfolder per property set: OpenVINO 2026.4's CPU cache key leaves the "
+                "precision hints out, so two precisions sharing a folder import each other's compile")
+
+
+def _precision(properties: dict[str, object], why: str) -> list[Setting]:
+    return [Setting(name, value, f"{why} ({_MEANING.get(name, name)})") for name, value in properties.items()]
+
+
+def _npuw(host: Host) -> list[Setting]:
+    settings = [
+        Setting("NPU_USE_NPUW", "YES", "the NPU runs Qwen3.5 through NPUW, which partitions the model"),
+        # With f16 interconnects, multi-token static variants of Qwen3.5 fail to create an infer request where a
+        # partition runs on the CPU (an f16 subgraph input receives f32), measured with OpenVINO 2026.4.1.
+        Setting("NPUW_F16IC", "NO", "f16 interconnects break multi-token variants with CPU partitions (OpenVINO 2026.4.1)"),
+    ]
+    if host.npuw_devices:
+        settings.append(Setting("NPUW_DEVICES", host.npuw_devices, "the testing aid DECIDER_NPUW_DEVICES: NPUW runs on these devices"))
+    return settings
+
+
+def _cpu_precision(options: DeviceOptions, host: Host) -> list[Setting]:
+    if options.exact:
+        return _precision(cpu_properties(True), "exact log-probabilities requested")
+    why = f"--fast, not measured here: the stated default ({fast_inference(host.capabilities)} is this CPU's fastest arithmetic)"
+    return _precision(cpu_properties(False, host.capabilities), why)
+
+
+def _language(device: str, options: DeviceOptions, host: Host, path: str) -> list[Setting]:
+    """The properties of the language model's compile before any measurement or override (CACHE_DIR apart)."""
+    family = device.split(".")[0]
+    latency = Setting("PERFORMANCE_HINT", "LATENCY", "one conversation at a time: latency, not throughput")
+    if family == "CPU":
+        settings = [*_cpu_precision(options, host), latency]
+        if options.runtime_cache_capacity is not None:
+            settings.append(Setting("CPU_RUNTIME_CACHE_CAPACITY", options.runtime_cache_capacity,
+                                    "the CPU plugin's per-shape kernel cache, as asked (DeviceOptions.runtime_cache_capacity)"))
+        return settings
+    if family == "GPU":
+        why = "exact log-probabilities requested" if options.exact else "--fast: the GPU's f16"
+        return [*_precision(gpu_properties(options.exact), why), latency]
+    if family == "NPU" and path == "static":
+        # The host keeps the caches; NPUW only partitions and runs a static graph (its CPU partitions' arithmetic is
+        # the Core's, see `_host`).
+        return _npuw(host)
+    limit = "NPUW_LLM reshapes the prefill model to a static prompt"
+    return [*_npuw(host),
+            Setting("NPUW_LLM", "YES", "NPUW's own LLM pipeline (the npuw_llm path)"),
+            Setting("NPUW_LLM_BATCH_DIM", 0, "the export's batch axis"),
+            Setting("NPUW_LLM_SEQ_LEN_DIM", 2, "the export's sequence axis of the KV cache"),
+            Setting("NPUW_LLM_MAX_PROMPT_LEN", options.npu_max_prompt_len, f"{limit} (DeviceOptions.npu_max_prompt_len)"),
+            Setting("NPUW_LLM_MIN_RESPONSE_LEN", options.npu_min_response_len, f"{limit} (DeviceOptions.npu_min_response_len)")]
+
+
+def _host(device: str, exact: bool, host: Host) -> tuple[Setting, ...]:
+    """What the Core's CPU properties are set to before an NPU compile: NPUW's CPU partitions compile with them (its own
+    configuration does not reach them, measured with OpenVINO 2026.4.1)."""
+    if device.split(".")[0] != "NPU":
+        return ()
+    why = ("DECIDER_NPUW_PRECISION=f16: the NPU's own f16 (or the nearest arithmetic this CPU has)" if host.npuw_precision == "f16"
+           else "NPUW's CPU partitions compute what the CPU path computes")
+    return tuple(_precision(npu_host_properties(exact, host.capabilities, host.npuw_precision), why))
+
+
+def _cached(settings: list[Setting], device: str, host: tuple[Setting, ...], options: DeviceOptions) -> tuple[Setting, ...]:
+    """The settings with CACHE_DIR first: a subfolder of the cache folder named by a hash of everything else."""
+    if options.cache_dir is None:
+        return tuple(settings)
+    keyed = {"device": device, "properties": {s.name: s.value for s in settings},
+             "host": {s.name: s.value for s in host}}
+    digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return (Setting("CACHE_DIR", str(options.cache_dir / digest), CACHE_REASON), *settings)
+
+
+def _merge(settings: list[Setting], changes: list[Setting]) -> list[Setting]:
+    """`settings` with `changes` replacing the same names in place and new names appended (as dict.update)."""
+    by_name = {s.name: s for s in changes}
+    merged = [by_name.pop(s.name, s) for s in settings]
+    return merged + list(by_name.values())
+
+
+def _tuned(settings: list[Setting], tuning: Tuning, options: DeviceOptions, host: Host) -> list[Setting]:
+    """--fast after a measurement: the winner's properties (with the thread count it ran best at), or the exact compile
+    where nothing beat it."""
+    chosen = tuning.properties
+    if chosen is None:
+        exact = _language(options.device, replace(options, exact=True), host, "dynamic")
+        why = "--fast, but no reduced compile beat the exact step here: exact"
+        return _merge(settings, [replace(s, reason=f"{why} ({_MEANING[s.name]})") if s.name in _MEANING else s for s in exact])
+    return _merge(settings, _precision(chosen, f"--fast: measured fastest here ({tuning.chosen})"))
+
+
+def tuning_words(tuning: Tuning | None, applies: bool) -> str:
+    if not applies:
+        return ""
+    if tuning is None:
+        return "not measured here: --fast compiles its stated default"
+    if tuning.chosen is None:
+        return "measured: no reduced compile beat the exact step, so --fast compiles exact"
+    threads = f" at {tuning.threads} threads" if tuning.threads else ""
+    return f"measured: {tuning.chosen}{threads} is fastest here"
+
+
+def _target(role: str, device: str, settings: list[Setting], options: DeviceOptions, host: tuple[Setting, ...]) -> CompileTarget:
+    return CompileTarget(role, device, _cached(settings, device, host, options), host)
+
+
+def _vision(options: DeviceOptions, host: Host, devices: Sequence[str]) -> tuple[CompileTarget, ...]:
+    return tuple(_target("vision encoder", device, _language(device, options, host, "static"), options,
+                         _host(device, options.exact, host)) for device in devices)
+
+
+def vision_targets(options: DeviceOptions, host: Host, available: Sequence[str]) -> tuple[CompileTarget, ...]:
+    """The vision encoder's compiles on its candidate devices, for options.vision_device among `available` (OpenVINO's
+    devices: the NPU testing aid's NPU is added here)."""
+    return _vision(options, host, vision_candidates(options.vision_device, visible_devices(list(available))))
+
+
+def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tuning | None = None, can_measure: bool = False,
+                 overrides: dict[str, object] | None = None, embeddings: bool = False,
+                 vision_devices: Sequence[str] = ()) -> CompilePlan:
+    """The plan for a runner on options.device (resolved) computing on `path` ("dynamic", "static", "npuw_llm").
+
+    tuning: this machine's measurement for the model (None: none); it decides --fast on the CPU's dynamic path.
+    can_measure: there is a folder to keep a measurement in (an unmeasured --fast plan then says measure_first).
+    overrides: a twin's properties (a tuning candidate, fast reasoning): applied last, no measurement (a twin built from
+    a runner uses that runner's embeddings and vision encoder). embeddings: the export has a text embeddings model.
+    vision_devices: the vision encoder's candidate devices in order (empty: no vision encoder)."""
+    device = options.device
+    core_cpu = _host(device, options.exact, host)
+    settings = _language(device, options, host, path)
+    applies = overrides is None and not options.exact and device.split(".")[0] == "CPU" and path == "dynamic"
+    if applies and tuning is not None:
+        settings = _tuned(settings, tuning, options, host)
+    if overrides is not None:
+        settings = _merge(settings, [Setting(name, value, "asked for by this twin (a fast-tuning candidate or fast reasoning)")
+                                     for name, value in overrides.items()])
+    exact = replace(options, exact=True)
+    fallback = _target("language model (exact: the planned compile killed a test process)", device,
+                       _language(device, exact, host, "dynamic"), exact, ())
+    table = None
+    if embeddings:
+        # A table lookup, always exact (the fast compile's arithmetic starts after it). The static path compiles it
+        # without the cache folder or the kernel-cache capacity, as it always has.
+        lookup = exact if path != "static" else DeviceOptions(device="CPU", exact=True)
+        table = _target("text embeddings", "CPU", _language("CPU", lookup, host, "dynamic"), lookup, ())
+    vision = _vision(options, host, vision_devices)
+    return CompilePlan(options, path, _target("language model", device, settings, options, core_cpu), fallback, table, vision,
+                       tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None)
+
+
+def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = (), host: Host | None = None,
+                       path: str = "dynamic") -> dict[str, object]:
+    """The language model's stated compile on `device` (no measurement applied): the plan's properties, for callers
+    that compile a model of their own beside a runner (the prompt scorer, the benches). host: the NPU testing aids
+    are read from the environment unless given."""
+    if host is None:
+        host = Host(tuple(capabilities), npuw_devices_override(), npuw_precision())
+    return plan_compile(replace(options, device=device), replace(host, capabilities=tuple(capabilities)), path=path).language.properties
+
+
+def static_compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = ()) -> dict[str, object]:
+    """As compile_properties for the static runner's variants (on the NPU: NPUW without its LLM pipeline)."""
+    return compile_properties(device, options, capabilities, path="static")
+
+
+def plan_for(folder: ModelFolder, options: DeviceOptions, core, *, static: bool = False,
+             overrides: dict[str, object] | None = None, notices: list[str] | None = None) -> CompilePlan:
+    """The plan for a runner of `folder` with these options on this Core: the device resolved among the visible ones,
+    the host read once (engine/compile/measurements.read_host), this machine's measurement read (never taken: that is
+    engine/runners/choice.measured_plan's step). static: the static runner; else the dynamic one (NPUW_LLM on the
+    NPU). notices: where a damaged measurement file is said."""
+    available = visible_devices(core.available_devices)
+    options = replace(options, device=choose_device(options.device, available))
+    path = "static" if static else "npuw_llm" if options.device.startswith("NPU") else "dynamic"
+    subject = Subject(folder, options.device, options, notices if notices is not None else [])
+    measured = overrides is None and not options.exact and options.device.startswith("CPU") and path == "dynamic"
+    vision = vision_candidates(options.vision_device, available) if folder.has_vision else []
+    return plan_compile(options, read_host(core), path=path, tuning=cached(subject) if measured else None,
+                        can_measure=cache_file(subject) is not None, overrides=overrides,
+                        embeddings=folder.layout == "vl", vision_devices=vision)

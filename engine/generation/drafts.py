@@ -1,0 +1,144 @@
+"""Drafts for speculative decoding: prompt lookup, and the `draft` setting's choices.
+
+Prompt lookup proposes the tokens that followed the most recent earlier occurrence of the text's last n tokens
+(the longest n from MAX_NGRAM down to MIN_NGRAM that occurred before), in the prompt or in what was generated
+so far. It costs a dictionary lookup per step. Its draft is a point mass (q = 1 on the proposed token): the
+verifier (engine/generation/speculative.py) accepts it with the exact model's probability, so the distribution the text
+is drawn from is the exact model's whatever the drafts are.
+
+`auto` is lookup that pauses for AUTO_RETRY tokens whenever drafting is measured not to pay: its
+drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
+verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
+model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
+repeats greedy text under auto, but sampled text only under `none` or `lookup` (drafting changes which random
+numbers a draw uses, never the distribution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.errors import SettingsError
+from ..model.vision_tokens import Item
+
+MAX_NGRAM = 3
+MIN_NGRAM = 2
+MAX_DRAFT = 3  # drafts per verify: 4 tokens a forward, where the CPU's k-token forward is still cheap
+AUTO_PROBE = 12  # auto judges its drafts after this many
+AUTO_MIN_ACCEPTANCE = 0.4  # and keeps drafting only while at least this share of them was kept
+AUTO_MIN_STEPS = 4  # plain steps timed before auto compares their speed with its verify rounds'
+AUTO_RETRY = 32  # tokens auto decodes plainly before it drafts again
+
+
+class PromptLookup:
+    """N-gram drafts from the text so far. Feed it the prompt (`start`), then every kept token (`push`)."""
+
+    def __init__(self, max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM, max_draft: int = MAX_DRAFT) -> None:
+        if not 1 <= min_ngram <= max_ngram or max_draft < 1:
+            raise ValueError("need 1 ≤ min_ngram ≤ max_ngram and max_draft ≥ 1")
+        self.max_ngram, self.min_ngram, self.max_draft = max_ngram, min_ngram, max_draft
+        self.tokens: list[int] = []
+        # n-gram → where its latest occurrence ended (exclusive), over the occurrences ending before the last token
+        self._ends: dict[tuple[int, ...], int] = {}
+        self._next: dict[int, int] = {}  # token → the token after its latest occurrence that has one
+        self.drafted = 0  # drafts proposed and verified in this request
+        self.kept = 0  # of them, kept
+
+    def start(self, prompt: Sequence[Item]) -> None:
+        self.tokens, self._ends, self._next = [], {}, {}
+        for item in prompt:
+            self.push(item if isinstance(item, int) else -1)  # an image position never matches a draft
+
+    def push(self, token: int) -> None:
+        end = len(self.tokens)
+        for n in range(self.min_ngram, self.max_ngram + 1):
+            if end >= n:
+                self._ends[tuple(self.tokens[end - n : end])] = end
+        if end:
+            self._next[self.tokens[end - 1]] = int(token)
+        self.tokens.append(int(token))
+
+    def propose(self, limit: int) -> list[int]:
+        """Up to min(limit, max_draft) tokens that may follow the text so far; [] when nothing matches."""
+        limit = min(limit, self.max_draft)
+        if limit <= 0:
+            return []
+        tokens = self.tokens
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            end = self._ends.get(tuple(tokens[-n:])) if len(tokens) >= n else None
+            if end is not None:
+                draft = tokens[end : end + limit]
+                cut = next((i for i, t in enumerate(draft) if t < 0), len(draft))
+                return draft[:cut]
+        return []
+
+    def fill(self, drafts: list[int], count: int) -> list[int]:
+        """`drafts` padded to `count` tokens: a verify forward of a fixed width (the CPU plugin re-prepares its
+        graph for every new shape, measured about half a step on the demo model). The pads follow the last token's
+        latest continuation (a one-token match), else repeat it: a pad is kept only as often as the model draws it."""
+        padded = list(drafts[: max(count, 0)])
+        while len(padded) < count:
+            last = padded[-1] if padded else self.tokens[-1]
+            follower = self._next.get(last, last)
+            padded.append(follower if follower >= 0 else last)
+        return padded
+
+    def record(self, drafted: int, kept: int) -> None:
+        self.drafted += drafted
+        self.kept += kept
+
+    def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
+        """A forward's wall time and the tokens it yielded (drafted: a verify round; else a plain step)."""
+
+
+class AutoLookup(PromptLookup):
+    """Prompt lookup that pauses drafting while it is measured not to pay, and tries again after AUTO_RETRY tokens
+    (a text often starts repeating itself only after a while)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.off = False
+        self._idle = 0  # tokens decoded plainly since drafting paused
+        self._window = [0, 0]  # drafted, kept: recent drafts (halved as it grows)
+        self._rates = {True: [0, 0.0], False: [0, 0.0]}  # drafted? → [tokens, seconds]
+        self._steps = 0
+
+    def record(self, drafted: int, kept: int) -> None:
+        super().record(drafted, kept)
+        self._window[0] += drafted
+        self._window[1] += kept
+
+    def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
+        self._rates[drafted][0] += tokens
+        self._rates[drafted][1] += seconds
+        self._steps += not drafted
+
+    def propose(self, limit: int) -> list[int]:
+        if self.off:
+            self._idle += 1
+            if self._idle < AUTO_RETRY:
+                return []
+            self.off, self._idle, self._window, self._rates[True] = False, 0, [0, 0], [0, 0.0]
+        drafted, kept = self._window
+        if drafted >= AUTO_PROBE:
+            (drafted_tokens, drafted_s), (plain_tokens, plain_s) = self._rates[True], self._rates[False]
+            slower = self._steps >= AUTO_MIN_STEPS and drafted_tokens * plain_s < plain_tokens * drafted_s
+            self.off = kept < AUTO_MIN_ACCEPTANCE * drafted or slower
+            if drafted >= 4 * AUTO_PROBE:
+                self._window = [drafted // 2, kept // 2]
+        return [] if self.off else super().propose(limit)
+
+
+def make_drafter(draft: str, model: str = "this model") -> PromptLookup | None:
+    """The drafter for a request's `draft` setting; None: plain decoding. SettingsError for `mtp`: no export
+    keeps the checkpoint's MTP head yet (`decider convert` drops the `mtp.*` tensors as optimum-intel does)."""
+    if draft == "none":
+        return None
+    if draft == "lookup":
+        return PromptLookup()
+    if draft == "auto":
+        return AutoLookup()
+    if draft == "mtp":
+        raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
+                            "(use --draft lookup or auto)", field="draft")
+    raise SettingsError(f"draft must be one of none, lookup, auto, mtp (got {draft!r})", field="draft")

@@ -1,0 +1,1 @@
+"""decider.engine.remote: see its documented __init__ (added by hand after the move)."""

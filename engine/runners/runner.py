@@ -1,0 +1,302 @@
+"""The dynamic runner: the stateful export compiled as it is, its state kept by the infer request.
+
+CPU and GPU run this path ("dynamic"); on the NPU the same class compiles through NPUW_LLM
+("npuw_llm"), which hides the DeltaNet state (no snapshots) and has a static prompt limit. The
+conversation logic (history, prefix reuse, snapshots, run-ahead steps) is in runner_base.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import openvino as ov
+
+from ..compile.plan import CompilePlan
+from ..compile.devices import DeviceOptions, device_caps, npu_emulated
+from ..core.errors import DeviceError
+from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
+from ..graphs.decode import one_token_deltanet
+from ..graphs.logits import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
+from ..kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
+from ..kernels import verdicts as kernel_verdicts
+from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
+from ..kernels.projection_op import KERNEL_TOKENS
+from ..model.folder import ModelFolder, inspect_folder
+from ..compile.planner import plan_for
+from ..compile.precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
+from .prefill_chunks import chunk_sizes, prefill_plan
+from .base import RunnerBase, RunnerStats, first_line
+from ..vision.device import apply_host, open_vision_encoder
+from ..vision.encoder import VisionEncoder
+from ..vision.feed import ChunkEmbedder, position_ids
+from ..model.vision_tokens import IMAGE_PAD, Item
+
+__all__ = ["ModelRunner", "RunnerStats"]
+
+
+class _TextLayout:
+    """openvino_model.xml: input_ids in, 2-D position_ids."""
+
+    def __init__(self, compiled: ov.CompiledModel):
+        self.request = compiled.create_infer_request()
+        self.names = {p.get_any_name() for p in compiled.inputs}
+        self.kernel_tokens = np.zeros(1, dtype=np.int64)  # engine/kernels: which infers our int8 kernel takes
+
+    def inputs(self, ids: np.ndarray | Sequence[Item], past: int, history=(), positions: int = 1) -> dict[str, np.ndarray]:
+        ids = np.asarray(ids)  # token ids only (a text export sees no images): already an array
+        length = ids.shape[0]
+        feed = {
+            "input_ids": ids[None, :],
+            "attention_mask": np.ones((1, past + length), dtype=np.int64),
+            "position_ids": np.arange(past, past + length, dtype=np.int64)[None, :],
+            "beam_idx": np.zeros(1, dtype=np.int32),
+            KERNEL_TOKENS: self.kernel_tokens,
+            LOGITS_POSITIONS: np.array([positions], dtype=np.int64),
+        }
+        return {k: v for k, v in feed.items() if k in self.names}
+
+
+class _VisionLanguageLayout:
+    """openvino_language_model.xml fed by openvino_text_embeddings_model.xml and, for image tokens,
+    the vision encoder's features.
+
+    position_ids are [4, B, S]: text positions then mrope T/H/W (all equal to the token index for
+    text-only prompts; 3-D for image tokens and shifted after an image, see vision_tokens).
+    """
+
+    def __init__(
+        self, compiled: ov.CompiledModel, embeddings: ov.CompiledModel, vision: VisionEncoder | None = None, image_pad: int | None = None
+    ):
+        self.request = compiled.create_infer_request()
+        self.names = {p.get_any_name() for p in compiled.inputs}
+        self.kernel_tokens = np.zeros(1, dtype=np.int64)
+        self._embedder = ChunkEmbedder(embeddings, vision, image_pad)
+
+    def inputs(self, chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = (),
+               positions: int = 1) -> dict[str, np.ndarray]:
+        """history: the items before the chunk, needed only when they may hold images (else past is enough).
+        positions: how many last positions get logits (where the model has the counted head)."""
+        feed = {
+            "inputs_embeds": self._embedder.embeds(chunk),
+            "attention_mask": np.ones((1, past + len(chunk)), dtype=np.int64),
+            "position_ids": position_ids(chunk, past, history),
+            "beam_idx": np.zeros(1, dtype=np.int32),
+            KERNEL_TOKENS: self.kernel_tokens,
+            LOGITS_POSITIONS: np.array([positions], dtype=np.int64),
+        }
+        return {k: v for k, v in feed.items() if k in self.names}
+
+
+def _loaded_from_cache(compiled: ov.CompiledModel) -> bool:
+    try:
+        return bool(compiled.get_property("LOADED_FROM_CACHE"))
+    except RuntimeError:  # a plugin without the property
+        return False
+
+
+def _slice_head(model: ov.Model, execution_path: str) -> None:
+    if execution_path == "npuw_llm":
+        slice_to_last_position(model)  # NPUW_LLM reshapes the model itself: no extra input
+    else:
+        # Logits at the last N positions, N fed per forward: 1 for prefill and steps, k + 1 to verify k drafts.
+        slice_to_counted_positions(model)
+
+
+def _as_list(items) -> list[Item]:
+    return items.tolist() if isinstance(items, np.ndarray) else list(items)
+
+
+class ModelRunner(RunnerBase):
+    _model: ov.Model | None  # the IR while a twin may compile it again (None: imported from the compiled cache)
+    _embeddings: ov.CompiledModel | None  # the text embeddings of a vision-language export
+    _layout: _TextLayout | _VisionLanguageLayout
+
+    def __init__(
+        self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
+        *, plan: CompilePlan | None = None, _twin_of: ModelRunner | None = None,
+    ):
+        """plan: what to compile and how (engine/runners/choice.measured_plan measures --fast first); without one, the
+        plan for `options` from what this machine measured so far (engine/compile/planner.plan_for: it never measures)."""
+        self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
+        core = core or ov.Core()
+        self._init_conversation()
+        self.plan = plan or plan_for(self.folder, options or DeviceOptions(), core, notices=self.notices)
+        self.options, self.device, self.execution_path = self.plan.options, self.plan.device, self.plan.path
+        self.caps = device_caps(self.device, self.options)
+        # How prompt segments are split (engine/runners/prefill_chunks.py); prefill_chunk None: one infer per segment,
+        # the bench's peer for the chunking.
+        self.prefill_chunk, self.prefill_base = prefill_plan(self.folder.text_config)
+        # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()), or reads
+        # the IR again where the parent let it go (imported from the compiled cache, below).
+        model = _twin_of._model if _twin_of is not None else None
+        fresh = model is None
+        if fresh:
+            model = self._read(core, self.folder.language_ir)
+            self._check_inputs(model)
+        self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
+        if fresh:
+            _slice_head(model, self.execution_path)
+            if self.device.startswith("CPU"):
+                # A one-token step of each DeltaNet layer as matrix-vector products; prefill chunks keep the plugin's
+                # fused kernel (engine/graphs/decode.py). CPU only: the routing relies on the CPU plugin skipping a node
+                # with an empty input.
+                one_token_deltanet(model)
+        self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
+        self._core, self._model = core, model
+        # Every property is the plan's (engine/compile/planner.py), --fast's measured choice included.
+        apply_host(core, self.plan.language)
+        started = time.perf_counter()
+        try:
+            compiled, properties = safe_compile(self, model, without_cache_if_routed(self.plan.language.properties, model),
+                                                self.plan.twin)
+            if self.folder.layout == "vl" and _twin_of is not None:
+                embeddings = _twin_of._embeddings  # one table lookup: the exact one serves both
+            elif self.folder.layout == "vl":
+                assert self.plan.embeddings is not None, "a vision-language export's plan has its embeddings"
+                embeddings = core.compile_model(self._read(core, self.folder.embeddings_ir), "CPU", self.plan.embeddings.properties)
+        except RuntimeError as exc:
+            raise DeviceError(f"{self.device} could not compile {self.folder.language_ir.name}: {first_line(exc)}") from None
+        self.stats.compile_s = time.perf_counter() - started
+        self.compiled = compiled
+        family = self.device.split(".")[0]
+        self.precision = (
+            npu_precision(core, self.plan.language.host_properties, emulated=npu_emulated() is not None) if family == "NPU"
+            else gpu_precision(compiled) if family == "GPU"
+            else read_cpu_precision(compiled, int8_activations=int8_activations_run(core, model, properties))
+        )
+        if _loaded_from_cache(compiled):
+            # The imported model holds its own weights; the IR's memory-mapped weights were read only to hash the
+            # model for the cache. Kept, they would be resident twice (0.8B int8: +717 MiB RSS once a warm start
+            # has decided).
+            self._model = None
+        self._embeddings = embeddings if self.folder.layout == "vl" else None
+        if _twin_of is not None:
+            self.vision = _twin_of.vision
+        elif self.folder.has_vision:
+            self.vision = open_vision_encoder(core, self.folder, self.options, self.notices, self.plan.vision)
+        if self.folder.layout == "text":
+            self._layout = _TextLayout(compiled)
+        else:
+            image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
+            self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
+        self._take_request()
+        self._adopt_kernel(compiled)
+
+    def _take_request(self) -> None:
+        """The layout's infer request, and its states' dtypes and shapes while it is fresh (before any infer): what
+        a prompt-cache entry must match (_state_layout)."""
+        self._request = self._layout.request
+        self._fresh_states = self._states_now() if self.caps.snapshots else {}
+
+    def _route_kernel(self, model: ov.Model, core: ov.Core, twin_of: ModelRunner | None) -> KernelPlan:
+        """The int8 projections routed to our kernel (engine/kernels) unless it measured slower here before."""
+        return route_kernel(model, self.device, self.options.exact, twin_of.kernel_plan if twin_of else None,
+                            lost_before=self._kernel_verdict(core) is False)
+
+    def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
+        """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
+        twin compiles its parent's model, routed already, and feeds it 0 unless it is exact too."""
+        adoption = adopt_kernel(self.kernel_plan, compiled, self._scratch_step, won_before=self._kernel_verdict(self._core) is True)
+        if adoption.measured:  # kept for later runs, which then compile only the path that won
+            kernel_verdicts.keep(self, self._kernel_key(self._core), bool(adoption.tokens))
+        self.kernel_note = adoption.note
+        self._layout.kernel_tokens[0] = adoption.tokens
+        if adoption.tokens:
+            self.precision = replace(self.precision, projections=KERNEL_DESCRIPTION)
+
+    @property
+    def verifies(self) -> bool:
+        return LOGITS_POSITIONS in self._layout.names  # the counted head (not on the NPU's NPUW_LLM path)
+
+    def _kernel_key(self, core: ov.Core) -> str:
+        threads = int(core.get_property("CPU", "INFERENCE_NUM_THREADS") or 0) if self.device.startswith("CPU") else 0
+        return kernel_verdicts.verdict_key(self.folder.path, self.device, threads or len(os.sched_getaffinity(0)))
+
+    def _kernel_verdict(self, core: ov.Core) -> bool | None:
+        """What the kernel's adoption measured for this model here before (None: never, or not an exact CPU runner)."""
+        if not (self.device.startswith("CPU") and self.options.exact) or not kernel_asked_for():
+            return None  # no file to read, no key to hash, where the kernel is not asked for
+        return kernel_verdicts.known(self, self._kernel_key(core))
+
+    def _scratch_step(self, past: int) -> dict[str, np.ndarray]:
+        """A one-token feed at position `past`, for timing on a request of its own."""
+        return self._layout.inputs(np.zeros(1, dtype=np.int64), past, ())
+
+    def twin(self, options: DeviceOptions, extra: dict[str, object] | None = None) -> ModelRunner:
+        """The same model compiled again on the same device with other options (plus `extra` compile
+        properties), from the same ov.Model on the same Core so the plugin can share what it does not
+        repack; the embeddings and the vision encoder are this runner's. Its conversation is its own. Without `extra`
+        it is a runner of these options (--fast: the measured choice); with it, a twin's plan: those properties."""
+        plan = plan_for(self.folder, replace(options, device=self.device), self._core, overrides=extra)
+        return ModelRunner(self.folder, core=self._core, plan=plan, _twin_of=self)
+
+    # ----- hooks -----
+    def _clear_state(self) -> None:
+        self._request.reset_state()
+
+    def _capture_state(self) -> dict[str, np.ndarray]:
+        return {s.name: s.state.data.copy() for s in self._request.query_state()}
+
+    def _states_now(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """Each state's dtype and shape; on a fresh request a 0 where a size grows (batch on axis 0, else the sequence)."""
+        return {s.name: (s.state.element_type.to_dtype(), tuple(s.state.shape)) for s in self._request.query_state()}
+
+    def _state_layout(self, length: int) -> dict[str, tuple[np.dtype, tuple[int, ...]]] | None:
+        if not self._fresh_states:
+            return None
+        return {name: (dtype, tuple((1 if axis == 0 else length) if size == 0 else size for axis, size in enumerate(shape)))
+                for name, (dtype, shape) in self._fresh_states.items()}
+
+    def _restore_state(self, states: dict[str, np.ndarray]) -> None:
+        for state in self._request.query_state():
+            # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
+            state.state = ov.Tensor(states[state.name].copy())
+
+    def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
+        # NPUW_LLM takes a prompt whole (it pads to its static length itself); dynamic shapes are chunked.
+        one_shot = self.execution_path == "npuw_llm" or self.prefill_chunk is None
+        sizes = [len(ids)] if one_shot else chunk_sizes(len(ids), self.prefill_chunk, self.prefill_base)
+        position = 0
+        for size in sizes:
+            # The items before the chunk: image positions depend on the images earlier in the prompt.
+            before = self.history[:past] + _as_list(ids[:position]) if self.vision is not None else ()
+            self._request.infer(self._layout.inputs(ids[position : position + size], past + position, before))
+            self.stats.infers += 1
+            position += size
+        return self._logits()
+
+    def _start(self, token: int, past: int) -> None:
+        self._request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history))
+
+    def _wait(self) -> np.ndarray:
+        self._request.wait()
+        return self._logits()
+
+    def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
+        # start_async + wait, not infer(): on the demo model a synchronous infer of the same feed measured 5-8 ms
+        # against ~1 ms (the plugin's executor thread instead of the caller's; bench/w_draft --task costs)
+        self._request.start_async(self._layout.inputs(ids, past, self.history[:past], positions))
+        self._request.wait()
+        return self._request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
+
+    def _recurrent_states(self) -> dict[str, np.ndarray]:
+        return {s.name: s.state.data.copy() for s in self._request.query_state() if not is_kv_state(s.name)}
+
+    def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
+        for state in self._request.query_state():
+            if is_kv_state(state.name):
+                state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]))  # [B, heads, seq, dim]
+            else:
+                state.state = ov.Tensor(recurrent[state.name])
+
+    def _logits(self) -> np.ndarray:
+        return self._request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
+
+
+def is_kv_state(name: str) -> bool:
+    """A full-attention layer's key or value cache (trimmed on a rollback); the rest are DeltaNet conv/ssm states."""
+    return ".key." in name or ".value." in name or name.endswith((".key", ".value"))

@@ -1,0 +1,1 @@
+"""decider.engine.vision: see its documented __init__ (added by hand after the move)."""
