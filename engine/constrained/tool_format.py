@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .tools import Tool, ToolCall
+from .tool_types import Tool, ToolCall
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 TOOLS_HEAD = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
@@ -105,8 +103,6 @@ def is_plain_string(schema: object) -> bool:
 
 def parse_calls(text: str, tools: tuple[Tool, ...]) -> list[ToolCall]:
     """The complete calls in an answer, their arguments as JSON typed by each function's schema."""
-    from .tools import ToolCall
-
     by_name = {t.name: t for t in tools}
     calls = []
     for name, body in _CALL.findall(text):

@@ -17,42 +17,15 @@ up to the call's: the rest is mass on paths no offered name takes (other spellin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..core.errors import SettingsError
 from .tool_format import CALL_CLOSE, CALL_OPEN, parse_calls
+from .tool_types import Tool, ToolCall  # the names callers import from here
 
 MAX_TOOLS = 128
 FUNCTION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # OpenAI's function names: never markup in the prompt
 TOOL_CHOICES = ("none", "auto", "required")
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    parameters: dict
-    description: str | None = None
-    strict: bool = False
-
-    def signature(self) -> dict:
-        """The OpenAI tool object, as the template renders it into the system turn."""
-        function: dict = {"name": self.name}
-        if self.description is not None:
-            function["description"] = self.description
-        function["parameters"] = self.parameters
-        return {"type": "function", "function": function}
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: str  # a JSON object, as text
-    id: str = ""
-
-    def to_openai(self) -> dict:
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
 def tag_ids(tokenizer) -> tuple[int, int] | None:

@@ -28,24 +28,13 @@ from .processors import LogitsProcessor, Penalties, accept, check_order, make_pr
 from .drafts import PromptLookup, make_drafter
 from .sampling import Chain, Greedy, Sampler, make_sampler
 from .speculative import drafted_loop
+from .step import Step
 from ..core.settings import SamplingSettings
 from ..constrained.structured import ResponseFormat, grammar_mask
 
 if TYPE_CHECKING:  # the runner (and openvino) only for annotations: the dataclasses stay importable by the UI
     from ..runners.base import RunnerBase as ModelRunner  # any runner: dynamic or static shapes
     from ..model.vision_tokens import Item
-
-
-@dataclass(frozen=True)
-class Step:
-    token_id: int
-    entry: TokenLogprob | None  # logprob of the draw and its alternatives, when asked for
-    penalized: np.ndarray  # the logits the draw saw after the adjusting processors (penalties), before any mask
-
-    @property
-    def unmasked(self) -> Distribution:
-        """The full-vocabulary distribution after the penalties and before any mask: what a decision's bars read."""
-        return Distribution(self.penalized)
 
 
 def make_rng(seed: int | None) -> np.random.Generator:

@@ -36,8 +36,9 @@ from ..core.errors import Cancelled, ContextLimitError
 from ..core.logprobs import Distribution
 from .processors import LogitsProcessor, accept, check_order, run_processors
 
+from .step import Step
+
 if TYPE_CHECKING:
-    from .generate import Step
     from ..runners.base import RunnerBase
     from ..model.vision_tokens import Item
 
@@ -61,8 +62,6 @@ class _Rules:
 
     def draw(self, sampler: Verifier, logits: np.ndarray, draft: int | None) -> tuple[Step, bool]:
         """(the step at this position, whether the generation ends with it)."""
-        from .generate import Step
-
         penalized, scored, drawn_from = run_processors(self.processors, logits)
         distribution = Distribution(scored)
         final = distribution if drawn_from is scored else Distribution(drawn_from)
