@@ -1,1 +1,5 @@
-"""decider.engine.graphs: see its documented __init__ (added by hand after the move)."""
+"""Edits to the exported OpenVINO graph before it is compiled: logits for the last positions only (logits.py), the
+static-shape variant NPUs need (static.py), the one-token DeltaNet step of the decode path (decode.py) and the guard
+against a CPU-plugin fusion that crashes on one thread (mlp_fusion_guard.py). Each takes an ov.Model and returns or
+edits one; none compiles or runs it.
+"""

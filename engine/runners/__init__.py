@@ -1,1 +1,6 @@
-"""decider.engine.runners: see its documented __init__ (added by hand after the move)."""
+"""Compiled models that run a prompt: what every runner offers (base.py), the dynamic-shape runner (runner.py) and the
+static-shape one for NPUs (static.py), the choice between them (choice.py), how a prompt is prefilled in chunks
+(prefill_chunks.py), the prompt-state cache on disk (prompt_cache.py, prompt_entry.py), the reduced-precision twin
+that reasons fast (fast_reasoning.py), every prompt position scored (scoring.py), and the child process that tries a
+compile first (probe_child.py).
+"""

@@ -1,1 +1,4 @@
-"""decider.engine.vision: see its documented __init__ (added by hand after the move)."""
+"""Pictures into the model: turning an image into patches (preprocess.py), the vision encoder and the device it runs on
+(encoder.py, device.py), feeding its embeddings into the language model's prompt (feed.py), and the cheap test of
+whether a watched frame changed enough to decide again (frame_change.py).
+"""
