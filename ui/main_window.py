@@ -286,6 +286,12 @@ class MainWindow(QMainWindow):
         if self.overlay.isVisible():
             self.overlay.show_progress(done)
 
+    @property
+    def qt_parent(self) -> QWidget:
+        """The window as the Qt parent of what its parts (window_models/companion/watch) make: they know it only
+        as a WindowPort (ui/window_port.py)."""
+        return self
+
     def temperature_for(self, request) -> float | None:
         """The temperature the user applied for the loaded model and the request's think mode, if any."""
         model = self.controller.model_key

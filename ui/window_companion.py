@@ -1,7 +1,7 @@
 """The main window's companion side: the overlay beside a game, the clipboard hotkey, and decisions
 that arrive through the local API.
 
-An object the window owns (`window.companion`), given the window it works for (typed, so a checker follows it).
+An object the window owns (`window.companion`), given the window it works for as a WindowPort (ui/window_port.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from decider.engine.decisions.types import DecisionResult
 from .clipboard import parse_situation
 
 if TYPE_CHECKING:
-    from .main_window import MainWindow
+    from .window_port import WindowPort
 
 SOURCE_TEXT = {
     "hotkey": "· from clipboard", "hotkey_image": "· from clipboard + the picture in the slot",
@@ -28,7 +28,7 @@ SOURCE_TEXT = {
 class WindowCompanion:
     """The overlay, the clipboard hotkey and API decisions: the companion side of the window."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowPort) -> None:
         self.window = window
 
     def decide_from_clipboard(self) -> bool:

@@ -2,7 +2,8 @@
 connection, and showing which model is in (header button, status bar, settings panel).
 
 An object the window owns (`window.models`), given the window it works for: one job, kept apart so the
-window file stays readable; what it touches of the window is typed (MainWindow), so a checker follows it.
+window file stays readable; what it touches of the window is typed (the WindowPort of
+ui/window_port.py, which MainWindow satisfies), so a checker follows it without this module importing the window.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from .result_view import engine_summary
 from .window_parts import connection_message
 
 if TYPE_CHECKING:
-    from .main_window import MainWindow
+    from .window_port import WindowPort
 
 
 class WindowModels:
     """Choose, load, connect: the model side of the window."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowPort) -> None:
         self.window = window
         self.model_picker: ModelPickerDialog | None = None  # the picker while it is open
         self._shown_model: ModelInfo | None = None  # the model the window shows (None until the first one is in)
@@ -42,7 +43,7 @@ class WindowModels:
         except SettingsError:
             options = None
         bundled = dict(w.ports.demo_models)
-        dialog = ModelPickerDialog(w.ports.models, list(w.settings.recent_models), current, w.demo_dir, w,
+        dialog = ModelPickerDialog(w.ports.models, list(w.settings.recent_models), current, w.demo_dir, w.qt_parent,
                                    doctor_options=options, bundled=bundled)
         self.model_picker = dialog  # while it is open (tests, screenshots)
         try:

@@ -1,7 +1,7 @@
 """The main window's watch mode: the Watch and Pause toggles, the watch hotkey, the setting, and the
 ScreenWatch (ui/screen_watch.py) fed by the screen grab and deciding through the window.
 
-An object the window owns (`window.watch`), given the window it works for (typed, so a checker follows it).
+An object the window owns (`window.watch`), given the window it works for as a WindowPort (ui/window_port.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .screen_lock import LockWatch
 from .screen_watch import ScreenWatch, blank_out
 
 if TYPE_CHECKING:
-    from .main_window import MainWindow
+    from .window_port import WindowPort
     from .ports import Settings
 
 WATCH_HOTKEY = "Ctrl+Shift+W"
@@ -27,12 +27,12 @@ SOURCE = "watch"
 class WindowWatch:
     """Starts and stops watching (button, hotkey, setting), pauses, and hands frames to the window."""
 
-    def __init__(self, window: MainWindow, register_global: bool) -> None:
+    def __init__(self, window: WindowPort, register_global: bool) -> None:
         self.window = w = window
         self.lock = LockWatch()
         self.screen = ScreenWatch(
             self.grab_frame, self.decide_frame, lambda: w.deciding or w.loading_path is not None,
-            self.lock.screen_locked, w.settings.watch_interval_ms, w.settings.watch_threshold, w,
+            self.lock.screen_locked, w.settings.watch_interval_ms, w.settings.watch_threshold, w.qt_parent,
         )
         self.screen.status_changed.connect(w.overlay.set_watch_status)
         w.header.watch_button.toggled.connect(lambda on: w.update_settings(watch_enabled=on))
@@ -42,10 +42,10 @@ class WindowWatch:
         w.options.changed.connect(self.screen.forget)
         # a model (re)loaded: the picture on screen is decided by it, even if it did not change
         w.model_ready.connect(lambda _info: self.screen.forget())
-        self.shortcut = QShortcut(QKeySequence(WATCH_HOTKEY), w)
+        self.shortcut = QShortcut(QKeySequence(WATCH_HOTKEY), w.qt_parent)
         self.shortcut.setContext(Qt.ShortcutContext.ApplicationShortcut)
         self.shortcut.activated.connect(self.toggle)
-        self.hotkey = GlobalHotkey(w)
+        self.hotkey = GlobalHotkey(w.qt_parent)
         self.hotkey.triggered.connect(self.toggle)
         self.global_ok = self.hotkey.register(WATCH_HOTKEY) if register_global else False
         if w.settings.watch_enabled:
