@@ -35,15 +35,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from ..compile.precision import isa_summary
+from ..compile.devices import DeviceOptions
+from ..compile.precision import Precision, isa_summary
+from ..model.folder import ModelFolder
 from .prompt_entry import BadEntry, CachedPrefix, StateLayout, checksum, read_entry
-
-if TYPE_CHECKING:
-    from .base import RunnerBase
 
 __all__ = ["CachedPrefix", "PromptCache", "runner_identity"]
 
@@ -55,7 +54,18 @@ STALE_TEMPORARY_SECONDS = 3600  # a write takes seconds: a temporary file an hou
 log = logging.getLogger("decider.prompt_cache")
 
 
-def runner_identity(runner: RunnerBase) -> str:
+class IdentifiedRunner(Protocol):
+    """What of a runner decides its states (RunnerBase has it; a Protocol, so the cache does not import the runner
+    that holds it)."""
+
+    folder: ModelFolder
+    options: DeviceOptions
+    precision: Precision
+    device: str
+    execution_path: str
+
+
+def runner_identity(runner: IdentifiedRunner) -> str:
     """Everything besides the token ids that decides what state a prefill leaves: a stable JSON string."""
     import openvino as ov
 
