@@ -271,13 +271,9 @@ def test_a_class_is_defined_once_across_the_layers():
     assert all(len(where[name]) == 1 and where[name][0].startswith("engine/") for name in ("ModelInfo", "TemperatureFit")), where
 
 
-# Import cycles another branch is removing, each edge (importer, imported) allowed until then. Nothing else: a new
-# cycle fails test_engine_app_and_ui_have_no_import_cycle.
-KNOWN_CYCLE_EDGES = {
-    # removed by h-plan (tuning becomes a step before a runner exists): delete once it is merged, with the
-    # matching ignore_imports line of the layers contract in pyproject.toml
-    ("decider.engine.compile.fast_tuning", "decider.engine.runners.runner"),
-}
+# Import cycles allowed while a branch removes them, each edge (importer, imported): none today. A new cycle fails
+# test_engine_app_and_ui_have_no_import_cycle.
+KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 
 def _package_graph(grimp, prefixes: tuple[str, ...]):

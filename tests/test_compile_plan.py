@@ -208,14 +208,14 @@ def test_doctor_prints_the_plan_with_its_reasons(tmp_path):
 def test_a_runner_compiles_what_its_plan_says_and_decides_nothing_itself(tmp_path):
     """A plan with one setting changed (an f32 compile with a u8 KV cache, which no rule of the planner gives an exact
     request): the runner compiles exactly that, and its precision read back says so."""
-    from decider.engine.compile.plan import Setting
+    from decider.engine.compile.plan import Property
     from decider.engine.compile.planner import plan_for
     from decider.engine.compile.precision import short_type
     from decider.engine.runners.runner import ModelRunner
 
     core, folder = ov.Core(), inspect_folder(model_dir("qwen35-text"))
     plan = plan_for(folder, DeviceOptions(device="CPU", cache_dir=tmp_path), core)
-    kv = Setting("KV_CACHE_PRECISION", "u8", "this test")
+    kv = Property("KV_CACHE_PRECISION", "u8", "this test")
     language = replace(plan.language, settings=tuple(kv if s.name == kv.name else s for s in plan.language.settings))
     runner = ModelRunner(folder, core=core, plan=replace(plan, language=language))
     assert runner.plan.language.properties["KV_CACHE_PRECISION"] == "u8" and runner.precision.kv_cache == "u8"

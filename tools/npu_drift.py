@@ -39,7 +39,7 @@ def _static(folder: Path, f16ic: bool):
     """The static runner on the NPU with NPUW_F16IC as asked: its compile plan with that one setting changed."""
     import openvino as ov
 
-    from decider.engine.compile.plan import Setting
+    from decider.engine.compile.plan import Property
     from decider.engine.model.folder import inspect_folder
     from decider.engine.compile.planner import plan_for
 
@@ -47,7 +47,7 @@ def _static(folder: Path, f16ic: bool):
     options = DeviceOptions(device="NPU", static_chunks=chunks, npu_max_prompt_len=112, npu_min_response_len=16)
     core = ov.Core()
     plan = plan_for(inspect_folder(folder), options, core, static=True)
-    f16 = Setting("NPUW_F16IC", "YES" if f16ic else "NO", "tools/npu_drift.py compares both")
+    f16 = Property("NPUW_F16IC", "YES" if f16ic else "NO", "tools/npu_drift.py compares both")
     language = replace(plan.language, settings=tuple(f16 if s.name == f16.name else s for s in plan.language.settings))
     return static_runner.StaticRunner(folder, core=core, plan=replace(plan, language=language))
 

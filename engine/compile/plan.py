@@ -5,7 +5,7 @@ LLM pipeline), the text embeddings of a vision-language export, the vision encod
 devices), and, before an NPU compile, the CPU properties set on the Core that NPUW's CPU partitions compile with.
 engine/compile/planner.plan_compile decides all of them at once from the device options, the precision request, the CPU's
 capabilities and this machine's fast-tuning measurement; runners only apply what the plan says, and `decider doctor`
-prints it (`describe`). Each property is a `Setting` that carries the reason it has this value.
+prints it (`describe`). Each property is a `Property` that carries the reason it has this value.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Host:
 
 
 @dataclass(frozen=True)
-class Setting:
+class Property:
     """One compile property, its value exactly as passed to OpenVINO, and why it has that value."""
 
     name: str
@@ -41,8 +41,8 @@ class CompileTarget:
 
     role: str  # "language model", "text embeddings", "vision encoder"
     device: str
-    settings: tuple[Setting, ...]
-    host: tuple[Setting, ...] = ()
+    settings: tuple[Property, ...]
+    host: tuple[Property, ...] = ()
 
     @property
     def properties(self) -> dict[str, object]:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .plan import CompilePlan, CompileTarget, Host, Setting
+from .plan import CompilePlan, CompileTarget, Host, Property
 from .devices import DeviceOptions, choose_device, npuw_devices_override, vision_candidates, visible_devices
 from .measurements import Subject, Tuning, cache_file, cached, read_host
 from ..model.folder import ModelFolder
@@ -39,37 +39,37 @@ CACHE_REASON = ("the compiled-model cache, a subfolder per property set: OpenVIN
                 "precision hints out, so two precisions sharing a folder import each other's compile")
 
 
-def _precision(properties: dict[str, object], why: str) -> list[Setting]:
-    return [Setting(name, value, f"{why} ({_MEANING.get(name, name)})") for name, value in properties.items()]
+def _precision(properties: dict[str, object], why: str) -> list[Property]:
+    return [Property(name, value, f"{why} ({_MEANING.get(name, name)})") for name, value in properties.items()]
 
 
-def _npuw(host: Host) -> list[Setting]:
+def _npuw(host: Host) -> list[Property]:
     settings = [
-        Setting("NPU_USE_NPUW", "YES", "the NPU runs Qwen3.5 through NPUW, which partitions the model"),
+        Property("NPU_USE_NPUW", "YES", "the NPU runs Qwen3.5 through NPUW, which partitions the model"),
         # With f16 interconnects, multi-token static variants of Qwen3.5 fail to create an infer request where a
         # partition runs on the CPU (an f16 subgraph input receives f32), measured with OpenVINO 2026.4.1.
-        Setting("NPUW_F16IC", "NO", "f16 interconnects break multi-token variants with CPU partitions (OpenVINO 2026.4.1)"),
+        Property("NPUW_F16IC", "NO", "f16 interconnects break multi-token variants with CPU partitions (OpenVINO 2026.4.1)"),
     ]
     if host.npuw_devices:
-        settings.append(Setting("NPUW_DEVICES", host.npuw_devices, "the testing aid DECIDER_NPUW_DEVICES: NPUW runs on these devices"))
+        settings.append(Property("NPUW_DEVICES", host.npuw_devices, "the testing aid DECIDER_NPUW_DEVICES: NPUW runs on these devices"))
     return settings
 
 
-def _cpu_precision(options: DeviceOptions, host: Host) -> list[Setting]:
+def _cpu_precision(options: DeviceOptions, host: Host) -> list[Property]:
     if options.exact:
         return _precision(cpu_properties(True), "exact log-probabilities requested")
     why = f"--fast, not measured here: the stated default ({fast_inference(host.capabilities)} is this CPU's fastest arithmetic)"
     return _precision(cpu_properties(False, host.capabilities), why)
 
 
-def _language(device: str, options: DeviceOptions, host: Host, path: str) -> list[Setting]:
+def _language(device: str, options: DeviceOptions, host: Host, path: str) -> list[Property]:
     """The properties of the language model's compile before any measurement or override (CACHE_DIR apart)."""
     family = device.split(".")[0]
-    latency = Setting("PERFORMANCE_HINT", "LATENCY", "one conversation at a time: latency, not throughput")
+    latency = Property("PERFORMANCE_HINT", "LATENCY", "one conversation at a time: latency, not throughput")
     if family == "CPU":
         settings = [*_cpu_precision(options, host), latency]
         if options.runtime_cache_capacity is not None:
-            settings.append(Setting("CPU_RUNTIME_CACHE_CAPACITY", options.runtime_cache_capacity,
+            settings.append(Property("CPU_RUNTIME_CACHE_CAPACITY", options.runtime_cache_capacity,
                                     "the CPU plugin's per-shape kernel cache, as asked (DeviceOptions.runtime_cache_capacity)"))
         return settings
     if family == "GPU":
@@ -81,14 +81,14 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
         return _npuw(host)
     limit = "NPUW_LLM reshapes the prefill model to a static prompt"
     return [*_npuw(host),
-            Setting("NPUW_LLM", "YES", "NPUW's own LLM pipeline (the npuw_llm path)"),
-            Setting("NPUW_LLM_BATCH_DIM", 0, "the export's batch axis"),
-            Setting("NPUW_LLM_SEQ_LEN_DIM", 2, "the export's sequence axis of the KV cache"),
-            Setting("NPUW_LLM_MAX_PROMPT_LEN", options.npu_max_prompt_len, f"{limit} (DeviceOptions.npu_max_prompt_len)"),
-            Setting("NPUW_LLM_MIN_RESPONSE_LEN", options.npu_min_response_len, f"{limit} (DeviceOptions.npu_min_response_len)")]
+            Property("NPUW_LLM", "YES", "NPUW's own LLM pipeline (the npuw_llm path)"),
+            Property("NPUW_LLM_BATCH_DIM", 0, "the export's batch axis"),
+            Property("NPUW_LLM_SEQ_LEN_DIM", 2, "the export's sequence axis of the KV cache"),
+            Property("NPUW_LLM_MAX_PROMPT_LEN", options.npu_max_prompt_len, f"{limit} (DeviceOptions.npu_max_prompt_len)"),
+            Property("NPUW_LLM_MIN_RESPONSE_LEN", options.npu_min_response_len, f"{limit} (DeviceOptions.npu_min_response_len)")]
 
 
-def _host(device: str, exact: bool, host: Host) -> tuple[Setting, ...]:
+def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:
     """What the Core's CPU properties are set to before an NPU compile: NPUW's CPU partitions compile with them (its own
     configuration does not reach them, measured with OpenVINO 2026.4.1)."""
     if device.split(".")[0] != "NPU":
@@ -98,24 +98,24 @@ def _host(device: str, exact: bool, host: Host) -> tuple[Setting, ...]:
     return tuple(_precision(npu_host_properties(exact, host.capabilities, host.npuw_precision), why))
 
 
-def _cached(settings: list[Setting], device: str, host: tuple[Setting, ...], options: DeviceOptions) -> tuple[Setting, ...]:
+def _cached(settings: list[Property], device: str, host: tuple[Property, ...], options: DeviceOptions) -> tuple[Property, ...]:
     """The settings with CACHE_DIR first: a subfolder of the cache folder named by a hash of everything else."""
     if options.cache_dir is None:
         return tuple(settings)
     keyed = {"device": device, "properties": {s.name: s.value for s in settings},
              "host": {s.name: s.value for s in host}}
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return (Setting("CACHE_DIR", str(options.cache_dir / digest), CACHE_REASON), *settings)
+    return (Property("CACHE_DIR", str(options.cache_dir / digest), CACHE_REASON), *settings)
 
 
-def _merge(settings: list[Setting], changes: list[Setting]) -> list[Setting]:
+def _merge(settings: list[Property], changes: list[Property]) -> list[Property]:
     """`settings` with `changes` replacing the same names in place and new names appended (as dict.update)."""
     by_name = {s.name: s for s in changes}
     merged = [by_name.pop(s.name, s) for s in settings]
     return merged + list(by_name.values())
 
 
-def _tuned(settings: list[Setting], tuning: Tuning, options: DeviceOptions, host: Host) -> list[Setting]:
+def _tuned(settings: list[Property], tuning: Tuning, options: DeviceOptions, host: Host) -> list[Property]:
     """--fast after a measurement: the winner's properties (with the thread count it ran best at), or the exact compile
     where nothing beat it."""
     chosen = tuning.properties
@@ -137,7 +137,7 @@ def tuning_words(tuning: Tuning | None, applies: bool) -> str:
     return f"measured: {tuning.chosen}{threads} is fastest here"
 
 
-def _target(role: str, device: str, settings: list[Setting], options: DeviceOptions, host: tuple[Setting, ...]) -> CompileTarget:
+def _target(role: str, device: str, settings: list[Property], options: DeviceOptions, host: tuple[Property, ...]) -> CompileTarget:
     return CompileTarget(role, device, _cached(settings, device, host, options), host)
 
 
@@ -169,7 +169,7 @@ def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tunin
     if applies and tuning is not None:
         settings = _tuned(settings, tuning, options, host)
     if overrides is not None:
-        settings = _merge(settings, [Setting(name, value, "asked for by this twin (a fast-tuning candidate or fast reasoning)")
+        settings = _merge(settings, [Property(name, value, "asked for by this twin (a fast-tuning candidate or fast reasoning)")
                                      for name, value in overrides.items()])
     exact = replace(options, exact=True)
     fallback = _target("language model (exact: the planned compile killed a test process)", device,
