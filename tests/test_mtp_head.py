@@ -83,3 +83,38 @@ def test_missing_tensor_is_named():
     weights.pop("layers.0.mlp.up_proj.weight")
     with pytest.raises(ModelError, match="up_proj"):
         build_mtp_model(weights, config)
+
+
+def test_convert_keeps_the_mtp_head(tmp_path, monkeypatch):
+    """`decider convert` writes openvino_mtp_model.xml from the checkpoint's mtp.* tensors (optimum stubbed by a copy
+    of the fixture export); its graph is the head's, with f16 weights."""
+    from decider.app import convert as convert_module
+    from decider.engine.model_folder import inspect_folder
+    from support.models import model_dir
+
+    def fake_exporter(command, log):
+        out = tmp_path / "out"
+        out.mkdir(exist_ok=True)
+        for path in model_dir("qwen35-text").iterdir():
+            (out / path.name).write_bytes(path.read_bytes())
+
+    monkeypatch.setattr(convert_module, "optimum_available", lambda: True)
+    monkeypatch.setattr(convert_module, "_run_exporter", fake_exporter)
+    lines: list[str] = []
+    convert_module.convert(CHECKPOINTS / "qwen35-text", tmp_path / "out", "fp16", log=lines.append, run_decision=False)
+    folder = inspect_folder(tmp_path / "out")
+    assert folder.mtp_ir is not None and any("MTP head" in line for line in lines)
+    weights, config = _head("qwen35-text")
+    saved = ov.Core().compile_model(folder.mtp_ir, "CPU", EXACT)
+    rng = np.random.default_rng(5)
+    feed = {"inputs_embeds": rng.standard_normal((1, 4, 64)).astype(np.float32),
+            "hidden_states": rng.standard_normal((1, 4, 64)).astype(np.float32), "position_ids": np.arange(4)[None]}
+    want = mtp_forward(weights, config, feed["inputs_embeds"][0], feed["hidden_states"][0], np.arange(4.0))
+    assert np.max(np.abs(saved(feed)[0][0] - want)) < 2e-2  # f16 weights
+
+
+def test_a_checkpoint_without_mtp_tensors_exports_no_head(tmp_path):
+    from decider.app.mtp_export import export_mtp
+
+    assert export_mtp(CHECKPOINTS / "qwen35-moe-text", tmp_path) is None
+    assert not list(tmp_path.iterdir())

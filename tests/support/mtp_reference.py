@@ -54,3 +54,22 @@ def mtp_forward(w: dict, config: dict, embeds: np.ndarray, hidden: np.ndarray, p
     act = gate_proj / (1 + np.exp(-gate_proj)) * (m @ w["layers.0.mlp.up_proj.weight"].T)
     x = x + act @ w["layers.0.mlp.down_proj.weight"].T
     return rms(x, w["norm.weight"], eps)
+
+
+def folder_with_mtp(name: str, dest, source=None):
+    """A copy of fixture export `name` (or of the folder `source`) in `dest` (links to its files) plus the MTP head
+    `decider convert` builds from the fixture checkpoint's mtp.safetensors."""
+    from pathlib import Path
+
+    from decider.app.mtp_export import export_mtp
+
+    from .models import FIXTURES, model_dir
+
+    src = Path(source) if source is not None else model_dir(name)
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in src.iterdir():
+        if path.is_file():
+            (dest / path.name).symlink_to(path)
+    assert export_mtp(FIXTURES / "checkpoints" / name, dest) is not None
+    return dest
