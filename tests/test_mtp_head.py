@@ -118,3 +118,50 @@ def test_a_checkpoint_without_mtp_tensors_exports_no_head(tmp_path):
 
     assert export_mtp(CHECKPOINTS / "qwen35-moe-text", tmp_path) is None
     assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def runners(tmp_path_factory):
+    from decider.engine.runner import ModelRunner
+    from support.models import model_dir
+    from support.mtp_reference import folder_with_mtp
+
+    folder = folder_with_mtp("qwen35-text", tmp_path_factory.mktemp("mtp") / "qwen35-text")
+    return ModelRunner(folder), ModelRunner(model_dir("qwen35-text"))
+
+
+def test_runner_exposes_hidden_states_without_changing_logits(runners):
+    """With a head in the folder the runner gains a last_hidden output: the logits stay bit-identical, and the
+    hidden rows are the lm head's input (logits = hidden @ lm_headᵀ, from the checkpoint's own weights)."""
+    with_head, plain = runners
+    assert with_head.mtp is not None and plain.mtp is None and plain.hidden_rows(1) is None
+    ids = list(range(5, 40))
+    assert np.array_equal(with_head.prefill(ids), plain.prefill(ids))
+    for token in (7, 9, 11):
+        assert np.array_equal(with_head.step(token), plain.step(token))
+    rows = with_head.verify([3, 4, 5, 6], 4)
+    assert np.array_equal(rows, plain.verify([3, 4, 5, 6], 4))
+    hidden = with_head.hidden_rows(4)
+    head = read_tensors(CHECKPOINTS / "qwen35-text" / "model.safetensors", ["lm_head.weight"])["lm_head.weight"]
+    projected = hidden.astype(np.float64) @ head.T.astype(np.float64)
+    assert np.max(np.abs(projected[:, : rows.shape[1]] - rows)) < 1e-4
+    with_head.rewind(), plain.rewind()
+
+
+def test_head_logits_match_reference(runners):
+    """The joined head (the export's layer + the main model's embedding and lm head) against the float64 reference."""
+    with_head, _ = runners
+    with_head.prefill(list(range(5, 30)))
+    hidden = with_head.hidden_rows(1)
+    weights, config = _head("qwen35-text")
+    tensors = read_tensors(CHECKPOINTS / "qwen35-text" / "model.safetensors",
+                           ["lm_head.weight", "model.language_model.embed_tokens.weight"])
+    ids, positions = np.array([17, 23]), np.array([25, 26])
+    second = np.random.default_rng(1).standard_normal((1, 64))
+    logits, state = with_head.mtp.step(ids, np.concatenate([hidden, second]).astype(np.float32), positions)
+    embeds = tensors["model.language_model.embed_tokens.weight"][ids].astype(np.float64)
+    want = mtp_forward(weights, config, embeds, np.concatenate([hidden, second]).astype(np.float64), positions * 1.0)
+    assert np.max(np.abs(state - want[-1])) < 2e-2  # the export's f16 weights
+    want_logits = want[-1] @ tensors["lm_head.weight"].T.astype(np.float64)
+    assert np.max(np.abs(logits - want_logits[: logits.size])) < 5e-2
+    assert int(np.argmax(logits)) == int(np.argmax(want_logits[: logits.size]))
