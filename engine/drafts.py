@@ -90,6 +90,18 @@ class PromptLookup:
     def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
         """A forward's wall time and the tokens it yielded (drafted: a verify round; else a plain step)."""
 
+    wants_hidden = False  # the exact model's hidden states are handed to `seen` (the MTP head's drafts)
+
+    def attach(self, sampler: object) -> None:
+        """The request's sampler (a drafter that draws from a distribution shapes it by the sampler's stages)."""
+
+    def seen(self, hidden) -> None:
+        """The exact model's last hidden state before the token just pushed (only where wants_hidden)."""
+
+    def q(self, index: int):
+        """The distribution draft `index` was drawn from; None: a point mass (every lookup draft)."""
+        return None
+
 
 class AutoLookup(PromptLookup):
     """Prompt lookup that pauses drafting while it is measured not to pay, and tries again after AUTO_RETRY tokens
@@ -129,9 +141,10 @@ class AutoLookup(PromptLookup):
         return [] if self.off else super().propose(limit)
 
 
-def make_drafter(draft: str, model: str = "this model") -> PromptLookup | None:
-    """The drafter for a request's `draft` setting; None: plain decoding. SettingsError for `mtp`: no export
-    keeps the checkpoint's MTP head yet (`decider convert` drops the `mtp.*` tensors as optimum-intel does)."""
+def make_drafter(draft: str, model: str = "this model", head=None) -> PromptLookup | None:
+    """The drafter for a request's `draft` setting; None: plain decoding. head: the runner's MTP head (engine/
+    mtp_head.py), None where the export kept none (`decider convert` keeps it from the checkpoint's `mtp.*` tensors;
+    exports made otherwise have none): `mtp` is then a SettingsError."""
     if draft == "none":
         return None
     if draft == "lookup":
@@ -139,6 +152,11 @@ def make_drafter(draft: str, model: str = "this model") -> PromptLookup | None:
     if draft == "auto":
         return AutoLookup()
     if draft == "mtp":
-        raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
-                            "(use --draft lookup or auto)", field="draft")
+        if head is None:
+            raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
+                                "(convert the checkpoint with `decider convert` to keep it, or use --draft lookup or auto)",
+                                field="draft")
+        from .mtp_drafts import MtpDrafts  # openvino-free callers of this module never load the head's code
+
+        return MtpDrafts(head)
     raise SettingsError(f"draft must be one of none, lookup, auto, mtp (got {draft!r})", field="draft")

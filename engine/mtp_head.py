@@ -102,8 +102,12 @@ def join_head(layer: ov.Model, table: ov.Output, head: tuple[ov.Output, bool],
 class MtpHead:
     """One compiled draft head and its request; `step` runs it over a window (see the module doc)."""
 
-    def __init__(self, compiled: ov.CompiledModel, vocabulary: np.ndarray | None, vocab_size: int):
+    def __init__(self, compiled: ov.CompiledModel, vocabulary: np.ndarray | None, vocab_size: int,
+                 sources: tuple = ()):
         self.request = compiled.create_infer_request()
+        # The models whose weight memory the head's constants share (without them alive that memory is unmapped
+        # and the compiled head may read freed pages: measured, a crash on the vision-language layout).
+        self._sources = sources
         self.vocabulary = vocabulary  # None: logits over the whole head (cut to the tokenizer's ids)
         self.vocab_size = vocab_size
 
@@ -131,4 +135,4 @@ def load_head(core: ov.Core, layer_ir, main: ov.Model, embeddings: ov.Model | No
         raise ModelError(f"{layer_ir}: OpenVINO cannot read it ({str(exc).strip().splitlines()[0]})") from None
     model = join_head(layer, embedding_table(embeddings if embeddings is not None else main), lm_head_weight(main),
                       vocabulary)
-    return MtpHead(core.compile_model(model, device, dict(properties)), vocabulary, vocab_size)
+    return MtpHead(core.compile_model(model, device, dict(properties)), vocabulary, vocab_size, (main, embeddings))
