@@ -6,7 +6,8 @@ so far. It costs a dictionary lookup per step. Its draft is a point mass (q = 1 
 verifier (engine/speculative.py) accepts it with the exact model's probability, so the distribution the text
 is drawn from is the exact model's whatever the drafts are.
 
-`auto` is lookup that pauses for AUTO_RETRY tokens whenever drafting is measured not to pay: its
+`auto` is the MTP head's drafts where the export kept one (engine/mtp_drafts.AutoMtp), else lookup, either pausing
+for AUTO_RETRY tokens whenever drafting is measured not to pay: its
 drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
 verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
 model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
@@ -149,14 +150,14 @@ def make_drafter(draft: str, model: str = "this model", head=None) -> PromptLook
         return None
     if draft == "lookup":
         return PromptLookup()
-    if draft == "auto":
+    if draft == "auto" and head is None:
         return AutoLookup()
-    if draft == "mtp":
+    if draft in ("mtp", "auto"):
         if head is None:
             raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
                                 "(convert the checkpoint with `decider convert` to keep it, or use --draft lookup or auto)",
                                 field="draft")
-        from .mtp_drafts import MtpDrafts  # openvino-free callers of this module never load the head's code
+        from .mtp_drafts import AutoMtp, MtpDrafts  # openvino-free callers of this module never load the head's code
 
-        return MtpDrafts(head)
+        return AutoMtp(head) if draft == "auto" else MtpDrafts(head)
     raise SettingsError(f"draft must be one of none, lookup, auto, mtp (got {draft!r})", field="draft")

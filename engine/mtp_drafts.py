@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .drafts import MAX_DRAFT, PromptLookup
+from .drafts import MAX_DRAFT, AutoLookup, PromptLookup
 from .logprobs import Distribution
 from .mtp_head import MtpHead
 from .sampling import Candidates, Chain, draw
@@ -85,3 +85,9 @@ class MtpDrafts(PromptLookup):
             hidden.append(state)
             positions.append(positions[-1] + 1)
         return drafts
+
+
+class AutoMtp(AutoLookup, MtpDrafts):
+    """`--draft auto` where the export has an MTP head: the head's drafts, paused for AUTO_RETRY tokens whenever its
+    rounds (draft steps included) are measured slower than plain steps or its drafts mostly rejected (AutoLookup's
+    rule), so a head that does not pay on this model and machine costs a probe now and then, not every token."""

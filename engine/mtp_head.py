@@ -32,15 +32,19 @@ INPUT_IDS = "input_ids"
 _ELEMENTWISE = {"Subtract": ops.subtract, "Multiply": ops.multiply, "Add": ops.add}
 
 
-def _copy(output: ov.Output, done: dict) -> ov.Output:
+def _copy(output: ov.Output, done: dict, rows: np.ndarray | None = None, width: int = 0) -> ov.Output:
     """The weight subgraph behind `output` (constants and their decompression: Convert, Subtract, Multiply, Reshape)
-    as new nodes, the constants over the same memory."""
+    as new nodes, the constants over the same memory — or, given `rows`, each constant with `width` rows (the weight,
+    its per-row scales and zero points) cut to those rows, so an int8 head stays int8 once trimmed."""
     node = output.get_node()
     key = node.get_friendly_name()
     if key not in done:
         kind = node.get_type_name()
-        inputs = [_copy(node.input_value(i), done) for i in range(node.get_input_size())]
-        if kind == "Constant":
+        inputs = [_copy(node.input_value(i), done, rows, width) for i in range(node.get_input_size())]
+        shape = list(node.get_output_partial_shape(0).to_shape()) if kind == "Constant" else []
+        if kind == "Constant" and rows is not None and shape and shape[0] == width:
+            copy = ops.constant(np.ascontiguousarray(np.take(node.get_data(), rows, axis=0)))
+        elif kind == "Constant":
             copy = ov.op.Constant(node.get_tensor_view(), True)  # shares the memory-mapped weights
         elif kind == "Convert":
             copy = ops.convert(inputs[0], node.get_output_element_type(0))
@@ -80,17 +84,21 @@ def join_head(layer: ov.Model, table: ov.Output, head: tuple[ov.Output, bool],
     ids = ops.parameter([1, -1], ov.Type.i64, name=INPUT_IDS)
     ids.output(0).get_tensor().set_names({INPUT_IDS})
     embeds = ops.gather(_copy(table, done), ids, ops.constant(np.int64(0)))
-    embeds = ops.convert(embeds, ov.Type.f32)
+    if embeds.get_output_element_type(0) != ov.Type.f32:
+        embeds = ops.convert(embeds, ov.Type.f32)
     parameters = {p.get_friendly_name(): p for p in layer.get_parameters()}
     for target in parameters[EMBEDS].output(0).get_target_inputs():
         target.replace_source_output(embeds.output(0))
     out = next(r for r in layer.get_results() if OUTPUT in r.output(0).get_names()).input_value(0)
     last = ops.gather(out, ops.constant(np.int64(-1)), ops.constant(np.int64(1)))  # [1, H]
     weight, transposed = head
-    weight_copy = ops.convert(_copy(weight, done), ov.Type.f32)
-    if vocabulary is not None:
-        weight_copy = ops.gather(weight_copy, ops.constant(np.asarray(vocabulary, dtype=np.int64)),
-                                 ops.constant(np.int64(0 if transposed else 1)))
+    if vocabulary is not None and not transposed:
+        raise ModelError("a trimmed draft head needs the lm head stored [vocabulary, hidden]")
+    rows = None if vocabulary is None else np.asarray(vocabulary, dtype=np.int64)
+    width = int(weight.get_partial_shape()[0].get_length()) if rows is not None else 0
+    weight_copy = _copy(weight, {}, rows, width)
+    if weight_copy.get_element_type() != ov.Type.f32:  # an f16 head: the CPU plugin keeps its decompression fused
+        weight_copy = ops.convert(weight_copy, ov.Type.f32).output(0)
     logits = ops.result(ops.matmul(last, weight_copy, False, transposed))
     logits.output(0).get_tensor().set_names({"logits"})
     hidden = ops.result(last)

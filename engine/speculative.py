@@ -142,9 +142,9 @@ def drafted_loop(
             drafter.push(token)
             drafter.seen(hidden[i] if hidden is not None else None)
             room = min(runner.context_length - len(runner.history) - len(pending) - 2, max_tokens - rules.drawn - 1)
+            started = time.perf_counter()  # a round's cost includes its drafting (the MTP head's steps)
             drafts = drafter.propose(room)
             real = len(drafts)
-            started = time.perf_counter()
             try:
                 if drafts or pending:
                     drafts, rows = _verify(runner, drafter, pending + [token], drafts, room)

@@ -165,3 +165,19 @@ def test_head_logits_match_reference(runners):
     want_logits = want[-1] @ tensors["lm_head.weight"].T.astype(np.float64)
     assert np.max(np.abs(logits - want_logits[: logits.size])) < 5e-2
     assert int(np.argmax(logits)) == int(np.argmax(want_logits[: logits.size]))
+
+
+def test_a_trimmed_head_gives_the_full_heads_logits_at_its_ids(runners):
+    from decider.engine.mtp_head import load_head
+
+    with_head, _ = runners
+    keep = np.arange(0, with_head.vocab_size, 3)
+    trimmed = load_head(with_head._core, with_head.folder.mtp_ir, with_head._model, None, "CPU", EXACT,
+                        with_head.vocab_size, keep)
+    rng = np.random.default_rng(2)
+    feed = (np.array([5, 9, 14]), rng.standard_normal((3, 64)).astype(np.float32), np.arange(3))
+    full, state = with_head.mtp.step(*feed)
+    cut, cut_state = trimmed.step(*feed)
+    assert np.array_equal(state, cut_state)
+    assert np.max(np.abs(cut[keep] - full[keep])) < 1e-5
+    assert np.all(np.isneginf(np.delete(cut, keep)))

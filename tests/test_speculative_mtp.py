@@ -11,10 +11,10 @@ from collections import deque
 import numpy as np
 import pytest
 
-from decider.engine.drafts import make_drafter
+from decider.engine.drafts import AutoLookup, make_drafter
 from decider.engine.errors import SettingsError
 from decider.engine.generate import generate_step, make_rng
-from decider.engine.mtp_drafts import MtpDrafts
+from decider.engine.mtp_drafts import AutoMtp, MtpDrafts
 from decider.engine.runner import ModelRunner
 from decider.engine.sampling import Candidates, draw
 from decider.engine.settings import SamplingSettings
@@ -74,9 +74,18 @@ def test_a_rejected_mtp_draft_never_enters_the_penalty_window(runner_for):
     assert list(window) == plain[-PENALISED.penalty_window:]
 
 
-def test_mtp_needs_a_head():
+def test_mtp_needs_a_head_and_auto_uses_it_where_there_is_one(runner_for):
     with pytest.raises(SettingsError, match="no MTP head"):
         make_drafter("mtp", "x", None)
+    assert type(make_drafter("auto", "x", None)) is AutoLookup
+    runner = runner_for("qwen35-text")
+    auto = make_drafter("auto", "x", runner.mtp)
+    assert isinstance(auto, AutoMtp)
+    prompt = repetitive_prompt(runner)
+    assert tokens(runner, prompt, GREEDY, auto) == tokens(runner, prompt, GREEDY)
+    assert auto.drafted > 0
+    # a random head's drafts are rejected: auto pauses them (AutoLookup's rule over the head's drafts)
+    assert auto.off or auto.drafted < 40
 
 
 class _AgreeingHead:
@@ -133,3 +142,27 @@ def test_sampled_mtp_drafting_keeps_the_distribution_and_a_wrong_rule_is_caught(
     wrong = _sequences(runner, prompt, settings, range(20_000, 20_600), drafter)
     print("chi-square p, a wrong rule vs plain:", chi_square_p(plain, wrong))
     assert chi_square_p(plain, wrong) < 1e-3
+
+
+def test_the_demos_trained_head_drafts_well_and_keeps_the_text():
+    """The text demo ships a trained head (tools/train_demo_mtp.py): on held-out decision prompts cut mid-way, greedy
+    continuations with its drafts are plain decoding's and a good share of its drafts is kept (its card: ~0.54)."""
+    import sys
+
+    from support.models import ROOT
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import demo_tasks
+    from decider.engine.decision_prompt import build_decision_prompt
+
+    runner = ModelRunner(ROOT / "resources" / "demo-model")
+    assert runner.mtp is not None
+    items = demo_tasks.heldout_items(7_2028, {"retrieval": 3, "category": 3})
+    drafted = kept = 0
+    for item in items:
+        ids = list(build_decision_prompt(runner.tokenizer, item.question, list(item.options), think=False).ids)
+        cut = ids[: len(ids) // 2]
+        drafter = MtpDrafts(runner.mtp)
+        assert tokens(runner, cut, GREEDY, drafter, max_tokens=24) == tokens(runner, cut, GREEDY, max_tokens=24)
+        drafted, kept = drafted + drafter.drafted, kept + drafter.kept
+    assert kept > 0.3 * drafted  # a random head keeps ~1/vocabulary of its drafts
