@@ -21,13 +21,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .drafts import MAX_DRAFT, AutoLookup, PromptLookup
+from .drafts import AutoLookup, PromptLookup
 from .logprobs import Distribution
 from .mtp_head import MtpHead
 from .sampling import Candidates, Chain, draw
 from .vision_tokens import Item
 
 WINDOW = 16  # positions of exact hidden states the head attends over (its layer is recomputed over them per step)
+# Drafts per verify. Each costs a head step (0.29x a plain step at 0.8B int8, full vocabulary: bench/mtp_costs.py),
+# so fewer than lookup's free drafts: at per-draft acceptance 0.65 the measured costs project k=2 ahead of k=3.
+MTP_MAX_DRAFT = 2
 
 
 class MtpDrafts(PromptLookup):
@@ -35,7 +38,7 @@ class MtpDrafts(PromptLookup):
 
     wants_hidden = True
 
-    def __init__(self, head: MtpHead, max_draft: int = MAX_DRAFT, window: int = WINDOW) -> None:
+    def __init__(self, head: MtpHead, max_draft: int = MTP_MAX_DRAFT, window: int = WINDOW) -> None:
         super().__init__(max_draft=max_draft)
         self.head, self.window = head, window
         self._seen: deque[tuple[int, np.ndarray, int]] = deque(maxlen=window)  # (token, hidden before it, position)

@@ -166,3 +166,30 @@ def test_the_demos_trained_head_drafts_well_and_keeps_the_text():
         assert tokens(runner, cut, GREEDY, drafter, max_tokens=24) == tokens(runner, cut, GREEDY, max_tokens=24)
         drafted, kept = drafted + drafter.drafted, kept + drafter.kept
     assert kept > 0.3 * drafted  # a random head keeps ~1/vocabulary of its drafts
+
+
+@pytest.mark.parametrize("draft", ["mtp", "auto"])
+def test_a_think_decision_with_mtp_drafts_is_the_plain_one(draft, monkeypatch):
+    """Through decide(): the reasoning drafted by the demo's head (greedy) is plain decoding's, the bars the same."""
+    from support.models import ROOT
+
+    from decider.engine.decide import DecisionRequest, decide
+
+    proposed: list[int] = []
+    original = MtpDrafts.propose
+
+    def spy(self, limit):
+        drafts = original(self, limit)
+        proposed.extend(drafts)
+        return drafts
+    monkeypatch.setattr(MtpDrafts, "propose", spy)
+
+    runner = ModelRunner(ROOT / "resources" / "demo-model")
+    results = {}
+    for mode in ("none", draft):
+        sampling = SamplingSettings(temperature=0.0, draft=mode)
+        results[mode] = decide(runner, DecisionRequest("Which is a fruit?", ("apple", "stone"), think=True,
+                                                       reasoning_budget=24, sampling=sampling, fast_reasoning=False))
+    plain, drafted = results["none"], results[draft]
+    assert drafted.reasoning == plain.reasoning and proposed  # the head drafted the reasoning
+    assert [o.probability for o in drafted.options] == pytest.approx([o.probability for o in plain.options], abs=1e-6)
