@@ -182,7 +182,7 @@ class ModelRunner(RunnerBase):
             # has decided).
             self._model = None
         self._embeddings = embeddings if self.folder.layout == "vl" else None
-        self.mtp = self._load_mtp(core, model, properties) if wants_mtp else None
+        self.mtp = self._load_mtp(core, model, properties) if wants_mtp else getattr(_twin_of, "mtp", None)  # a twin: its parent's
         self._hidden_fresh = False  # whether the request's last_hidden output belongs to the last forward
         if _twin_of is not None:
             self.vision = _twin_of.vision

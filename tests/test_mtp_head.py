@@ -181,3 +181,15 @@ def test_a_trimmed_head_gives_the_full_heads_logits_at_its_ids(runners):
     assert np.array_equal(state, cut_state)
     assert np.max(np.abs(cut[keep] - full[keep])) < 1e-5
     assert np.all(np.isneginf(np.delete(cut, keep)))
+
+
+def test_a_fast_twin_drafts_with_its_parents_head(runners):
+    """Fast reasoning's twin compiles the parent's edited graph: it has the hidden-state output and shares the head."""
+    from decider.engine.devices import DeviceOptions
+
+    with_head, _ = runners
+    twin = with_head.twin(DeviceOptions(device="CPU", exact=False), {"INFERENCE_PRECISION_HINT": "f32"})
+    assert twin.mtp is with_head.mtp
+    twin.prefill(list(range(5, 30)))
+    with_head.prefill(list(range(5, 30)))
+    assert np.max(np.abs(twin.hidden_rows(1) - with_head.hidden_rows(1))) < 1e-4
