@@ -1,7 +1,7 @@
 """Speculative decoding (engine/speculative.py): drafts off vs prompt lookup vs auto, paired in one process.
 
     python -m bench.w_draft --model DIR --out result.json [--tokens 256] [--rounds 3] [--temperature 0]
-                            [--drafts none lookup auto]
+                            [--drafts none lookup auto mtp]   (mtp, and auto's head: a folder with openvino_mtp_model.xml)
     python -m bench.w_draft --model DIR --out result.json --task costs [--rounds 12]
 
 Task `costs` (any geometry, e.g. 0.8B): after a 256-token prompt, interleaved per round: a one-token step; a

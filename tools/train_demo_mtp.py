@@ -9,7 +9,7 @@ lm head are read from the same IR: nothing but the head's own layer is trained o
 
 Environment: torch (CPU) and openvino, e.g. ~/.cache/decider-bench/venv; run from anywhere:
 
-    PYTHONPATH=<a folder holding a `decider` link to this checkout> python tools/train_demo_mtp.py [--minutes 3] [--threads 1]
+    PYTHONPATH=<a folder holding a `decider` link to this checkout> python tools/train_demo_mtp.py [--steps 2400] [--threads 1]
 
 Then it measures, on held-out prompts: teacher-forced top-1 of the head (token p + 1 from the exact hidden state at
 p − 1), and through the real engine the acceptance of `--draft mtp` on greedy continuations and its speed-up over
@@ -147,7 +147,7 @@ def _batch(examples, picks):
     return torch.tensor(e), torch.tensor(h), torch.tensor(pos), torch.tensor(tgt)
 
 
-def train(frozen: Frozen, config: dict, examples, minutes: float, real: int):
+def train(frozen: Frozen, config: dict, examples, steps: int, real: int):
     import torch
 
     params = _torch_head(config, MTP_SEED)
@@ -155,7 +155,7 @@ def train(frozen: Frozen, config: dict, examples, minutes: float, real: int):
     opt = torch.optim.AdamW(params.values(), lr=3e-3, weight_decay=0.01)
     rng = random.Random(MTP_SEED)
     started, step = time.monotonic(), 0
-    while time.monotonic() - started < minutes * 60:
+    while step < steps:
         e, h, pos, tgt = _batch(examples, rng.sample(range(len(examples)), 16))
         logits = _forward(params, config, e, h, pos) @ head.T
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, real), tgt.reshape(-1), ignore_index=-100)
@@ -166,7 +166,7 @@ def train(frozen: Frozen, config: dict, examples, minutes: float, real: int):
         step += 1
         if step % 100 == 0:
             log(f"step {step}: loss {loss.item():.4f} ({time.monotonic() - started:.0f} s)")
-    return params, step
+    return params, (time.monotonic() - started) / 60
 
 
 def top1(params, config, frozen: Frozen, examples, real: int) -> float:
@@ -248,7 +248,8 @@ def write_card(result: dict) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--minutes", type=float, default=3.0)
+    ap.add_argument("--steps", type=int, default=2400, help="batches of 16 prompts (~3 min on 1 thread); a fixed count "
+                    "so a rerun gives the same head")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prompts", type=int, default=40, help="held-out prompts for the engine's acceptance")
     args = ap.parse_args(argv)
@@ -264,8 +265,8 @@ def main(argv=None) -> int:
     held_prompts = [enc.encode(it) for it in held]
     held_examples = _examples(frozen, held_prompts)
     log(f"{len(train_examples)} training prompts, {len(held_examples)} held-out; vocabulary {real}")
-    params, steps = train(frozen, config, train_examples, args.minutes, real)
-    result = {"steps": steps, "minutes": args.minutes, "heldout": len(held_examples), "tokens": 24,
+    params, minutes = train(frozen, config, train_examples, args.steps, real)
+    result = {"steps": args.steps, "minutes": round(minutes, 1), "heldout": len(held_examples), "tokens": 24,
               "top1": top1(params, config, frozen, held_examples, real),
               "train_top1": top1(params, config, frozen, train_examples[:200], real)}
     log(f"teacher-forced top-1: held-out {result['top1']:.3f}, train {result['train_top1']:.3f}")
