@@ -193,3 +193,25 @@ def test_a_think_decision_with_mtp_drafts_is_the_plain_one(draft, monkeypatch):
     plain, drafted = results["none"], results[draft]
     assert drafted.reasoning == plain.reasoning and proposed  # the head drafted the reasoning
     assert [o.probability for o in drafted.options] == pytest.approx([o.probability for o in plain.options], abs=1e-6)
+
+
+class _FixedHead:
+    """A head that always guesses token 7 (a model-free stand-in for auto's bookkeeping)."""
+
+    def step(self, ids, hidden, positions):
+        logits = np.zeros(16)
+        logits[7] = 5.0
+        return logits, hidden[-1]
+
+
+def test_auto_times_plain_steps_first_and_pauses_a_head_slower_than_them():
+    auto = AutoMtp(_FixedHead())  # type: ignore[arg-type]
+    auto.start([1, 2, 3])
+    auto.seen(np.zeros(4))
+    for _ in range(4):  # the head always has a draft: plain steps come first, to time them
+        assert auto.propose(3) == []
+        auto.timed(False, 1, 0.1)
+    assert auto.propose(3) == [7, 7]
+    auto.record(12, 12)  # every draft kept, but a round yielding 3 tokens took 1 s: slower than 10 steps a second
+    auto.timed(True, 3, 1.0)
+    assert auto.propose(3) == [] and auto.off
