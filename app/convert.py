@@ -29,6 +29,7 @@ from decider.engine.core.errors import DeciderError, ModelError, SettingsError
 from decider.engine.model.folder import TEXT_MODEL_TYPES, VL_MODEL_TYPES
 
 from .models import ModelEntry, checkpoint_info, describe, human_size
+from .mtp_export import export_mtp
 
 INSTALL_HINT = 'pip install "decider[convert]"  (or: pip install "optimum-intel[openvino]==2.2.0" "transformers>=5.2,<5.3")'
 
@@ -200,6 +201,18 @@ def validate(out_dir: Path) -> str:
     return f"chose {chosen.label} ({chosen.text!r}) — {bars}; letters cover {result.coverage:.0%} of the probability"
 
 
+def _keep_mtp(hf_dir: Path, out_dir: Path, say: Callable[[str], None]) -> None:
+    """The checkpoint's MTP head as a second small IR (`--draft mtp`); a head the builder cannot use is reported and
+    left out: the export itself is complete without it."""
+    try:
+        kept = export_mtp(hf_dir, out_dir)
+    except ModelError as exc:
+        say(f"MTP head not kept: {exc}")
+        return
+    if kept is not None:
+        say(f"kept the checkpoint's MTP head: {kept.name} (drafts for --draft mtp)")
+
+
 def convert(
     hf_dir: str | Path,
     out_dir: str | Path,
@@ -229,6 +242,7 @@ def convert(
     copied = _carry_over(hf_dir, out_dir)
     if copied:
         say(f"copied from the checkpoint: {', '.join(copied)}")
+    _keep_mtp(hf_dir, out_dir, say)
     entry = describe(out_dir)
     if entry.kind != "export":
         raise ConvertError(f"the export in {out_dir} is not usable: {entry.error}")

@@ -1,7 +1,7 @@
 """Speculative decoding (engine/generation/speculative.py): drafts off vs prompt lookup vs auto, paired in one process.
 
     python -m bench.w_draft --model DIR --out result.json [--tokens 256] [--rounds 3] [--temperature 0]
-                            [--drafts none lookup auto]
+                            [--drafts none lookup auto mtp]   (mtp, and auto's head: a folder with openvino_mtp_model.xml)
     python -m bench.w_draft --model DIR --out result.json --task costs [--rounds 12]
 
 Task `costs` (any geometry, e.g. 0.8B): after a 256-token prompt, interleaved per round: a one-token step; a
@@ -54,7 +54,7 @@ def _generate(runner, prompt: list[int], draft: str, tokens: int, temperature: f
     runner.reset()
     runner.clear_snapshots()
     sampling = SamplingSettings(temperature=temperature, seed=1, draft=draft)
-    drafter = make_drafter(draft)
+    drafter = make_drafter(draft, head=runner.mtp)
     forwards = runner.stats.forwards
     started = time.perf_counter()
     ids = [s.token_id for s in generate_step(runner, prompt, sampling, make_rng(1), max_tokens=tokens, drafter=drafter)]

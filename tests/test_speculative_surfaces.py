@@ -79,7 +79,7 @@ def test_the_settings_form_offers_the_choices(qtbot):
 
 
 def test_mtp_says_plainly_it_is_not_available():
-    runner = ModelRunner(DEMO)
+    runner = ModelRunner(model_dir("qwen35-text"))  # an export without openvino_mtp_model.xml
     request = GenerationRequest(tuple(runner.tokenizer.encode_text("Hello")), SamplingSettings(draft="mtp"), max_tokens=4)
     with pytest.raises(SettingsError, match="draft mtp is not available for .*no MTP head"):
         generate(runner, request)

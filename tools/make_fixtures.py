@@ -878,6 +878,20 @@ def fixtures_size_report() -> None:
     log(f"size tests/fixtures total: {dir_size(FIXTURES) / 1e6:.2f} MB")
 
 
+def write_mtp_head(name: str) -> None:
+    """Random `mtp.*` tensors beside the checkpoint (a file of their own, as a sharded checkpoint would carry them):
+    optimum ignores them, `decider convert` builds openvino_mtp_model.xml from them (engine/graphs/mtp_graph.py)."""
+    from decider.engine.model.safetensors_file import write_tensors
+    from modelkit.mtp_weights import random_mtp_tensors
+
+    config = json.loads((CHECKPOINTS / name / "config.json").read_text())
+    if (config.get("text_config", config).get("num_experts") or 0) > 0:
+        log(f"{name}: mixture-of-experts MTP layer not generated (the head builder supports the dense layer)")
+        return
+    write_tensors(CHECKPOINTS / name / "mtp.safetensors", random_mtp_tensors(config, SEED + 77))
+    log(f"{name}: wrote mtp.safetensors")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(MODEL_SPECS), action="append",
@@ -888,11 +902,18 @@ def main(argv=None) -> int:
     ap.add_argument("--case", action="append", metavar="NAME",
                     help="with --references-only: recompute only this case (repeatable) and merge it into the existing "
                          "reference, every other number kept as it was")
+    ap.add_argument("--mtp-only", action="store_true",
+                    help="write only the seeded random MTP heads (checkpoints/<name>/mtp.safetensors); every other "
+                         "fixture file stays byte-identical")
     ap.add_argument("--export-worker", metavar="NAME", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.export_worker:
         export_worker(args.export_worker)
+        return 0
+    if args.mtp_only:
+        for name in args.only or list(MODEL_SPECS):
+            write_mtp_head(name)
         return 0
 
     _block_broken_torchvision()

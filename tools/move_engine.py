@@ -61,6 +61,7 @@ MOVES = {
     "static_runner": "runners.static", "prompt_cache": "runners.prompt_cache", "prompt_entry": "runners.prompt_entry",
     "prefill_chunks": "runners.prefill_chunks", "fast_reasoning": "runners.fast_reasoning",
     "scoring": "runners.scoring", "compile_probe_child": "runners.probe_child",
+    "mtp_head": "runners.mtp_head",
     # generation: the token loop, sampling and drafts
     "generate": "generation.generate", "speculative": "generation.speculative", "drafts": "generation.drafts",
     "sampling": "generation.sampling", "processors": "generation.processors", "logit_bias": "generation.logit_bias",

@@ -166,7 +166,8 @@ class SamplingSettings:
     # Speculative decoding (engine/generation/speculative.py): drafts checked by the exact model, the same distribution.
     draft: str = setting(
         "none", "Drafts", "guess tokens ahead and verify them in one exact forward: lookup (repeats of earlier "
-        "text), auto (lookup, off while its guesses are rejected), mtp (the model's MTP head); the text's "
+        "text), auto (the model's MTP head where its export kept one, else lookup; off while its guesses do not pay), "
+        "mtp (the model's MTP head); the text's "
         "distribution stays the exact model's", choices=("none", "lookup", "auto", "mtp"), local=True)
     seed: int | None = setting(
         None, "Seed", "a fixed seed makes sampled draws repeatable; none = a fresh seed per request", 0, 2**63 - 1,

@@ -6,7 +6,8 @@ so far. It costs a dictionary lookup per step. Its draft is a point mass (q = 1 
 verifier (engine/generation/speculative.py) accepts it with the exact model's probability, so the distribution the text
 is drawn from is the exact model's whatever the drafts are.
 
-`auto` is lookup that pauses for AUTO_RETRY tokens whenever drafting is measured not to pay: its
+`auto` is the MTP head's drafts where the export kept one (engine/generation/mtp_drafts.AutoMtp), else lookup, either pausing
+for AUTO_RETRY tokens whenever drafting is measured not to pay: its
 drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
 verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
 model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
@@ -90,6 +91,18 @@ class PromptLookup:
     def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
         """A forward's wall time and the tokens it yielded (drafted: a verify round; else a plain step)."""
 
+    wants_hidden = False  # the exact model's hidden states are handed to `seen` (the MTP head's drafts)
+
+    def attach(self, sampler: object) -> None:
+        """The request's sampler (a drafter that draws from a distribution shapes it by the sampler's stages)."""
+
+    def seen(self, hidden) -> None:
+        """The exact model's last hidden state before the token just pushed (only where wants_hidden)."""
+
+    def q(self, index: int):
+        """The distribution draft `index` was drawn from; None: a point mass (every lookup draft)."""
+        return None
+
 
 class AutoLookup(PromptLookup):
     """Prompt lookup that pauses drafting while it is measured not to pay, and tries again after AUTO_RETRY tokens
@@ -129,16 +142,22 @@ class AutoLookup(PromptLookup):
         return [] if self.off else super().propose(limit)
 
 
-def make_drafter(draft: str, model: str = "this model") -> PromptLookup | None:
-    """The drafter for a request's `draft` setting; None: plain decoding. SettingsError for `mtp`: no export
-    keeps the checkpoint's MTP head yet (`decider convert` drops the `mtp.*` tensors as optimum-intel does)."""
+def make_drafter(draft: str, model: str = "this model", head=None) -> PromptLookup | None:
+    """The drafter for a request's `draft` setting; None: plain decoding. head: the runner's MTP head (engine/
+    mtp_head.py), None where the export kept none (`decider convert` keeps it from the checkpoint's `mtp.*` tensors;
+    exports made otherwise have none): `mtp` is then a SettingsError."""
     if draft == "none":
         return None
     if draft == "lookup":
         return PromptLookup()
-    if draft == "auto":
+    if draft == "auto" and head is None:
         return AutoLookup()
-    if draft == "mtp":
-        raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
-                            "(use --draft lookup or auto)", field="draft")
+    if draft in ("mtp", "auto"):
+        if head is None:
+            raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
+                                "(convert the checkpoint with `decider convert` to keep it, or use --draft lookup or auto)",
+                                field="draft")
+        from .mtp_drafts import AutoMtp, MtpDrafts  # openvino-free callers of this module never load the head's code
+
+        return AutoMtp(head) if draft == "auto" else MtpDrafts(head)
     raise SettingsError(f"draft must be one of none, lookup, auto, mtp (got {draft!r})", field="draft")

@@ -110,6 +110,29 @@ def verify_point_mass(candidates: Candidates, draft: int, rng: np.random.Generat
     return draw(rest, rng) if rest.ids.size else int(draft)
 
 
+def verify_distribution(candidates: Candidates, draft: int, q: Candidates, rng: np.random.Generator) -> int:
+    """Speculative sampling for a draft drawn from a distribution q (an MTP head's, over its own candidates): accept
+    it with probability min(1, p(draft)/q(draft)), else draw from the normalised max(0, p − q). Then for any y,
+    P(y) = q(y)·min(1, p(y)/q(y)) + (1 − Σ_x min(p(x), q(x)))·max(0, p(y) − q(y))/Σ_x max(0, p(x) − q(x)) = p(y)
+    (Leviathan et al. 2023; Chen et al. 2023). p and q are the sampling weights after every stage (temperature
+    included): `Candidates.logits` up to a constant."""
+    p = np.exp(candidates.logits - candidates.logits.max())
+    p /= p.sum()
+    q_weights = np.exp(q.logits - q.logits.max())
+    q_weights /= q_weights.sum()
+    q_of = dict(zip(q.ids.tolist(), q_weights.tolist()))
+    hit = candidates.ids == draft
+    p_draft = float(p[hit].sum())
+    q_draft = q_of.get(int(draft), 0.0)
+    if q_draft > 0.0 and rng.random() * q_draft < p_draft:
+        return int(draft)
+    residual = np.maximum(p - np.array([q_of.get(int(i), 0.0) for i in candidates.ids.tolist()]), 0.0)
+    if residual.sum() <= 0.0:  # p = q: nothing is ever rejected, unreachable up to rounding
+        return draw(candidates, rng)
+    with np.errstate(divide="ignore"):
+        return draw(Candidates(candidates.ids, np.log(residual)), rng)
+
+
 # ----- the stages as data -----
 
 Sampler = Callable[[Distribution], int]  # a step's distribution (after every processor) → the drawn token id
@@ -172,7 +195,7 @@ class Greedy:
     def __call__(self, distribution: Distribution) -> int:
         return greedy(distribution.logits)
 
-    def verify(self, distribution: Distribution, draft: int) -> int:
+    def verify(self, distribution: Distribution, draft: int, q: Candidates | None = None) -> int:
         """The token this position yields given a draft: greedy ignores it (a draft is kept when it is the argmax)."""
         return greedy(distribution.logits)
 
@@ -195,9 +218,12 @@ class Chain:
             candidates = stage(candidates)
         return candidates
 
-    def verify(self, distribution: Distribution, draft: int) -> int:
-        """The token this position yields given a point-mass draft, distributed exactly as a plain draw."""
-        return verify_point_mass(self.candidates(distribution), draft, self.draw.rng)
+    def verify(self, distribution: Distribution, draft: int, q: Candidates | None = None) -> int:
+        """The token this position yields given a draft (drawn from q; None: a point mass), distributed exactly as
+        a plain draw."""
+        if q is None:
+            return verify_point_mass(self.candidates(distribution), draft, self.draw.rng)
+        return verify_distribution(self.candidates(distribution), draft, q, self.draw.rng)
 
 
 def make_sampler(settings: SamplingSettings, rng: np.random.Generator) -> Greedy | Chain:

@@ -48,7 +48,7 @@ class Verifier(Protocol):
 
     def __call__(self, distribution: Distribution) -> int: ...
 
-    def verify(self, distribution: Distribution, draft: int) -> int: ...
+    def verify(self, distribution: Distribution, draft: int, q=None) -> int: ...
 
 
 class _Rules:
@@ -60,12 +60,12 @@ class _Rules:
         self.max_tokens, self.top_logprobs = max_tokens, top_logprobs
         self.drawn = 0
 
-    def draw(self, sampler: Verifier, logits: np.ndarray, draft: int | None) -> tuple[Step, bool]:
+    def draw(self, sampler: Verifier, logits: np.ndarray, draft: int | None, q=None) -> tuple[Step, bool]:
         """(the step at this position, whether the generation ends with it)."""
         penalized, scored, drawn_from = run_processors(self.processors, logits)
         distribution = Distribution(scored)
         final = distribution if drawn_from is scored else Distribution(drawn_from)
-        token = sampler(final) if draft is None else sampler.verify(final, draft)
+        token = sampler(final) if draft is None else sampler.verify(final, draft, q)
         self.drawn += 1
         stop = token in self.stop_ids  # never fed, never text, never in the window
         ends = stop or token in self.end_ids or self.drawn >= self.max_tokens
@@ -106,6 +106,7 @@ def drafted_loop(
     rules = _Rules(processors, stop_ids, end_ids, max_tokens, top_logprobs)
     rows = runner.prefill(prompt_ids, checkpoints)[None, :]
     drafter.start(prompt_ids)
+    drafter.attach(sampler)
     drafts: list[int] = []  # rows[i] checks drafts[i]; the row after the last draft draws freely
     real = 0  # of the drafts, how many the drafter proposed (the rest pad the forward to its fixed width)
     pending: list[int] = []  # kept tokens the state lost to a rollback: fed at the front of the next forward
@@ -114,14 +115,16 @@ def drafted_loop(
     plain_before = False  # the last forward was a one-token step
     try:
         while True:
+            hidden = runner.hidden_rows(len(rows)) if drafter.wants_hidden else None  # each row's, for the MTP head
             for i, row in enumerate(rows):
                 if should_stop is not None and should_stop():
                     raise Cancelled("generation cancelled")
                 draft = drafts[i] if i < len(drafts) else None
-                step, ends = rules.draw(sampler, row, draft)
+                step, ends = rules.draw(sampler, row, draft, drafter.q(i) if draft is not None else None)
                 if step.token_id != draft or ends:
                     break
                 drafter.push(step.token_id)
+                drafter.seen(hidden[i] if hidden is not None else None)
                 yield step
             kept = i if draft is not None else len(drafts)
             drafter.record(real, min(real, kept + (draft is not None and step.token_id == draft)))  # pads not counted
@@ -136,10 +139,11 @@ def drafted_loop(
                 return
             token = step.token_id
             drafter.push(token)
+            drafter.seen(hidden[i] if hidden is not None else None)
             room = min(runner.context_length - len(runner.history) - len(pending) - 2, max_tokens - rules.drawn - 1)
+            started = time.perf_counter()  # a round's cost includes its drafting (the MTP head's steps)
             drafts = drafter.propose(room)
             real = len(drafts)
-            started = time.perf_counter()
             try:
                 if drafts or pending:
                     drafts, rows = _verify(runner, drafter, pending + [token], drafts, room)

@@ -76,3 +76,31 @@ def slice_to_counted_positions(model: ov.Model, output_name: str = "logits") -> 
             model.validate_nodes_and_infer_types()
             return model
     raise ModelError("the lm_head MatMul has no sliced input")  # slice_to_last_position always leaves one
+
+
+LAST_HIDDEN = "last_hidden"  # the extra output: the hidden states the head reads, at the positions that get logits
+
+
+def expose_hidden(model: ov.Model, output_name: str = "logits") -> ov.Model:
+    """Add an output `last_hidden` [1, N, H]: the lm head's input after slice_to_counted_positions (the main model's
+    last hidden state after its final norm, at the positions that get logits). The MTP draft head is fed it
+    (engine/runners/mtp_head.py). A second consumer of the same tensor: the logits are computed as before."""
+    matmul = _lm_head(model.output(output_name))
+    for port in range(2):
+        source = matmul.input_value(port)
+        if source.get_node().get_type_name() == "Slice":
+            result = ops.result(source)
+            result.output(0).get_tensor().set_names({LAST_HIDDEN})
+            model.add_results([result])
+            model.validate_nodes_and_infer_types()
+            return model
+    raise ModelError("the lm_head MatMul has no sliced input (slice_to_counted_positions first)")
+
+
+def lm_head_weight(model: ov.Model, output_name: str = "logits") -> tuple[ov.Output, bool]:
+    """The lm head's weight (the output feeding its MatMul that is not the hidden states) and whether the MatMul
+    transposes it (the hidden states are its first input, as optimum exports it): what a draft head shares instead of a copy of the head."""
+    matmul = _lm_head(model.output(output_name))
+    if matmul.input_value(0).get_node().get_type_name() != "Slice":
+        raise ModelError("the lm head's hidden states are not its MatMul's first input")
+    return matmul.input_value(1), bool(matmul.get_attributes()["transpose_b"])

@@ -21,6 +21,7 @@ VL_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")
 TEXT_IR = "openvino_model.xml"
 VL_LANGUAGE_IR = "openvino_language_model.xml"
 VL_EMBEDDINGS_IR = "openvino_text_embeddings_model.xml"
+MTP_IR = "openvino_mtp_model.xml"  # the checkpoint's multi-token prediction head (app/mtp_export.py), optional
 VL_VISION_IRS = (
     "openvino_vision_embeddings_model.xml",
     "openvino_vision_embeddings_pos_model.xml",
@@ -45,6 +46,12 @@ class ModelFolder:
     @property
     def has_vision(self) -> bool:
         return bool(self.vision_config)
+
+    @property
+    def mtp_ir(self) -> Path | None:
+        """The MTP draft head's IR beside the export, if `decider convert` kept one."""
+        path = self.path / MTP_IR
+        return path if path.is_file() and path.with_suffix(".bin").is_file() else None
 
     @property
     def name(self) -> str:

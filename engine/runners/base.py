@@ -31,6 +31,7 @@ from ..model.tokenizer import ChatTokenizer
 from ..model.vision_tokens import ImageToken, Item, has_images
 
 if TYPE_CHECKING:
+    from .mtp_head import MtpHead
     from ..vision.encoder import VisionEncoder
 
 MAX_SNAPSHOTS = 4
@@ -95,6 +96,12 @@ class RunnerBase:
     def verifies(self) -> bool:
         """A forward can return logits at several last positions and roll back (speculative decoding)."""
         return False
+
+    mtp: MtpHead | None = None  # the checkpoint's MTP draft head, where the export kept one and the runner runs it
+
+    def hidden_rows(self, count: int) -> np.ndarray | None:
+        """The last forward's final hidden states at its last `count` positions (what the MTP head reads); None here."""
+        return None
 
     # ----- hooks -----
     def _clear_state(self) -> None:

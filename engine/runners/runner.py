@@ -17,15 +17,16 @@ import openvino as ov
 
 from ..compile.plan import CompilePlan
 from ..compile.devices import DeviceOptions, device_caps, npu_emulated
-from ..core.errors import DeviceError
+from ..core.errors import DeviceError, ModelError
 from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from ..graphs.decode import one_token_deltanet
-from ..graphs.logits import LOGITS_POSITIONS, slice_to_counted_positions, slice_to_last_position
+from ..graphs.logits import LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, slice_to_counted_positions, slice_to_last_position
 from ..kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels.projection_op import KERNEL_TOKENS
 from ..model.folder import ModelFolder, inspect_folder
+from .mtp_head import MtpHead, load_head
 from ..compile.planner import plan_for
 from ..compile.precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
@@ -138,13 +139,11 @@ class ModelRunner(RunnerBase):
             model = self._read(core, self.folder.language_ir)
             self._check_inputs(model)
         self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
+        # The MTP draft head reads the last hidden state at each position with logits (engine/runners/mtp_head.py); dynamic
+        # path only, where drafts are verified.
+        wants_mtp = fresh and self.folder.mtp_ir is not None and self.execution_path == "dynamic"
         if fresh:
-            _slice_head(model, self.execution_path)
-            if self.device.startswith("CPU"):
-                # A one-token step of each DeltaNet layer as matrix-vector products; prefill chunks keep the plugin's
-                # fused kernel (engine/graphs/decode.py). CPU only: the routing relies on the CPU plugin skipping a node
-                # with an empty input.
-                one_token_deltanet(model)
+            self._edit_graph(model, wants_mtp)
         self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
         self._core, self._model = core, model
         # Every property is the plan's (engine/compile/planner.py), --fast's measured choice included.
@@ -174,6 +173,8 @@ class ModelRunner(RunnerBase):
             # has decided).
             self._model = None
         self._embeddings = embeddings if self.folder.layout == "vl" else None
+        self.mtp = self._load_mtp(core, model, properties) if wants_mtp else getattr(_twin_of, "mtp", None)  # a twin: its parent's
+        self._hidden_fresh = False  # whether the request's last_hidden output belongs to the last forward
         if _twin_of is not None:
             self.vision = _twin_of.vision
         elif self.folder.has_vision:
@@ -185,6 +186,35 @@ class ModelRunner(RunnerBase):
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._take_request()
         self._adopt_kernel(compiled)
+
+    def _edit_graph(self, model: ov.Model, hidden: bool) -> None:
+        """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step."""
+        _slice_head(model, self.execution_path)
+        if hidden:
+            expose_hidden(model)
+        if self.device.startswith("CPU"):
+            # A one-token step of each DeltaNet layer as matrix-vector products; prefill chunks keep the plugin's
+            # fused kernel (engine/graphs/decode.py). CPU only: the routing relies on the CPU plugin skipping a node
+            # with an empty input.
+            one_token_deltanet(model)
+
+    def _load_mtp(self, core: ov.Core, model: ov.Model, properties: dict) -> MtpHead | None:
+        """The draft head on this runner's device, compiled as the main model is (it only drafts: its precision
+        changes which drafts are proposed, never which tokens are kept). A head that cannot load is a notice: the
+        model runs without it (--draft mtp then says so)."""
+        embeddings = self._read(core, self.folder.embeddings_ir) if self.folder.embeddings_ir is not None else None
+        try:
+            return load_head(core, self.folder.mtp_ir, model, embeddings, self.device, properties, self.vocab_size)
+        except (RuntimeError, ModelError) as exc:
+            self.notices.append(f"the MTP draft head was not loaded: {first_line(exc)}")
+            return None
+
+    def hidden_rows(self, count: int) -> np.ndarray | None:
+        """The main model's last hidden state at the last `count` positions of the last forward ([count, H]); None
+        where the runner has no MTP head or no forward ran since the state was restored."""
+        if self.mtp is None or not self._hidden_fresh:
+            return None
+        return self._request.get_tensor(LAST_HIDDEN).data[0, -count:].copy()
 
     def _take_request(self) -> None:
         """The layout's infer request, and its states' dtypes and shapes while it is fresh (before any infer): what
@@ -252,6 +282,7 @@ class ModelRunner(RunnerBase):
                 for name, (dtype, shape) in self._fresh_states.items()}
 
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
+        self._hidden_fresh = False
         for state in self._request.query_state():
             # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
             state.state = ov.Tensor(states[state.name].copy())
@@ -267,6 +298,7 @@ class ModelRunner(RunnerBase):
             self._request.infer(self._layout.inputs(ids[position : position + size], past + position, before))
             self.stats.infers += 1
             position += size
+        self._hidden_fresh = True
         return self._logits()
 
     def _start(self, token: int, past: int) -> None:
@@ -274,6 +306,7 @@ class ModelRunner(RunnerBase):
 
     def _wait(self) -> np.ndarray:
         self._request.wait()
+        self._hidden_fresh = True
         return self._logits()
 
     def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
@@ -281,6 +314,7 @@ class ModelRunner(RunnerBase):
         # against ~1 ms (the plugin's executor thread instead of the caller's; bench/w_draft --task costs)
         self._request.start_async(self._layout.inputs(ids, past, self.history[:past], positions))
         self._request.wait()
+        self._hidden_fresh = True
         return self._request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
 
     def _recurrent_states(self) -> dict[str, np.ndarray]:
