@@ -47,7 +47,7 @@ def _prompts(runner) -> list[list[int]]:
 
 
 def _generate(runner, prompt: list[int], draft: str, tokens: int, temperature: float) -> dict:
-    from decider.engine.generation.drafts import make_drafter
+    from decider.engine.generation.drafter_choice import make_drafter
     from decider.engine.generation.generate import generate_step, make_rng
     from decider.engine.core.settings import SamplingSettings
 

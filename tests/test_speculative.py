@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from support.models import FIXTURES, ROOT, model_dir
-from decider.engine.generation.drafts import AutoLookup, PromptLookup, make_drafter
+from decider.engine.generation.drafter_choice import make_drafter
+from decider.engine.generation.drafts import AutoLookup, PromptLookup
 from decider.engine.core.errors import SettingsError
 from decider.engine.generation.generate import generate_step, make_rng
 from decider.engine.runners.runner import ModelRunner

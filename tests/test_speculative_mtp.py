@@ -11,7 +11,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-from decider.engine.generation.drafts import AutoLookup, make_drafter
+from decider.engine.generation.drafter_choice import make_drafter
+from decider.engine.generation.drafts import AutoLookup
 from decider.engine.core.errors import SettingsError
 from decider.engine.generation.generate import generate_step, make_rng
 from decider.engine.generation.mtp_drafts import AutoMtp, MtpDrafts

@@ -23,7 +23,7 @@ from .option_draw import draw_option, softmax
 from .prompt import DecisionPrompt, build_decision_prompt, letter_ids
 from ..core.errors import Cancelled
 from ..runners.fast_reasoning import hand_over, reasoner_for
-from ..generation.drafts import make_drafter
+from ..generation.drafter_choice import make_drafter
 from ..generation.generate import generate_step, make_rng
 from ..core.logprobs import Alternative, Distribution
 from ..model.reasoning_close import close_reasoning

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core.errors import SettingsError
 from ..model.vision_tokens import Item
 
 MAX_NGRAM = 3
@@ -140,24 +139,3 @@ class AutoLookup(PromptLookup):
             if drafted >= 4 * AUTO_PROBE:
                 self._window = [drafted // 2, kept // 2]
         return [] if self.off else super().propose(limit)
-
-
-def make_drafter(draft: str, model: str = "this model", head=None) -> PromptLookup | None:
-    """The drafter for a request's `draft` setting; None: plain decoding. head: the runner's MTP head (engine/
-    mtp_head.py), None where the export kept none (`decider convert` keeps it from the checkpoint's `mtp.*` tensors;
-    exports made otherwise have none): `mtp` is then a SettingsError."""
-    if draft == "none":
-        return None
-    if draft == "lookup":
-        return PromptLookup()
-    if draft == "auto" and head is None:
-        return AutoLookup()
-    if draft in ("mtp", "auto"):
-        if head is None:
-            raise SettingsError(f"draft mtp is not available for {model}: its export has no MTP head "
-                                "(convert the checkpoint with `decider convert` to keep it, or use --draft lookup or auto)",
-                                field="draft")
-        from .mtp_drafts import AutoMtp, MtpDrafts  # openvino-free callers of this module never load the head's code
-
-        return AutoMtp(head) if draft == "auto" else MtpDrafts(head)
-    raise SettingsError(f"draft must be one of none, lookup, auto, mtp (got {draft!r})", field="draft")

@@ -25,7 +25,8 @@ from ..core.errors import Cancelled, ContextLimitError, SettingsError
 from .logit_bias import check_logit_bias
 from ..core.logprobs import MAX_TOP_LOGPROBS, Alternative, Distribution, TokenLogprob
 from .processors import LogitsProcessor, Penalties, accept, check_order, make_processors, run_processors
-from .drafts import PromptLookup, make_drafter
+from .drafter_choice import make_drafter
+from .drafts import PromptLookup
 from .sampling import Chain, Greedy, Sampler, make_sampler
 from .speculative import drafted_loop
 from .step import Step
