@@ -10,7 +10,9 @@ For one token the window IS the new state: state columns 1…K−1, then the tok
 from Concat(state [B, C·K], x [B, C]) (two contiguous copies) with constant indices (c·K + j + 1 for j < K − 1, C·K + c
 for the last column); the conv then runs over the K-wide window and gives the one position directly. The values the
 conv reads are the exported ones and so is the conv (the same node kind, weights and attributes), so the step's
-logits are bit-identical (tests/test_conv_step.py).
+logits are bit-identical (tests/test_conv_step.py). Its SiLU follows, and the [B, C, 1] column is the [B, 1, C] row the
+layer reads next without the exported Transpose back (a Reshape, no copy). The first window's transposed input also
+sizes the exporter's attention mask: that ShapeOf reads the input's shape, permuted, so the Transpose goes.
 
 As in engine/decode_graph.py, the batch rows route the work in one graph: for a one-token infer the exported window's
 inputs are cut to no rows (the plugin skips nodes with empty inputs) and the shift computes the row; for a longer
@@ -46,6 +48,8 @@ class _Window:
     transpose: ov.Node  # x [B, S, C] → [B, C, S]
     conv: ov.Node  # the depthwise GroupConvolution over the window: [B, C, S + 1]
     tail: ov.Node  # the Slice keeping the conv's last S positions
+    swish: ov.Node  # the SiLU after it
+    back: ov.Node  # Transpose(Swish(tail)) → [B, S, C]: the layer's conv output, token-major again
     keep: ov.Node  # the Slice keeping the window's last K columns: the new state, read by an Assign
     channels: int
     kernel: int
@@ -58,6 +62,12 @@ def _static(output: ov.Output, rank: int) -> list[int] | None:
     return [d.get_length() for d in list(shape)[1:]]
 
 
+def _transposed(node: ov.Node) -> ov.Node | None:
+    """node if it is Transpose(x, [0, 2, 1])."""
+    order = node.input_value(1).get_node() if _is(node, "Transpose") else None
+    return node if order is not None and _is(order, "Constant") and list(order.get_data().ravel()) == [0, 2, 1] else None
+
+
 def _match(conv: ov.Node) -> _Window | None:
     """The exporter's conv window behind a GroupConvolution, or None (a rewritten one, or another layout)."""
     concat = conv.input_value(0).get_node()
@@ -68,9 +78,8 @@ def _match(conv: ov.Node) -> _Window | None:
         return None
     if _is(concat.input_value(0).get_node(), "Slice"):
         return None  # rewritten already: the state reaches the window through its rows cut
-    transpose = concat.input_value(1).get_node()
-    order = transpose.input_value(1).get_node() if _is(transpose, "Transpose") else None
-    if order is None or not _is(order, "Constant") or list(order.get_data().ravel()) != [0, 2, 1]:
+    transpose = _transposed(concat.input_value(1).get_node())
+    if transpose is None:
         return None
     state = _static(concat.input_value(0), 3)
     weights = conv.input_value(1).get_partial_shape()
@@ -83,7 +92,11 @@ def _match(conv: ov.Node) -> _Window | None:
         return None
     if [n.get_type_name() for n in _readers(keeps[0].output(0))] != ["Assign"]:
         return None
-    return _Window(concat, transpose, conv, tails[0], keeps[0], *state)
+    swish = _readers(tails[0].output(0))
+    back = _readers(swish[0].output(0)) if len(swish) == 1 and _is(swish[0], "Swish") else []
+    if len(back) != 1 or _transposed(back[0]) is None:
+        return None
+    return _Window(concat, transpose, conv, tails[0], swish[0], back[0], keeps[0], *state)
 
 
 def _rows(x: ov.Output, rows: ov.Output) -> ov.Output:
@@ -98,7 +111,8 @@ def _shift_indices(channels: int, kernel: int) -> ov.Node:
 
 
 def _shifted(window: _Window, rows: ov.Output) -> tuple[ov.Output, ov.Output]:
-    """(the new state [rows, C, K], the conv's one position [rows, C, 1]) for a one-token infer's `rows` rows."""
+    """(the new state [rows, C, K], the conv's one position after its SiLU [rows, C, 1]) for a one-token infer's
+    `rows` rows."""
     channels, kernel = window.channels, window.kernel
     x = window.transpose.input_value(0)  # [B, S, C]
     token = ops.slice(x, _i64([0, -1]), ops.concat([rows, _i64([_END])], 0), _i64([1, 1]), _i64([0, 1]))
@@ -110,23 +124,37 @@ def _shifted(window: _Window, rows: ov.Output) -> tuple[ov.Output, ov.Output]:
     a = window.conv.get_attributes()
     out = ops.group_convolution(shifted, window.conv.input_value(1), a["strides"], a["pads_begin"], a["pads_end"],
                                 a["dilations"], a["auto_pad"])
-    return shifted.output(0), out.output(0)
+    beta = window.swish.input_value(1) if window.swish.get_input_size() > 1 else None  # (the exporter's SiLU has none)
+    return shifted.output(0), ops.swish(out, beta).output(0)
+
+
+def _shapes_without(transpose: ov.Node) -> None:
+    """The exporter sizes the attention mask by the first window's transposed input: its ShapeOf readers get the
+    same shape from the input itself, and the Transpose (a copy, each step) goes when nothing else reads it."""
+    source = transpose.input_value(0)
+    for reader in _readers(transpose.output(0)):
+        if _is(reader, "ShapeOf"):
+            shape = ops.gather(ops.shape_of(source, reader.get_output_element_type(0)), _i64([0, 2, 1]), _i64(0))
+            for target in list(reader.output(0).get_target_inputs()):
+                target.replace_source_output(shape.output(0))
 
 
 def _rewrite(window: _Window, tokens: ov.Output, loop_rows: ov.Output, step_rows: ov.Output) -> None:
-    tail_readers = list(window.tail.output(0).get_target_inputs())
+    back_readers = list(window.back.output(0).get_target_inputs())
     keep_readers = list(window.keep.output(0).get_target_inputs())
     new_state, out = _shifted(window, step_rows)  # built from the sources before they are cut below
-    # [step_rows, C, 1] → [step_rows, C, S]: the same elements (none for a longer chunk, S = 1 otherwise)
-    out = ops.reshape(out, ops.concat([step_rows, _i64([window.channels]), tokens], 0), False).output(0)
+    # [step_rows, C, 1] → [step_rows, S, C], token-major as the exported Transpose hands it on: the same elements, in
+    # the same order (none for a longer chunk, S = 1 otherwise)
+    out = ops.reshape(out, ops.concat([step_rows, tokens, _i64([window.channels])], 0), False).output(0)
     # The exported window gets loop_rows rows (none for one token: the plugin then skips it).
     window.concat.input(0).replace_source_output(_rows(window.concat.input_value(0), loop_rows))
     # A Transpose of its own: the exported one has other readers (the exporter sizes the attention mask by its shape).
     cut = ops.transpose(_rows(window.transpose.input_value(0), loop_rows), window.transpose.input_value(1))
     window.concat.input(1).replace_source_output(cut.output(0))
-    merged_out = ops.concat([window.tail.output(0), out], 0)
+    _shapes_without(window.transpose)
+    merged_out = ops.concat([window.back.output(0), out], 0)
     merged_state = ops.concat([window.keep.output(0), new_state], 0)
-    for reader in tail_readers:
+    for reader in back_readers:
         reader.replace_source_output(merged_out.output(0))
     for reader in keep_readers:
         reader.replace_source_output(merged_state.output(0))
