@@ -32,8 +32,9 @@ Rewrite = Callable[[object], int]  # one_token_deltanet, or an earlier version o
 
 
 def earlier_rewrite(file: Path) -> Rewrite:
-    """one_token_deltanet as another copy of engine/graphs/decode.py defines it."""
-    spec = importlib.util.spec_from_file_location("earlier_decode_graph", file)
+    """one_token_deltanet as another copy of engine/graphs/decode.py defines it. Loaded as a module of the engine's
+    graphs package, so its relative imports (engine/graphs/conv_step.py, ../core, …) resolve to the engine beside it."""
+    spec = importlib.util.spec_from_file_location("decider.engine.graphs._earlier_decode_graph", file)
     if spec is None or spec.loader is None:
         raise SystemExit(f"{file}: not a Python file")
     module = importlib.util.module_from_spec(spec)

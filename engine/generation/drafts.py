@@ -1,4 +1,4 @@
-"""Drafts for speculative decoding: prompt lookup, and the `draft` setting's choices.
+"""Drafts for speculative decoding: prompt lookup (the `draft` setting's choice: engine/generation/drafter_choice.py).
 
 Prompt lookup proposes the tokens that followed the most recent earlier occurrence of the text's last n tokens
 (the longest n from MAX_NGRAM down to MIN_NGRAM that occurred before), in the prompt or in what was generated

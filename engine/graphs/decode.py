@@ -39,6 +39,8 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
+from .conv_step import conv_windows, shift_conv_windows, window_input
+
 _END = np.iinfo(np.int64).max
 
 
@@ -296,8 +298,9 @@ def _drop_state_reorders(model: ov.Model) -> None:
                     reader.replace_source_output(op.output(0))
 
 
-def one_token_deltanet(model: ov.Model) -> int:
-    """Give every exporter DeltaNet Loop of `model` a one-token path (see the module doc); return how many.
+def one_token_deltanet(model: ov.Model, shift_conv: bool = True) -> int:
+    """Give every exporter DeltaNet Loop of `model` a one-token path (see the module doc), and with `shift_conv` its
+    conv window a one-token shift (engine/graphs/conv_step.py; off only to measure without it); return how many Loops.
 
     A Loop that is not laid out as optimum-intel 2.2 exports it is left as it is, and so is a model with none (its
     states keep their beam reorder too).
@@ -306,8 +309,12 @@ def one_token_deltanet(model: ov.Model) -> int:
     if not layers:
         return 0
     _drop_state_reorders(model)  # before the rewrite: each Loop then reads its state as the ReadValue gives it
-    routing = _Routing.of(layers[0].sequences[0].get_source_output())
+    # The layers' conv windows get a one-token path too: a shift, not the reference kernel's Concat
+    # (engine/graphs/conv_step.py). The rows are routed from the first window's input, which precedes every path.
+    windows = conv_windows(model) if shift_conv else []
+    routing = _Routing.of(window_input(windows[0]) if windows else layers[0].sequences[0].get_source_output())
     for layer in layers:
         _rewrite(layer, routing)
+    shift_conv_windows(windows, routing.tokens.output(0), routing.loop_rows.output(0), routing.step_rows.output(0))
     model.validate_nodes_and_infer_types()
     return len(layers)

@@ -1,0 +1,179 @@
+"""The exact decode step outside the projections, before and after an edit, profiled in one process, interleaved.
+
+    python -m bench.w_step_rest --model IR_DIR --out result.json [--threads 1] [--prompt 256] [--steps 64] [--warm 8]
+                                [--variants before,after] [--top 30]
+
+Variants of the one-token step graph (the engine's last-position head, exact compile properties):
+  exported  the IR as optimum-intel exports it;
+  before    the one-token DeltaNet path without the conv shift (engine/graphs/decode.py as it was before
+            engine/graphs/conv_step.py);
+  after     the one-token DeltaNet path with the conv shift: what engine/runners/runner.py compiles on the CPU.
+
+Each variant is compiled twice: once to prefill the prompt (its states are copied over, then it is let go) and once
+with PERF_COUNT=YES, which then only ever runs one-token steps (bench/step_profile.py says why the counters must not
+see a prefill). The variants step the same tokens in turns (A B, then B A, …) so a busy machine's drift falls on every
+variant; each step's logits are compared with the first variant's (bit-identical or not, max |Δ|). A node's time per
+step is the growth of its counter total between the end of the warm-up and the last step. The step splits into the
+projections (FullyConnected*: the int8 weights) and the rest, which is listed per node type, per kernel and per node.
+The result carries the CPU flags, the thread count and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .common import finish, stamp, summary
+from .step_profile import _totals
+from .w_decode_graph import _properties, step_feed
+
+VARIANTS = ("exported", "before", "after")
+
+
+def variant_model(ir: Path, variant: str):
+    """The IR with the engine's last-position head and the variant's one-token edits."""
+    import openvino as ov
+
+    from decider.engine.graphs.decode import one_token_deltanet
+    from decider.engine.graphs.logits import slice_to_last_position
+
+    if variant not in VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
+    model = ov.Core().read_model(ir)
+    slice_to_last_position(model)
+    if variant != "exported":
+        one_token_deltanet(model, shift_conv=variant == "after")
+    return model
+
+
+def is_projection(node_type: str) -> bool:
+    """The nodes that read the int8 weights (FullyConnected, FullyConnectedCompressed, …)."""
+    return node_type.startswith("FullyConnected")
+
+
+def _ordered(table: dict[str, float]) -> dict[str, float]:
+    return dict(sorted(table.items(), key=lambda kv: -kv[1]))
+
+
+def split(per_node: dict[tuple[str, str, str], float], top: int) -> dict:
+    """A step's per-node milliseconds as projections vs the rest, the rest per node type, kernel and node."""
+    projections = sum(ms for (_, kind, _), ms in per_node.items() if is_projection(kind))
+    rest = {key: ms for key, ms in per_node.items() if not is_projection(key[1])}
+    by_type: dict[str, float] = defaultdict(float)
+    by_kernel: dict[str, float] = defaultdict(float)
+    for (_, kind, exec_type), ms in rest.items():
+        by_type[kind] += ms
+        by_kernel[f"{kind} ({exec_type})"] += ms
+    ranked = sorted(rest.items(), key=lambda kv: -kv[1])[:top]
+    return {
+        "nodes_ms": float(sum(per_node.values())), "projections_ms": float(projections),
+        "rest_ms": float(sum(rest.values())), "executed_rest_nodes": sum(1 for ms in rest.values() if ms > 0.0),
+        "rest_by_type_ms": _ordered(by_type), "rest_by_kernel_ms": _ordered(by_kernel),
+        "rest_top_nodes": [{"name": name, "type": kind, "exec": exec_type, "ms": float(ms)}
+                           for (name, kind, exec_type), ms in ranked],
+    }
+
+
+def _profiled_request(core, model, properties: dict, prefill: dict):
+    """An infer request with PERF_COUNT on, holding the states `prefill` left (run on a compile of its own)."""
+    import openvino as ov
+
+    prompt = core.compile_model(model, "CPU", properties).create_infer_request()
+    prompt.infer(prefill)
+    states = {state.name: state.state.data.copy() for state in prompt.query_state()}
+    del prompt
+    request = core.compile_model(model, "CPU", {**properties, "PERF_COUNT": "YES"}).create_infer_request()
+    for state in request.query_state():
+        state.state = ov.Tensor(states[state.name])
+    return request
+
+
+def step_tokens(vocab: int, steps: int) -> list[int]:
+    return [(1000 + 7 * i) % vocab for i in range(steps)]
+
+
+def run(ir: Path, variants: list[str], prompt: list[int], tokens: list[int], threads: int | None, warm: int, top: int) -> dict:
+    import openvino as ov
+
+    if len(tokens) <= warm:
+        raise SystemExit(f"step at least {warm + 1} times (the first {warm} warm up)")
+    core = ov.Core()
+    properties = _properties(threads, perf=False)
+    requests, names = {}, {}
+    for variant in variants:
+        model = variant_model(ir, variant)
+        names[variant] = {p.get_any_name() for p in model.inputs}
+        requests[variant] = _profiled_request(core, model, properties, step_feed(names[variant], prompt, 0))
+    # the logits are compared with `before` (what the edit must match bit for bit) where it runs, else the first
+    reference = "before" if "before" in variants else variants[0]
+    wall: dict[str, list[float]] = {v: [] for v in variants}
+    delta: dict[str, list[float]] = {v: [] for v in variants if v != reference}
+    warmed: dict[str, dict] = {}
+    for i, token in enumerate(tokens):
+        logits = {}
+        for variant in (variants if i % 2 == 0 else variants[::-1]):
+            feed = step_feed(names[variant], [token], len(prompt) + i)
+            started = time.perf_counter()
+            requests[variant].infer(feed)
+            wall[variant].append((time.perf_counter() - started) * 1e3)
+            logits[variant] = requests[variant].get_tensor("logits").data[0, -1].copy()
+            if i == warm - 1:
+                warmed[variant] = _totals(requests[variant], warm)
+        for variant in delta:
+            delta[variant].append(float(np.max(np.abs(logits[variant] - logits[reference]))))
+    out: dict = {"reference": reference, "variants": {}}
+    for variant in variants:
+        totals = _totals(requests[variant], len(tokens))
+        per_node = {key: (total - warmed[variant].get(key, 0.0)) / (len(tokens) - warm) for key, total in totals.items()}
+        entry = {"step_wall_ms": summary(wall[variant][warm:]), **split(per_node, top)}
+        if variant in delta:
+            entry["logits_vs_reference"] = {"bit_identical": max(delta[variant]) == 0.0, "max_abs": max(delta[variant])}
+            entry["wall_ratio_vs_reference"] = summary(
+                (np.asarray(wall[variant][warm:]) / np.asarray(wall[reference][warm:])).tolist())
+        out["variants"][variant] = entry
+    return out
+
+
+def _vocab(model_dir: Path) -> int:
+    config = json.loads((model_dir / "config.json").read_text())
+    return int(config.get("text_config", config).get("vocab_size") or config["vocab_size"])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.w_step_rest")
+    parser.add_argument("--model", required=True, help="an optimum-intel text export (openvino_model.xml inside)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--threads", type=int, default=1, help="INFERENCE_NUM_THREADS (0: the plugin's default)")
+    parser.add_argument("--prompt", type=int, default=256, help="prompt tokens before the steps")
+    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--warm", type=int, default=8, help="first steps left out (kernels built for one token)")
+    parser.add_argument("--variants", default="before,after", help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--top", type=int, default=30, help="nodes of the rest listed per variant")
+    args = parser.parse_args(argv)
+    folder = Path(args.model)
+    vocab = _vocab(folder)
+    prompt = [(1000 + i) % vocab for i in range(args.prompt)]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    out = stamp(model=str(folder), threads=args.threads or "plugin default", prompt_tokens=args.prompt,
+                steps=args.steps, warm=args.warm, load_average_before=list(os.getloadavg()))
+    out.update(run(folder / "openvino_model.xml", variants, prompt, step_tokens(vocab, args.steps), args.threads or None,
+                   args.warm, args.top))
+    out["load_average_after"] = list(os.getloadavg())
+    for variant, entry in out["variants"].items():
+        same = entry.get("logits_vs_reference", {}).get("bit_identical")
+        verdict = "" if same is None else f"; logits vs {out['reference']}: {'bit-identical' if same else 'differ'}"
+        print(f"  {variant}: step {entry['step_wall_ms']['median']:.1f} ms, projections {entry['projections_ms']:.1f}, "
+              f"rest {entry['rest_ms']:.1f} ms{verdict}", file=sys.stderr, flush=True)
+    finish(Path(args.out), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
