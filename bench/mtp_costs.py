@@ -59,7 +59,7 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
 
     from decider.engine.compile.devices import DeviceOptions
     from decider.engine.runners.mtp_head import load_head
-    from decider.engine.compile.devices import compile_properties
+    from decider.engine.compile.planner import compile_properties
     from decider.engine.runners.runner import ModelRunner
 
     started = time.perf_counter()

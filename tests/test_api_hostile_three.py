@@ -49,7 +49,10 @@ def refused_quickly(api, body: dict) -> dict:
     grown = peak_rss() - before
     print(f"\nrefused in {took:.2f} s, GET /v1/models at worst {worst:.2f} s, peak RSS +{grown / MIB:.0f} MiB")
     assert status == 400 and error_of(reply)["code"] == "context_length_exceeded", reply
-    assert took < 3.0 and worst < 0.5
+    # The memory bound proves the text was not tokenized; the wall-clock bound only catches a refusal that does the
+    # tokenization's work anyway (seconds per megabyte). 10 s: a shared 2-vCPU machine at load 10 took 6.2 s for
+    # the 8,000-property schema, a quiet one under 1 s. The other client's wait is what a user feels: 0.5 s.
+    assert took < 10.0 and worst < 0.5
     assert grown < 400 * MIB  # tokenized whole, 7.7 MB of text took 1.6 GB
     return reply
 

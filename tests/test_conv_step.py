@@ -11,7 +11,8 @@ from support.models import model_dir
 from decider.engine.runners import runner as runner_module
 from decider.engine.graphs.conv_step import conv_windows
 from decider.engine.graphs.decode import one_token_deltanet
-from decider.engine.compile.devices import DeviceOptions, compile_properties
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.planner import compile_properties
 from decider.engine.graphs.logits import slice_to_last_position
 from decider.engine.model.folder import inspect_folder
 from decider.engine.runners.prompt_cache import PromptCache
