@@ -318,7 +318,7 @@ def flat_modules(engine: Path) -> list[str]:
 
 
 def test_every_engine_module_is_in_a_sub_package_that_says_what_it_holds(tmp_path):
-    """engine/ shows its parts: no flat module beside them (tools/move_engine.py moves a merged branch's), every
+    """engine/ shows its parts: no flat module beside them, every
     folder of modules is a package whose __init__ says in a paragraph what it holds, and every one is shipped."""
     import ast
     import tomllib

@@ -79,7 +79,7 @@ def test_every_compile_of_every_runner_states_its_precision(folder, npuw_on_cpu)
 def test_no_compile_site_relies_on_a_plugin_default():
     """Every compile_model call in the package passes properties, and none passes an empty or absent set."""
     sites = []
-    for path in [*ROOT.glob("engine/*.py"), *ROOT.glob("app/**/*.py")]:
+    for path in [*ROOT.glob("engine/**/*.py"), *ROOT.glob("app/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "compile_model":
                 sites.append((path.name, node.lineno))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -105,7 +106,7 @@ def _cached(settings: list[Property], device: str, host: tuple[Property, ...], o
     keyed = {"device": device, "properties": {s.name: s.value for s in settings},
              "host": {s.name: s.value for s in host}}
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return (Property("CACHE_DIR", str(options.cache_dir / digest), CACHE_REASON), *settings)
+    return (Property("CACHE_DIR", str(Path(options.cache_dir) / digest), CACHE_REASON), *settings)
 
 
 def _merge(settings: list[Property], changes: list[Property]) -> list[Property]:
