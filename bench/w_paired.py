@@ -66,9 +66,18 @@ def load_llama(gguf: str, threads: int, seed: int = 0):
                  logits_all=False, verbose=False, seed=seed, last_n_tokens_size=64)
 
 
+def feed_one_by_one(llm, ids: list[int]) -> None:
+    """Evaluate `ids` a token at a time: llama-cpp-python 0.3.36 built on an AMX CPU dies (SIGSEGV in
+    llama_decode) on a batch of 2+ tokens. generate(ids, reset=True) then finds all but the last token already
+    evaluated (its longest-prefix reuse) and feeds only that one."""
+    for token in ids:
+        llm.eval([token])
+
+
 def llama_generate(llm, ids: list[int], tokens: int, sampling) -> tuple[list[int], float]:
     """(tokens drawn, seconds from the first draw to the last): prefill excluded, as for Decider."""
     llm.reset()
+    feed_one_by_one(llm, ids[:-1])
     out: list[int] = []
     first = None
     generator = llm.generate(ids, reset=True, **_llama_kwargs(sampling))
@@ -138,6 +147,7 @@ def llama_think_decision(llm, ids: list[int], reasoning: int, forced: list[int],
     from .w_llama import last_logits
 
     llm.reset()
+    feed_one_by_one(llm, ids[:-1])
     drawn: list[int] = []
     generator = llm.generate(ids, reset=True, **_llama_kwargs(sampling))
     for token in generator:
@@ -145,7 +155,7 @@ def llama_think_decision(llm, ids: list[int], reasoning: int, forced: list[int],
         if len(drawn) == reasoning:
             break
     generator.close()
-    llm.eval([drawn[-1], *forced])
+    feed_one_by_one(llm, [drawn[-1], *forced])
     x = last_logits(llm)[:vocab].astype(np.float64)
     logprobs = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
     return {"reasoning_tokens": len(drawn), "logprobs": logprobs[letters].tolist()}

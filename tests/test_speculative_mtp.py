@@ -216,3 +216,16 @@ def test_auto_times_plain_steps_first_and_pauses_a_head_slower_than_them():
     auto.record(12, 12)  # every draft kept, but a round yielding 3 tokens took 1 s: slower than 10 steps a second
     auto.timed(True, 3, 1.0)
     assert auto.propose(3) == [] and auto.off
+
+
+def test_auto_takes_lookups_free_drafts_where_the_text_repeats_and_the_heads_elsewhere():
+    auto = AutoMtp(_FixedHead())  # type: ignore[arg-type]
+    auto.start([1, 2, 3, 1, 2])
+    auto.seen(np.zeros(4))
+    for _ in range(4):
+        assert auto.propose(3) == []
+        auto.timed(False, 1, 0.1)
+    assert auto.propose(3) == [3, 1] and auto.q(0) is None  # lookup: a point mass, at the head's draft count
+    auto.push(9)  # "… 1 2 9": nothing earlier continues it
+    auto.seen(np.zeros(4))
+    assert auto.propose(3) == [7, 7]  # no repeat: the head's drafts

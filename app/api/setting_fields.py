@@ -15,7 +15,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import Field
 
-from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_SETTINGS, Setting
+from decider.engine.core.settings import DECISION_SETTINGS, IMAGE_PIXELS_DEFAULT, SAMPLING_SETTINGS, Setting
 
 from .fields import Boolean, EngineFloat, EngineInt, Strict, Text
 
@@ -55,7 +55,7 @@ class DecisionFields(SamplingFields):
     sample_choice: Boolean = declared(False)
     fast_reasoning: Boolean = declared(True)
     alternatives: EngineInt = declared(10, 0, 20)
-    image_pixels: EngineInt = declared(512 * 512, 256 * 256, 4096 * 4096)
+    image_pixels: EngineInt = declared(IMAGE_PIXELS_DEFAULT, 256 * 256, 4096 * 4096)  # chosen by measurement
 
 
 def _kind(annotation: object) -> type:

@@ -22,7 +22,7 @@ from .errors import SettingsError
 from .logprobs import MAX_TOP_LOGPROBS
 
 _DECLARATION = "decider.setting"  # the metadata key of a settings field's declaration
-IMAGE_PIXELS_DEFAULT = 512 * 512  # the capture budget's default (see DECISION_SETTINGS' image_pixels)
+IMAGE_PIXELS_DEFAULT = 480 * 480  # the capture budget's default (see DECISION_SETTINGS' image_pixels)
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,8 @@ class SamplingSettings:
     # Speculative decoding (engine/generation/speculative.py): drafts checked by the exact model, the same distribution.
     draft: str = setting(
         "none", "Drafts", "guess tokens ahead and verify them in one exact forward: lookup (repeats of earlier "
-        "text), auto (the model's MTP head where its export kept one, else lookup; off while its guesses do not pay), "
+        "text), auto (lookup where the text repeats, else the model's MTP head where its export kept one; paused while its "
+        "guesses do not pay), "
         "mtp (the model's MTP head); the text's "
         "distribution stays the exact model's", choices=("none", "lookup", "auto", "mtp"), local=True)
     seed: int | None = setting(

@@ -6,8 +6,9 @@ so far. It costs a dictionary lookup per step. Its draft is a point mass (q = 1 
 verifier (engine/generation/speculative.py) accepts it with the exact model's probability, so the distribution the text
 is drawn from is the exact model's whatever the drafts are.
 
-`auto` is the MTP head's drafts where the export kept one (engine/generation/mtp_drafts.AutoMtp), else lookup, either pausing
-for AUTO_RETRY tokens whenever drafting is measured not to pay: its
+`auto` is lookup's drafts, and where the export kept an MTP head the head's when lookup has none
+(engine/generation/mtp_drafts.AutoMtp), pausing for AUTO_RETRY tokens (doubling while probes keep failing) whenever
+drafting is measured not to pay: its
 drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
 verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
 model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
@@ -27,7 +28,11 @@ MAX_DRAFT = 3  # drafts per verify: 4 tokens a forward, where the CPU's k-token 
 AUTO_PROBE = 12  # auto judges its drafts after this many
 AUTO_MIN_ACCEPTANCE = 0.4  # and keeps drafting only while at least this share of them was kept
 AUTO_MIN_STEPS = 4  # plain steps timed before auto compares their speed with its verify rounds'
-AUTO_RETRY = 32  # tokens auto decodes plainly before it drafts again
+AUTO_RETRY = 32  # tokens auto decodes plainly before it drafts again after a probe that did not pay
+AUTO_RETRY_MAX = 1024  # ... doubled after each such probe up to this (a passing probe starts again at AUTO_RETRY)
+# A probe whose first AUTO_EARLY drafts were all rejected ends there: on the 0.8B geometry with drafts that never
+# match (bench/w_draft, 2026-12-05 quiet), a 12-draft probe every 32 tokens made auto 0.77x plain decoding.
+AUTO_EARLY = 4
 
 
 class PromptLookup:
@@ -114,6 +119,7 @@ class AutoLookup(PromptLookup):
         self._window = [0, 0]  # drafted, kept: recent drafts (halved as it grows)
         self._rates = {True: [0, 0.0], False: [0, 0.0]}  # drafted? → [tokens, seconds]
         self._steps = 0
+        self._retry = AUTO_RETRY  # plain tokens before the next probe (doubles while probes fail)
 
     def record(self, drafted: int, kept: int) -> None:
         super().record(drafted, kept)
@@ -128,14 +134,20 @@ class AutoLookup(PromptLookup):
     def propose(self, limit: int) -> list[int]:
         if self.off:
             self._idle += 1
-            if self._idle < AUTO_RETRY:
+            if self._idle < self._retry:
                 return []
+            # a probe: should it fail too, the pause after it is twice as long (probes cost verify rounds)
+            self._retry = min(2 * self._retry, AUTO_RETRY_MAX)
             self.off, self._idle, self._window, self._rates[True] = False, 0, [0, 0], [0, 0.0]
         drafted, kept = self._window
         if drafted >= AUTO_PROBE:
             (drafted_tokens, drafted_s), (plain_tokens, plain_s) = self._rates[True], self._rates[False]
             slower = self._steps >= AUTO_MIN_STEPS and drafted_tokens * plain_s < plain_tokens * drafted_s
             self.off = kept < AUTO_MIN_ACCEPTANCE * drafted or slower
+            if not self.off:
+                self._retry = AUTO_RETRY
             if drafted >= 4 * AUTO_PROBE:
                 self._window = [drafted // 2, kept // 2]
+        elif drafted >= AUTO_EARLY and kept == 0:
+            self.off = True
         return [] if self.off else super().propose(limit)
