@@ -70,7 +70,9 @@ class ModelFolder:
         return "moe" in self.model_type
 
 
-def _read_json(path: Path, required: bool) -> dict:
+def read_json_object(path: Path, required: bool = True) -> dict:
+    """A JSON file holding an object; ModelError naming the file when it is missing (and required), not JSON or
+    not an object ({} for a missing optional file)."""
     if not path.is_file():
         if required:
             raise ModelError(f"{path}: missing file")
@@ -107,7 +109,7 @@ def inspect_folder(path: str | Path) -> ModelFolder:
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise ModelError(f"{folder}: not a folder")
-    config = _read_json(folder / "config.json", required=True)
+    config = read_json_object(folder / "config.json", required=True)
     model_type = config.get("model_type")
     if model_type in TEXT_MODEL_TYPES:
         layout, text_config = "text", config
@@ -132,7 +134,7 @@ def inspect_folder(path: str | Path) -> ModelFolder:
     tokenizer_json = folder / "tokenizer.json"
     if not tokenizer_json.is_file():
         raise ModelError(f"{tokenizer_json}: missing file (Decider needs the Hugging Face tokenizer.json)")
-    generation_config = _read_json(folder / "generation_config.json", required=False)
+    generation_config = read_json_object(folder / "generation_config.json", required=False)
     vision_config = _vision_config(folder, config) if layout == "vl" else {}
     return ModelFolder(
         path=folder,

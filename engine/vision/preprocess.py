@@ -13,7 +13,6 @@ the encoder are the ones the reference implementation feeds.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import ModelError, SettingsError
+from ..model.folder import read_json_object
 
 # transformers' Qwen2VLImageProcessor defaults, used where preprocessor_config.json is silent.
 _DEFAULT_MIN_PIXELS = 56 * 56
@@ -51,13 +51,7 @@ class ProcessorConfig:
     @classmethod
     def from_file(cls, path: Path, vision_config: dict) -> "ProcessorConfig":
         """Read preprocessor_config.json; the vision config (config.json) fills what it leaves out."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ModelError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise ModelError(f"{path}: expected a JSON object")
-        return cls.from_dict(data, vision_config, str(path))
+        return cls.from_dict(read_json_object(path), vision_config, str(path))
 
     @classmethod
     def from_dict(cls, data: dict, vision_config: dict, where: str = "preprocessor config") -> "ProcessorConfig":
