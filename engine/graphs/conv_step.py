@@ -27,16 +27,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
-_END = np.iinfo(np.int64).max
-
-
-def _i64(values) -> ov.Node:
-    return ops.constant(np.array(values, dtype=np.int64))
-
-
-def _is(node: ov.Node, kind: str) -> bool:
-    return node.get_type_name() == kind
-
+from .building import END, first_rows, i64, is_op, merge_rows
 
 def _readers(output: ov.Output) -> list[ov.Node]:
     return [target.get_node() for target in output.get_target_inputs()]
@@ -64,8 +55,8 @@ def _static(output: ov.Output, rank: int) -> list[int] | None:
 
 def _transposed(node: ov.Node) -> ov.Node | None:
     """node if it is Transpose(x, [0, 2, 1])."""
-    order = node.input_value(1).get_node() if _is(node, "Transpose") else None
-    return node if order is not None and _is(order, "Constant") and list(order.get_data().ravel()) == [0, 2, 1] else None
+    order = node.input_value(1).get_node() if is_op(node, "Transpose") else None
+    return node if order is not None and is_op(order, "Constant") and list(order.get_data().ravel()) == [0, 2, 1] else None
 
 
 def _match(conv: ov.Node) -> _Window | None:
@@ -74,9 +65,9 @@ def _match(conv: ov.Node) -> _Window | None:
     attributes = conv.get_attributes()
     plain = (attributes.get("strides") == [1] and attributes.get("dilations") == [1]
              and not any(attributes.get("pads_begin", [1])) and not any(attributes.get("pads_end", [1])))
-    if not plain or not _is(concat, "Concat") or concat.get_input_size() != 2 or concat.get_attributes()["axis"] not in (-1, 2):
+    if not plain or not is_op(concat, "Concat") or concat.get_input_size() != 2 or concat.get_attributes()["axis"] not in (-1, 2):
         return None
-    if _is(concat.input_value(0).get_node(), "Slice"):
+    if is_op(concat.input_value(0).get_node(), "Slice"):
         return None  # rewritten already: the state reaches the window through its rows cut
     transpose = _transposed(concat.input_value(1).get_node())
     if transpose is None:
@@ -86,21 +77,17 @@ def _match(conv: ov.Node) -> _Window | None:
     if state is None or weights.is_dynamic or [d.get_length() for d in weights] != [state[0], 1, 1, state[1]]:
         return None
     readers = _readers(concat.output(0))
-    keeps = [n for n in readers if _is(n, "Slice")]
+    keeps = [n for n in readers if is_op(n, "Slice")]
     tails = _readers(conv.output(0))
-    if len(readers) != 2 or len(keeps) != 1 or len(tails) != 1 or not _is(tails[0], "Slice"):
+    if len(readers) != 2 or len(keeps) != 1 or len(tails) != 1 or not is_op(tails[0], "Slice"):
         return None
     if [n.get_type_name() for n in _readers(keeps[0].output(0))] != ["Assign"]:
         return None
     swish = _readers(tails[0].output(0))
-    back = _readers(swish[0].output(0)) if len(swish) == 1 and _is(swish[0], "Swish") else []
+    back = _readers(swish[0].output(0)) if len(swish) == 1 and is_op(swish[0], "Swish") else []
     if len(back) != 1 or _transposed(back[0]) is None:
         return None
     return _Window(concat, transpose, conv, tails[0], swish[0], back[0], keeps[0], *state)
-
-
-def _rows(x: ov.Output, rows: ov.Output) -> ov.Output:
-    return ops.slice(x, _i64([0]), rows, _i64([1]), _i64([0])).output(0)
 
 
 def _shift_indices(channels: int, kernel: int) -> ov.Node:
@@ -115,12 +102,12 @@ def _shifted(window: _Window, rows: ov.Output) -> tuple[ov.Output, ov.Output]:
     `rows` rows."""
     channels, kernel = window.channels, window.kernel
     x = window.transpose.input_value(0)  # [B, S, C]
-    token = ops.slice(x, _i64([0, -1]), ops.concat([rows, _i64([_END])], 0), _i64([1, 1]), _i64([0, 1]))
-    token = ops.reshape(token, _i64([0, channels]), True)  # [rows, C] (0: the rows as they are)
-    state = ops.reshape(_rows(window.concat.input_value(0), rows), _i64([0, channels * kernel]), True)
+    token = ops.slice(x, i64([0, -1]), ops.concat([rows, i64([END])], 0), i64([1, 1]), i64([0, 1]))
+    token = ops.reshape(token, i64([0, channels]), True)  # [rows, C] (0: the rows as they are)
+    state = ops.reshape(first_rows(window.concat.input_value(0), rows).output(0), i64([0, channels * kernel]), True)
     both = ops.concat([state, token], 1)
-    shifted = ops.gather(both, _shift_indices(channels, kernel), _i64(1))
-    shifted = ops.reshape(shifted, _i64([0, channels, kernel]), True)
+    shifted = ops.gather(both, _shift_indices(channels, kernel), i64(1))
+    shifted = ops.reshape(shifted, i64([0, channels, kernel]), True)
     a = window.conv.get_attributes()
     out = ops.group_convolution(shifted, window.conv.input_value(1), a["strides"], a["pads_begin"], a["pads_end"],
                                 a["dilations"], a["auto_pad"])
@@ -133,8 +120,8 @@ def _shapes_without(transpose: ov.Node) -> None:
     same shape from the input itself, and the Transpose (a copy, each step) goes when nothing else reads it."""
     source = transpose.input_value(0)
     for reader in _readers(transpose.output(0)):
-        if _is(reader, "ShapeOf"):
-            shape = ops.gather(ops.shape_of(source, reader.get_output_element_type(0)), _i64([0, 2, 1]), _i64(0))
+        if is_op(reader, "ShapeOf"):
+            shape = ops.gather(ops.shape_of(source, reader.get_output_element_type(0)), i64([0, 2, 1]), i64(0))
             for target in list(reader.output(0).get_target_inputs()):
                 target.replace_source_output(shape.output(0))
 
@@ -145,24 +132,20 @@ def _rewrite(window: _Window, tokens: ov.Output, loop_rows: ov.Output, step_rows
     new_state, out = _shifted(window, step_rows)  # built from the sources before they are cut below
     # [step_rows, C, 1] → [step_rows, S, C], token-major as the exported Transpose hands it on: the same elements, in
     # the same order (none for a longer chunk, S = 1 otherwise)
-    out = ops.reshape(out, ops.concat([step_rows, tokens, _i64([window.channels])], 0), False).output(0)
+    out = ops.reshape(out, ops.concat([step_rows, tokens, i64([window.channels])], 0), False).output(0)
     # The exported window gets loop_rows rows (none for one token: the plugin then skips it).
-    window.concat.input(0).replace_source_output(_rows(window.concat.input_value(0), loop_rows))
+    window.concat.input(0).replace_source_output(first_rows(window.concat.input_value(0), loop_rows).output(0))
     # A Transpose of its own: the exported one has other readers (the exporter sizes the attention mask by its shape).
-    cut = ops.transpose(_rows(window.transpose.input_value(0), loop_rows), window.transpose.input_value(1))
+    cut = ops.transpose(first_rows(window.transpose.input_value(0), loop_rows).output(0), window.transpose.input_value(1))
     window.concat.input(1).replace_source_output(cut.output(0))
     _shapes_without(window.transpose)
-    merged_out = ops.concat([window.back.output(0), out], 0)
-    merged_state = ops.concat([window.keep.output(0), new_state], 0)
-    for reader in back_readers:
-        reader.replace_source_output(merged_out.output(0))
-    for reader in keep_readers:
-        reader.replace_source_output(merged_state.output(0))
+    merge_rows(window.back.output(0), out, back_readers)
+    merge_rows(window.keep.output(0), new_state, keep_readers)
 
 
 def conv_windows(model: ov.Model) -> list[_Window]:
     """The exporter's conv windows of `model`, in graph order (none once rewritten)."""
-    return [w for op in model.get_ordered_ops() if _is(op, "GroupConvolution") and (w := _match(op)) is not None]
+    return [w for op in model.get_ordered_ops() if is_op(op, "GroupConvolution") and (w := _match(op)) is not None]
 
 
 def window_input(window: _Window) -> ov.Output:

@@ -39,18 +39,8 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
+from .building import END, cut, first_rows, i64, is_op, merge_rows
 from .conv_step import conv_windows, shift_conv_windows, window_input
-
-_END = np.iinfo(np.int64).max
-
-
-def _i64(values) -> ov.Node:
-    return ops.constant(np.array(values, dtype=np.int64))
-
-
-def _cut(x, start, stop, axis: int) -> ov.Node:
-    return ops.slice(x, start, stop, _i64([1]), _i64([axis]))
-
 
 @dataclass(frozen=True)
 class _Normalised:
@@ -77,25 +67,21 @@ def _only_reader(output: ov.Output) -> ov.Node | None:
     return readers[0].get_node() if len(readers) == 1 else None
 
 
-def _is(node: ov.Node, kind: str) -> bool:
-    return node.get_type_name() == kind
-
-
 def _l2_normalised(output: ov.Output) -> tuple[ov.Output, ov.Output, tuple[ov.Input, ...]] | None:
     """(raw, eps, the inputs reading raw) where output = raw * 1/sqrt(sum(raw*raw, -1) + eps), as exported."""
     node = output.get_node()
-    if not _is(node, "Multiply"):
+    if not is_op(node, "Multiply"):
         return None
     for raw_port, norm_port in ((0, 1), (1, 0)):
         raw, rsqrt = node.input_value(raw_port), node.input_value(norm_port).get_node()
-        if not (_is(rsqrt, "Divide") and _is(rsqrt.input_value(1).get_node(), "Sqrt")):
+        if not (is_op(rsqrt, "Divide") and is_op(rsqrt.input_value(1).get_node(), "Sqrt")):
             continue
         add = rsqrt.input_value(1).get_node().input_value(0).get_node()
-        if not _is(add, "Add"):
+        if not is_op(add, "Add"):
             continue
         for sum_port in (0, 1):
             total = add.input_value(sum_port).get_node()
-            if _is(total, "ReduceSum") and _is(total.input_value(0).get_node(), "Multiply"):
+            if is_op(total, "ReduceSum") and is_op(total.input_value(0).get_node(), "Multiply"):
                 square = total.input_value(0).get_node()
                 if square.input_value(0) == raw and square.input_value(1) == raw:
                     return raw, add.input_value(1 - sum_port), (node.input(raw_port), square.input(0), square.input(1))
@@ -105,7 +91,7 @@ def _l2_normalised(output: ov.Output) -> tuple[ov.Output, ov.Output, tuple[ov.In
 def _transposed(output: ov.Output, order: list[int]) -> ov.Node | None:
     """The Transpose(x, order) node behind output, if that is what it is."""
     node = output.get_node()
-    if not _is(node, "Transpose") or not _is(node.input_value(1).get_node(), "Constant"):
+    if not is_op(node, "Transpose") or not is_op(node.input_value(1).get_node(), "Constant"):
         return None
     return node if list(node.input_value(1).get_node().get_data().ravel()) == order else None
 
@@ -114,7 +100,7 @@ def _normalised(output: ov.Output, scaled: bool) -> _Normalised | None:
     divisor = None
     if scaled:
         node = output.get_node()
-        if not _is(node, "Divide"):
+        if not is_op(node, "Divide"):
             return None
         output, divisor = node.input_value(0), node.input_value(1)
         if divisor.get_partial_shape().rank.is_dynamic or divisor.get_partial_shape().rank.get_length() != 0:
@@ -128,10 +114,10 @@ def _flattened_outputs(loop: ov.Node, state: ov.Output) -> tuple[ov.Node, ov.Nod
     """The exporter flattens the Loop's two outputs into one Concat and slices them back out:
     Loop → Reshape(-1) ×2 → Concat → Slice ×2 → Reshape (output [B,H,S,Dv]; state [B,H,Dk,Dv])."""
     first, second = (_only_reader(loop.output(i)) for i in range(2))
-    if first is None or second is None or not (_is(first, "Reshape") and _is(second, "Reshape")):
+    if first is None or second is None or not (is_op(first, "Reshape") and is_op(second, "Reshape")):
         return None
     concat = _only_reader(first.output(0))
-    if concat is None or not _is(concat, "Concat"):
+    if concat is None or not is_op(concat, "Concat"):
         return None
     shared = _only_reader(second.output(0)) is concat  # (a name of its own: an `is` test would narrow `concat`)
     if not shared:
@@ -139,8 +125,8 @@ def _flattened_outputs(loop: ov.Node, state: ov.Output) -> tuple[ov.Node, ov.Nod
     ends = []
     for target in concat.output(0).get_target_inputs():
         piece = target.get_node()
-        end = _only_reader(piece.output(0)) if _is(piece, "Slice") else None
-        if end is None or not _is(end, "Reshape"):
+        end = _only_reader(piece.output(0)) if is_op(piece, "Slice") else None
+        if end is None or not is_op(end, "Reshape"):
             return None
         ends.append(end)
     if len(ends) != 2:
@@ -156,7 +142,7 @@ def _match(loop: ov.Node) -> _Layer | None:
     """The exporter's DeltaNet Loop: inputs (trip count, condition, q, k, v, g, beta, state, output buffer)."""
     if loop.get_input_size() != 9 or loop.get_output_size() != 2:
         return None
-    if _is(loop.input_value(7).get_node(), "Slice"):
+    if is_op(loop.input_value(7).get_node(), "Slice"):
         return None  # rewritten already: the state reaches the Loop through its rows cut
     q = _normalised(loop.input_value(2), scaled=True)
     k = _normalised(loop.input_value(3), scaled=False)
@@ -168,26 +154,22 @@ def _match(loop: ov.Node) -> _Layer | None:
     return _Layer(loop, q, k, tuple(t.input(0) for t in transposes), *outputs)
 
 
-def _rows(x, rows) -> ov.Node:
-    return _cut(x, _i64([0]), rows, 0)
-
-
 def _last_token(x, rows) -> ov.Output:
     """x [B, S, H(, D)] → its last token for `rows` rows, head-first [rows, H, 1(, D)]. With one token that is the same
     memory order: a Reshape (no copy) where the head dims are static, as exported, else a Transpose."""
-    last = ops.slice(x, _i64([0, -1]), ops.concat([rows, _i64([_END])], 0), _i64([1, 1]), _i64([0, 1]))
+    last = ops.slice(x, i64([0, -1]), ops.concat([rows, i64([END])], 0), i64([1, 1]), i64([0, 1]))
     heads = list(x.get_partial_shape())[2:]
     if all(d.is_static for d in heads):
         sizes = [d.get_length() for d in heads]
-        return ops.reshape(last, _i64([0, sizes[0], 1, *sizes[1:]]), True).output(0)  # 0: the rows as they are
+        return ops.reshape(last, i64([0, sizes[0], 1, *sizes[1:]]), True).output(0)  # 0: the rows as they are
     order = [0, 2, 1, 3] if len(heads) == 2 else [0, 2, 1]
-    return ops.transpose(last, _i64(order)).output(0)
+    return ops.transpose(last, i64(order)).output(0)
 
 
 def _normalise_one(norm: _Normalised, rows) -> ov.Node:
     """norm.raw's last token for `rows` rows, normalised as exported, head-first [rows, H, 1, D]."""
     last = _last_token(norm.raw, rows)
-    total = ops.reduce_sum(ops.multiply(last, last), _i64([-1]), True)
+    total = ops.reduce_sum(ops.multiply(last, last), i64([-1]), True)
     rsqrt = ops.divide(ops.constant(np.array(1.0, dtype=np.float32)), ops.sqrt(ops.add(total, norm.eps)))
     out = ops.multiply(last, rsqrt)
     return ops.divide(out, norm.divisor) if norm.divisor is not None else out
@@ -203,14 +185,14 @@ def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
     ms, 0.8B int8, 1 thread, `bench/w_decode_graph.py --earlier`; decoded logprobs within 2.8e-5 of transformers
     float64 on the fixtures, 2.3e-5 before.)
     """
-    last_axis = _i64([-1])
+    last_axis = i64([-1])
     decay = ops.unsqueeze(ops.exp(g), last_axis)  # [b,H,1,1]
     both = ops.matmul(ops.concat([q, k], 2), state, False, False)  # [b,H,2,Dv]: qᵀS and kᵀS, one read of S
-    q_s, k_s = (_cut(both, _i64([i]), _i64([i + 1]), 2) for i in (0, 1))
+    q_s, k_s = (cut(both, i64([i]), i64([i + 1]), 2) for i in (0, 1))
     delta = ops.multiply(ops.subtract(v, ops.multiply(k_s, decay)), ops.unsqueeze(beta, last_axis))
     heads, width = (k.get_output_partial_shape(0)[axis] for axis in (1, 3))
-    k_column = (ops.reshape(k, _i64([0, heads.get_length(), width.get_length(), 1]), True)  # [b,H,Dk,1], no copy
-                if heads.is_static and width.is_static else ops.transpose(k, _i64([0, 1, 3, 2])))
+    k_column = (ops.reshape(k, i64([0, heads.get_length(), width.get_length(), 1]), True)  # [b,H,Dk,1], no copy
+                if heads.is_static and width.is_static else ops.transpose(k, i64([0, 1, 3, 2])))
     outer = ops.multiply(k_column, delta)  # k ⊗ delta by broadcasting: fuses with the rest
     new_state = ops.add(ops.multiply(state, decay), outer)
     q_k = ops.reduce_sum(ops.multiply(q, k), last_axis, True)  # [b,H,1,1]
@@ -230,9 +212,9 @@ class _Routing:
     def of(cls, sequence: ov.Output) -> "_Routing":
         """From any [B, S, …] tensor of the infer (every layer's v has the infer's batch and tokens)."""
         shape = ops.shape_of(sequence)
-        batch = ops.gather(shape, _i64([0]), _i64(0))
-        tokens = ops.gather(shape, _i64([1]), _i64(0))
-        loop_rows = ops.select(ops.equal(tokens, _i64([1])), _i64([0]), batch)
+        batch = ops.gather(shape, i64([0]), i64(0))
+        tokens = ops.gather(shape, i64([1]), i64(0))
+        loop_rows = ops.select(ops.equal(tokens, i64([1])), i64([0]), batch)
         return cls(tokens, loop_rows, ops.subtract(batch, loop_rows))
 
 
@@ -242,18 +224,18 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
     o_readers = list(layer.o_out.output(0).get_target_inputs())
     state_readers = list(layer.state_out.output(0).get_target_inputs())
     tokens, loop_rows, step_rows = routing.tokens, routing.loop_rows, routing.step_rows
-    zero, one = _i64([0]), _i64([1])
+    zero, one = i64([0]), i64([1])
 
     # Every input of the fused kernel gets loop_rows rows; the sources are cut before the normalisation and the
     # transposes, which the plugin's fusion matches as exported. With no rows it has no work.
     for norm in (layer.q, layer.k):
-        cut = _rows(norm.raw, loop_rows).output(0)
+        cut = first_rows(norm.raw, loop_rows).output(0)
         for reader in norm.readers:
             reader.replace_source_output(cut)
     sources = [reader.get_source_output() for reader in layer.sequences]
     for reader, source in zip(layer.sequences, sources):
-        reader.replace_source_output(_rows(source, loop_rows).output(0))
-    loop_state = _rows(state, loop_rows)
+        reader.replace_source_output(first_rows(source, loop_rows).output(0))
+    loop_state = first_rows(state, loop_rows)
     loop.input(7).replace_source_output(loop_state.output(0))
     # the exporter reshapes the new state to the shape of the state read: now loop_rows rows
     state_shape = layer.state_out.input_value(1)
@@ -268,17 +250,13 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
     # [step_rows, H, 1, Dv] → [step_rows, H, S, Dv]: the same elements (none for a longer chunk, S = 1 otherwise)
     heads, width = (out.get_output_partial_shape(0)[axis] for axis in (1, 3))
     if heads.is_static and width.is_static:
-        head_dim, value_dim = _i64([heads.get_length()]), _i64([width.get_length()])
+        head_dim, value_dim = i64([heads.get_length()]), i64([width.get_length()])
     else:
-        tail = _cut(ops.shape_of(out), _i64([1]), _i64([_END]), 0)
-        head_dim, value_dim = _cut(tail, zero, one, 0), _cut(tail, _i64([2]), _i64([3]), 0)
+        tail = cut(ops.shape_of(out), i64([1]), i64([END]), 0)
+        head_dim, value_dim = cut(tail, zero, one, 0), cut(tail, i64([2]), i64([3]), 0)
     out = ops.reshape(out, ops.concat([step_rows, head_dim, tokens, value_dim], 0), False)
-    merged_out = ops.concat([layer.o_out.output(0), out], 0)
-    merged_state = ops.concat([layer.state_out.output(0), new_state], 0)
-    for reader in o_readers:
-        reader.replace_source_output(merged_out.output(0))
-    for reader in state_readers:
-        reader.replace_source_output(merged_state.output(0))
+    merge_rows(layer.o_out.output(0), out.output(0), o_readers)
+    merge_rows(layer.state_out.output(0), new_state.output(0), state_readers)
 
 
 def _drop_state_reorders(model: ov.Model) -> None:
@@ -286,13 +264,13 @@ def _drop_state_reorders(model: ov.Model) -> None:
     the KV caches) without its beam reorder, the identity for one sequence."""
     beams = [p for p in model.get_parameters() if "beam_idx" in p.output(0).get_names()]
     for op in model.get_ordered_ops():
-        shape = op.get_output_partial_shape(0) if _is(op, "ReadValue") else None
+        shape = op.get_output_partial_shape(0) if is_op(op, "ReadValue") else None
         if shape is None or shape.rank.is_dynamic or not all(d.is_static for d in list(shape)[1:]):
             continue
         for target in list(op.output(0).get_target_inputs()):
             gather = target.get_node()
-            axis = gather.input_value(2).get_node() if _is(gather, "Gather") else None
-            if (axis is not None and gather.input_value(1).get_node() in beams and _is(axis, "Constant")
+            axis = gather.input_value(2).get_node() if is_op(gather, "Gather") else None
+            if (axis is not None and gather.input_value(1).get_node() in beams and is_op(axis, "Constant")
                     and int(axis.get_data().ravel()[0]) == 0):
                 for reader in list(gather.output(0).get_target_inputs()):
                     reader.replace_source_output(op.output(0))
@@ -305,7 +283,7 @@ def one_token_deltanet(model: ov.Model, shift_conv: bool = True) -> int:
     A Loop that is not laid out as optimum-intel 2.2 exports it is left as it is, and so is a model with none (its
     states keep their beam reorder too).
     """
-    layers = [layer for op in model.get_ordered_ops() if _is(op, "Loop") and (layer := _match(op)) is not None]
+    layers = [layer for op in model.get_ordered_ops() if is_op(op, "Loop") and (layer := _match(op)) is not None]
     if not layers:
         return 0
     _drop_state_reorders(model)  # before the rewrite: each Loop then reads its state as the ReadValue gives it
