@@ -14,7 +14,8 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QShortcut
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QTabWidget, QWidget
 
-from decider.engine.decisions.types import DecisionRequest
+from decider.engine.core.info import ModelInfo
+from decider.engine.decisions.types import DecisionRequest, DecisionResult
 
 from .calibration_tab import CalibrationView
 from .decision_controller import DecisionController
@@ -62,11 +63,11 @@ class WindowPort(Protocol):
     @property
     def loading_path(self) -> str | None: ...
     @property
-    def model_info(self) -> Any: ...  # the controller's (a ModelInfo or None; typed there as Any)
+    def model_info(self) -> ModelInfo | None: ...
     @property
     def last_request(self) -> DecisionRequest | None: ...
     @property
-    def last_result(self) -> Any: ...  # the controller's (a DecisionResult or None; typed there as Any)
+    def last_result(self) -> DecisionResult | None: ...
 
     # signals
     @property
