@@ -28,22 +28,27 @@ import os
 import sys
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 
 from .common import finish, read_json, stamp, summary
 
 
-def decider_runner(model: str, device: str, exact: bool, threads: int):
+def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False):
+    """widened: the exact compile with int8 weights widened to f32 (the plugin's path before integer pieces)."""
     import openvino as ov
 
     from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.plan import PROJECTIONS_ENV
     from decider.engine.runners.runner import ModelRunner
 
     core = ov.Core()
     if device.upper().startswith("CPU"):
         core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
-    return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
+    # the plan reads the switch when the runner is built
+    with patch.dict(os.environ, {PROJECTIONS_ENV: "widened"} if widened else {}):
+        return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
 
 
 def _sampling():
@@ -114,6 +119,7 @@ def task_decode(args, prompts) -> dict:
     ids = list(prompts["think"]["ids"])
     engines = {
         "exact": decider_runner(args.model, args.device, True, args.threads),
+        "widened": decider_runner(args.model, args.device, True, args.threads, widened=True),
         "fast": decider_runner(args.model, args.device, False, args.threads),
         "llama": load_llama(args.gguf, args.threads),
     }
@@ -135,7 +141,8 @@ def task_decode(args, prompts) -> dict:
                                                           "frequency_penalty", "presence_penalty")},
            "step_ms": {n: summary([t * 1e3 for t in v]) for n, v in times.items()},
            "tokens_per_s": {n: summary([1 / t for t in v]) for n, v in times.items()},
-           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in ("exact", "fast")}}
+           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in ("exact", "widened", "fast")},
+           "labels": {n: engines[n].precision.label for n in ("exact", "widened", "fast")}}
     out["weight_bytes"] = sum(f.stat().st_size for f in Path(args.model).glob("openvino_model.bin"))
     out["gguf_bytes"] = Path(args.gguf).stat().st_size
     return out

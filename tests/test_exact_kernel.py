@@ -11,7 +11,8 @@ from support.models import model_dir
 from decider.engine.compile.devices import DeviceOptions
 from decider.engine.kernels import adoption, vnni_ir, vnni_jit
 from decider.engine.kernels.int8_matvec import Int8Matrix
-from decider.engine.kernels.projection_op import KERNEL_TOKENS, int8_weights, route_int8_projections
+from decider.engine.graphs.int8_weights import int8_weights
+from decider.engine.kernels.projection_op import KERNEL_TOKENS, route_int8_projections
 from decider.engine.core.logprobs import log_softmax
 from decider.engine.runners.runner import ModelRunner
 
@@ -114,6 +115,7 @@ def test_routing_adds_one_input_and_one_operation_per_shared_activation():
 
 def _runner(monkeypatch, mode: str) -> ModelRunner:
     monkeypatch.setenv("DECIDER_EXACT_KERNEL", mode)
+    monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "widened")  # "plugin": the plugin's widened f32 path, the kernel's peer
     vnni_jit.unavailable.cache_clear()
     try:
         return ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
@@ -212,11 +214,13 @@ def test_unasked_the_kernel_is_off_and_says_how_to_ask(monkeypatch):
     monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
     runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert runner.kernel_plan.routed == 0 and "DECIDER_EXACT_KERNEL=auto" in runner.kernel_note
-    assert KERNEL_TOKENS not in {p.get_any_name() for p in runner.compiled.inputs} and runner.precision.label == "f32"
+    assert KERNEL_TOKENS not in {p.get_any_name() for p in runner.compiled.inputs}
+    assert adoption.DESCRIPTION not in runner.precision.label  # the plugin's path (in integer pieces where VNNI is: test_int8_pieces)
 
 
 def test_without_vnni_the_plugin_path_stays_and_says_why(monkeypatch):
     monkeypatch.setenv("DECIDER_EXACT_KERNEL", "auto")
+    monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "widened")
     monkeypatch.setattr(vnni_jit, "unavailable", lambda: "this CPU has no VNNI (test)")
     runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert runner.kernel_plan.routed == 0 and runner.kernel_note == "this CPU has no VNNI (test)"

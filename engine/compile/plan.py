@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from .devices import DeviceOptions
 
 
+PROJECTIONS_ENV = "DECIDER_INT8_PROJECTIONS"  # =widened: the plugin's f32 path for int8 weights (a bench's peer)
+INTEGER_PIECES = "integer pieces"
+WIDENED = "widened to f32"
+
+
 @dataclass(frozen=True)
 class Host:
     """What the plan needs to know of this machine: the CPU plugin's OPTIMIZATION_CAPABILITIES (plus VNNI), and the
@@ -69,6 +74,13 @@ class CompilePlan:
     tuning: str = ""  # what the fast-tuning measurement said, in words ("" where it does not apply)
     measure_first: bool = False
     twin: bool = False  # a twin's plan: its properties were asked for (a tuning candidate, fast reasoning)
+    # How the exact compile multiplies int8 weights (engine/graphs/int8_pieces.py): value "integer pieces" or
+    # "widened to f32", with why; None where the question does not arise (reduced precision, GPU, NPU).
+    int8_projections: Property | None = None
+
+    @property
+    def integer_pieces(self) -> bool:
+        return self.int8_projections is not None and self.int8_projections.value == INTEGER_PIECES
 
     @property
     def device(self) -> str:
@@ -89,4 +101,6 @@ class CompilePlan:
             lines.append(f"{target.role} on {target.device}:")
             lines += [f"  Core CPU {s.name}={s.value}: {s.reason}" for s in target.host]
             lines += [f"  {s.name}={s.value}: {s.reason}" for s in target.settings]
+            if target is self.language and self.int8_projections is not None:
+                lines.append(f"  int8 projections: {self.int8_projections.value}: {self.int8_projections.reason}")
         return lines

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .plan import CompilePlan, CompileTarget, Host, Property
+from .plan import INTEGER_PIECES, PROJECTIONS_ENV, WIDENED, CompilePlan, CompileTarget, Host, Property
 from .devices import DeviceOptions, choose_device, npuw_devices_override, vision_candidates, visible_devices
 from .measurements import Subject, Tuning, cache_file, cached, read_host
 from ..model.folder import ModelFolder
@@ -87,6 +88,23 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
             Property("NPUW_LLM_SEQ_LEN_DIM", 2, "the export's sequence axis of the KV cache"),
             Property("NPUW_LLM_MAX_PROMPT_LEN", options.npu_max_prompt_len, f"{limit} (DeviceOptions.npu_max_prompt_len)"),
             Property("NPUW_LLM_MIN_RESPONSE_LEN", options.npu_min_response_len, f"{limit} (DeviceOptions.npu_min_response_len)")]
+
+
+def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property | None:
+    """How the exact CPU compile multiplies int8 weights: in integer pieces where the CPU has an int8 dot-product
+    instruction (engine/graphs/int8_pieces.py), else widened to f32 as the plugin does."""
+    if options.device.split(".")[0] != "CPU" or path != "dynamic" or not options.exact:
+        return None
+    asked = os.environ.get(PROJECTIONS_ENV, "").strip().lower()
+    if asked == "widened":
+        return Property("int8 projections", WIDENED, f"{PROJECTIONS_ENV}=widened")
+    if "VNNI" not in host.capabilities:
+        return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
+                                                    "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
+    return Property("int8 projections", INTEGER_PIECES,
+                    "int8 dot products on this CPU (VNNI/AMX): activations in four 8-bit pieces (31 bits), exact int32 "
+                    f"sums, f32-grade results; the weights stream at the int8 kernels' rate ({PROJECTIONS_ENV}=widened: "
+                    "the plugin's f32 path)")
 
 
 def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:
@@ -183,7 +201,8 @@ def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tunin
         table = _target("text embeddings", "CPU", _language("CPU", lookup, host, "dynamic"), lookup, ())
     vision = _vision(options, host, vision_devices)
     return CompilePlan(options, path, _target("language model", device, settings, options, core_cpu), fallback, table, vision,
-                       tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None)
+                       tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None,
+                       _int8_projections(options, host, path) if overrides is None else None)
 
 
 def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = (), host: Host | None = None,

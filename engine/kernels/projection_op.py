@@ -18,80 +18,18 @@ up) share one operation: the activations are split into pieces once, and Python 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 from openvino import Op
 
+from ..graphs.int8_weights import Int8Weights, int8_groups
 from .int8_matvec import Int8Matrix, arena, padded_columns
 from .row_split import RowSplit
 from .vnni_jit import MAX_TOKENS, Kernels
 
 _END = np.iinfo(np.int64).max
 KERNEL_TOKENS = "decider_kernel_tokens"
-
-
-@dataclass(frozen=True)
-class _Int8Weights:
-    weights: np.ndarray  # [N, K] u8 or i8
-    zero_point: np.ndarray | float
-    scale: np.ndarray  # [N]
-
-
-def _const(output: ov.Output) -> np.ndarray | None:
-    """A constant's value, through Converts of constants (f16 scales, u8 zero points)."""
-    node = output.get_node()
-    kind = node.get_type_name()
-    if kind == "Constant":
-        return node.get_data()
-    if kind == "Convert":
-        inner = _const(node.input_value(0))
-        return None if inner is None else inner.astype(np.float64)
-    return None
-
-
-def _per_row(values: np.ndarray | None, rows: int) -> np.ndarray | None:
-    """A per-output-row vector ([N, 1], [N] or a scalar), or None for any other shape (grouped scales)."""
-    if values is None:
-        return None
-    if values.size == 1:
-        return np.full(rows, float(values.reshape(-1)[0]))
-    if values.shape in ((rows, 1), (rows,)):
-        return values.astype(np.float64).reshape(rows)
-    return None
-
-
-def int8_weights(matmul: ov.Node) -> _Int8Weights | None:
-    """The int8 weights of a MatMul(x, W, transpose_b) if W is int8 decompressed per row; None otherwise."""
-    attrs = matmul.get_attributes()
-    if attrs.get("transpose_a") or not attrs.get("transpose_b") or len(matmul.get_input_partial_shape(0)) != 3:
-        return None
-    node = matmul.input_value(1).get_node()
-    if node.get_type_name() == "Convert":  # f16 decompression handed to an f32 MatMul
-        node = node.input_value(0).get_node()
-    if node.get_type_name() != "Multiply":
-        return None
-    for data_side in (0, 1):
-        data, scale_side = node.input_value(data_side).get_node(), node.input_value(1 - data_side)
-        zp: np.ndarray | None
-        if data.get_type_name() == "Subtract":
-            zp = _const(data.input_value(1))
-            data = data.input_value(0).get_node()
-        else:
-            zp = np.zeros(1)
-        if data.get_type_name() != "Convert" or data.input_value(0).get_node().get_type_name() != "Constant":
-            continue
-        raw = data.input_value(0).get_node().get_data()
-        if raw.dtype not in (np.uint8, np.int8) or raw.ndim != 2:
-            continue
-        rows = raw.shape[0]
-        scale, zero_point = _per_row(_const(scale_side), rows), _per_row(zp, rows)
-        if scale is None or zero_point is None:
-            continue
-        return _Int8Weights(raw, zero_point, scale)
-    return None
 
 
 class Int8Projections(Op):
@@ -134,28 +72,21 @@ class Int8Projections(Op):
 def route_int8_projections(model: ov.Model, kernels: Kernels, split: RowSplit | None = None) -> int:
     """Rewrite `model` in place as the module docstring says; return how many MatMuls now have the kernel's path.
     `split`: how the operations share their rows between threads (one thread where None)."""
-    groups: dict[tuple[str, int], list[tuple[ov.Node, _Int8Weights]]] = {}
-    for node in model.get_ordered_ops():
-        if node.get_type_name() != "MatMul":
-            continue
-        weights = int8_weights(node)
-        if weights is not None:
-            source = node.input_value(0)
-            groups.setdefault((source.get_node().get_friendly_name(), source.get_index()), []).append((node, weights))
+    groups = int8_groups(model)
     if not groups:
         return 0
     limit = ops.parameter([1], np.int64, name=KERNEL_TOKENS)
     limit.output(0).get_tensor().set_names({KERNEL_TOKENS})
     model.add_parameters([limit])
-    every = [w for members in groups.values() for _, w in members]
+    every = [w for members in groups for _, w in members]
     storage = iter(arena([w.weights.shape[0] * padded_columns(w.weights.shape[1], kernels) for w in every]))
-    for members in groups.values():
+    for members in groups:
         matrices = tuple(Int8Matrix(w.weights, w.zero_point, w.scale, kernels, storage=next(storage)) for _, w in members)
         _route(members, matrices, limit.output(0), split or RowSplit())
-    return sum(len(members) for members in groups.values())
+    return sum(len(members) for members in groups)
 
 
-def _route(members: list[tuple[ov.Node, _Int8Weights]], matrices: tuple[Int8Matrix, ...], limit: ov.Output,
+def _route(members: list[tuple[ov.Node, Int8Weights]], matrices: tuple[Int8Matrix, ...], limit: ov.Output,
            split: RowSplit) -> None:
     x = members[0][0].input_value(0)
     tokens = ops.gather(ops.shape_of(x), ops.constant(np.array([1], np.int64)), ops.constant(np.int64(0)))

@@ -20,6 +20,7 @@ from ..compile.devices import DeviceOptions, device_caps, npu_emulated
 from ..core.errors import DeviceError, ModelError
 from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from ..graphs.decode import one_token_deltanet
+from ..graphs.int8_pieces import DESCRIPTION as PIECES_DESCRIPTION, rewrite_int8_projections
 from ..graphs.logits import LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, slice_to_counted_positions, slice_to_last_position
 from ..kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
@@ -134,16 +135,20 @@ class ModelRunner(RunnerBase):
         # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()), or reads
         # the IR again where the parent let it go (imported from the compiled cache, below).
         model = _twin_of._model if _twin_of is not None else None
+        if model is not None and _twin_of.int8_pieces and not self.plan.exact:
+            model = None  # the integer pieces are the exact path's arithmetic: a reduced twin compiles the IR as exported
         fresh = model is None
         if fresh:
             model = self._read(core, self.folder.language_ir)
             self._check_inputs(model)
         self._load_vocabulary(model)  # before the slice: it names a missing logits output plainly
         # The MTP draft head reads the last hidden state at each position with logits (engine/runners/mtp_head.py); dynamic
-        # path only, where drafts are verified.
-        wants_mtp = fresh and self.folder.mtp_ir is not None and self.execution_path == "dynamic"
+        # path only, where drafts are verified. A twin drafts with its parent's head.
+        parent_head = getattr(_twin_of, "mtp", None)
+        wants_mtp = fresh and parent_head is None and self.folder.mtp_ir is not None and self.execution_path == "dynamic"
+        self.int8_pieces = 0 if fresh else _twin_of.int8_pieces  # int8 MatMuls computed in integer pieces
         if fresh:
-            self._edit_graph(model, wants_mtp)
+            self._edit_graph(model, wants_mtp or parent_head is not None)
         self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
         self._core, self._model = core, model
         # Every property is the plan's (engine/compile/planner.py), --fast's measured choice included.
@@ -173,7 +178,9 @@ class ModelRunner(RunnerBase):
             # has decided).
             self._model = None
         self._embeddings = embeddings if self.folder.layout == "vl" else None
-        self.mtp = self._load_mtp(core, model, properties) if wants_mtp else getattr(_twin_of, "mtp", None)  # a twin: its parent's
+        if self.int8_pieces:
+            self.precision = replace(self.precision, projections=PIECES_DESCRIPTION)
+        self.mtp = self._load_mtp(core, model, properties) if wants_mtp else parent_head
         self._hidden_fresh = False  # whether the request's last_hidden output belongs to the last forward
         if _twin_of is not None:
             self.vision = _twin_of.vision
@@ -197,6 +204,8 @@ class ModelRunner(RunnerBase):
             # fused kernel (engine/graphs/decode.py). CPU only: the routing relies on the CPU plugin skipping a node
             # with an empty input.
             one_token_deltanet(model)
+        if self.plan.integer_pieces and not kernel_asked_for():  # our VNNI kernel, where asked for, takes them instead
+            self.int8_pieces = rewrite_int8_projections(model)
 
     def _load_mtp(self, core: ov.Core, model: ov.Model, properties: dict) -> MtpHead | None:
         """The draft head on this runner's device, compiled as the main model is (it only drafts: its precision

@@ -1,0 +1,111 @@
+"""The int8 projections as integer-exact dot products the CPU plugin runs on its int8 kernels (AMX or VNNI).
+
+optimum-intel's int8 export stores each projection's weights as u8 with a zero point and a scale per output row;
+the exact compile widens every weight to f32 and multiplies in f32, which one core cannot do at its read rate
+(issue #35: the widening is the wall). This rewrite keeps the arithmetic exact-grade and moves it to integers:
+
+    x ≈ x̂ = s1·p1 + s2·p2 + s3·p3 + s4·p4     p_i integers in [−127, 127], s1 = max|x|/127, s_{i+1} = s_i/254
+    y[n] = scale[n] · Σ_i s_i · (⟨w_n − 128, p_i⟩ + (128 − zp[n])·Σ_k p_ik)
+
+per token, in the graph: the four pieces of every token stacked as rows [B, 4T, K], a FakeQuantize that is the
+identity on them (the plugin's low-precision pass reads it as "these are int8"), and the weights as i8 (w − 128:
+exact) times a unit scale, so the plugin compiles the MatMul as an int8 FullyConnected (u8/s8 × s8, int32
+accumulators: every ⟨w − 128, p_i⟩ is exact). The zero point's share is added per piece as an integer-valued f32
+(exact while the sums stay below 2²⁴, which they do by a wide margin at these widths), then the pieces are scaled
+and summed, then the row's scale applied: x̂ is x to within max|x|·2⁻³¹, so y is f32-grade (relative error against
+float64 ~1e-7, below the widened f32 path's serial sums).
+
+The plugin's int8 kernels are exact only with an integer dot-product instruction (AVX-512 VNNI, AVX-VNNI or AMX):
+without one, oneDNN's AVX2 int8 path sums pairs of products in 16 bits with saturation. `rewrite_int8_projections`
+is therefore called only where the CPU has one (engine/compile/precision.py decides and states it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import openvino as ov
+import openvino.opset13 as ops
+
+from .int8_weights import Int8Weights, int8_groups
+
+PIECES = 4
+DESCRIPTION = "int8 projections as integer-exact dot products: 31-bit activations in four int8 pieces, int32 sums"
+
+
+def _f32(value) -> ov.Output:
+    return ops.constant(np.asarray(value, dtype=np.float32)).output(0)
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    rows: ov.Output  # [B, T·PIECES, K]: each token's pieces as int8-valued f32, through the identity FakeQuantize
+    sums: ov.Output  # [B, T, PIECES, 1]: Σ_k p_ik
+    scales: ov.Output  # [B, T, PIECES, 1]: s_i
+
+
+_STEP = 254.0  # one piece's rounding residual (|r| ≤ 1/2) times 254 is within ±127 again
+
+
+def _pieces(x: ov.Output, columns: int) -> _Pieces:
+    """x [B, T, K] f32 in PIECES signed 8-bit pieces, each the rounded residual of the ones before, in units of
+    s1 = max|x|/127: u = x/s1, p1 = round(u), p2 = round(254·(u − p1)), …"""
+    top = ops.reduce_max(ops.abs(x), _i64([-1]), True)  # [B, T, 1]
+    # An all-zero row: pieces of zeros (a floor far above f32's tiny, whose 127/tiny overflows to inf and 0·inf is NaN).
+    safe = ops.maximum(top, _f32(1e-30))
+    units = ops.unsqueeze(ops.multiply(x, ops.divide(_f32(127.0), safe)), _i64([2]))  # [B, T, 1, K]
+    pieces = []
+    for i in range(PIECES):
+        piece = ops.round(units, "half_to_even")
+        pieces.append(piece)
+        if i + 1 < PIECES:
+            units = ops.multiply(ops.subtract(units, piece), _f32(_STEP))
+    stacked = ops.concat(pieces, 2)  # [B, T, PIECES, K]
+    low, high = _f32(-128), _f32(127)
+    rows = ops.fake_quantize(ops.reshape(stacked, _i64([0, -1, columns]), True), low, high, low, high, 256)
+    ratios = _f32((_STEP ** -np.arange(PIECES)).reshape(1, 1, PIECES, 1))
+    scales = ops.multiply(ops.unsqueeze(ops.divide(safe, _f32(127.0)), _i64([2])), ratios)  # [B, T, PIECES, 1]
+    return _Pieces(rows.output(0), ops.reduce_sum(stacked, _i64([-1]), True).output(0), scales.output(0))
+
+
+def _i64(values) -> ov.Output:
+    return ops.constant(np.asarray(values, dtype=np.int64)).output(0)
+
+
+def _projections(pieces: _Pieces, members: list[Int8Weights]) -> ov.Output:
+    """The [B, T, ΣN] outputs of a group's projections, their rows stacked in one int8 FullyConnected."""
+    signed, shift = [], []
+    for weights in members:
+        raw = weights.weights
+        if raw.dtype == np.uint8:  # w − zp = (w − 128) + (128 − zp): the first exact in i8, the second added per piece
+            signed.append((raw.astype(np.int16) - 128).astype(np.int8))
+            shift.append(128.0 - weights.zero_point)
+        else:
+            signed.append(raw)
+            shift.append(-weights.zero_point)
+    matrix = signed[0] if len(signed) == 1 else np.concatenate(signed)
+    rows = matrix.shape[0]
+    unit = ops.multiply(ops.convert(ops.constant(matrix), ov.Type.f32), _f32(np.ones((rows, 1))))
+    products = ops.matmul(pieces.rows, unit, False, True)  # [B, T·PIECES, N]: integers from the int8 kernel
+    per_piece = ops.reshape(products, _i64([0, -1, PIECES, rows]), True)
+    exact = ops.add(per_piece, ops.multiply(pieces.sums, _f32(np.concatenate(shift).reshape(1, 1, 1, rows))))
+    summed = ops.reduce_sum(ops.multiply(exact, pieces.scales), _i64([2]), False)  # [B, T, N]
+    scale = np.concatenate([w.scale for w in members]).reshape(1, 1, rows)
+    return ops.multiply(summed, _f32(scale)).output(0)
+
+
+def rewrite_int8_projections(model: ov.Model) -> int:
+    """Every int8 per-row MatMul of `model` as the module docstring says, in place; how many were rewritten.
+    The projections reading the same activations share one set of pieces and one FullyConnected."""
+    groups = int8_groups(model)
+    for members in groups:
+        x = members[0][0].input_value(0)
+        out = _projections(_pieces(x, members[0][1].weights.shape[1]), [w for _, w in members])
+        widths = [w.weights.shape[0] for _, w in members]
+        parts = [out] if len(members) == 1 else ops.variadic_split(out, _i64(-1), _i64(widths)).outputs()
+        for (matmul, _), part in zip(members, parts):
+            for reader in list(matmul.output(0).get_target_inputs()):
+                reader.replace_source_output(part)
+    model.validate_nodes_and_infer_types()
+    return sum(len(members) for members in groups)
