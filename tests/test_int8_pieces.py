@@ -174,3 +174,27 @@ def test_a_reduced_twin_of_a_pieces_runner_compiles_the_export_as_it_is(monkeypa
     exact_twin = parent.twin(DeviceOptions(device="CPU", exact=True), {"PERFORMANCE_HINT": "LATENCY"})
     assert exact_twin.int8_pieces == parent.int8_pieces
     np.testing.assert_array_equal(exact_twin.prefill([100, 101, 102]), parent.prefill([100, 101, 102]))
+
+
+def test_a_table_lookup_of_int8_rows_gives_the_same_values_and_no_f32_table():
+    """An embedding in the export's int8 layout beside a rewritten projection: the lookup's rows are the same values
+    as the export's, and the compiled model holds no f32 copy of the table (the low-precision pass folds one where the
+    lookup decompresses the whole table)."""
+    rng = np.random.default_rng(11)
+    rows, columns = 4096, 256
+    table, zp, sc = rng.integers(0, 256, (rows, columns)).astype(np.uint8), rng.integers(90, 160, rows), rng.random(rows) * 0.01 + 1e-3
+    decompress = _exported_projection(table, zp, sc, columns).get_results()[0].input_value(0).get_node().input_value(1)
+    ids = ops.parameter([1, -1], np.int64, name="ids")
+    looked_up = ops.gather(decompress, ids, ops.constant(np.int64(0)))
+    w, wzp, wsc = rng.integers(0, 256, (32, columns)).astype(np.uint8), rng.integers(90, 160, 32), rng.random(32) * 0.01
+    projection = _exported_projection(w, wzp, wsc, columns).get_results()[0].input_value(0).get_node().input_value(1)
+    model = ov.Model([looked_up, ops.matmul(looked_up, projection, False, True)], [ids])
+    feed = {"ids": np.array([[3, 4000, 17, 3]])}
+    before = ov.Core().compile_model(model.clone(), "CPU", EXACT)(feed)[0]
+    assert rewrite_int8_projections(model) == 1
+    compiled = ov.Core().compile_model(model, "CPU", EXACT)
+    np.testing.assert_array_equal(compiled(feed)[0], before)
+    big_f32 = [n for n in compiled.get_runtime_model().get_ordered_ops() for o in n.outputs()
+               if o.get_element_type() == ov.Type.f32 and o.get_partial_shape().is_static
+               and np.prod(list(o.get_partial_shape().to_shape()) or [1]) >= rows * columns]
+    assert not big_f32

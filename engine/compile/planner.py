@@ -202,7 +202,7 @@ def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tunin
     vision = _vision(options, host, vision_devices)
     return CompilePlan(options, path, _target("language model", device, settings, options, core_cpu), fallback, table, vision,
                        tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None,
-                       _int8_projections(options, host, path) if overrides is None else None)
+                       _int8_projections(options, host, path))
 
 
 def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = (), host: Host | None = None,

@@ -28,7 +28,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
-from .int8_weights import Int8Weights, int8_groups
+from .int8_weights import Int8Weights, decompressed, int8_groups
 
 PIECES = 4
 DESCRIPTION = "int8 projections as integer-exact dot products: 31-bit activations in four int8 pieces, int32 sums"
@@ -86,13 +86,42 @@ def _projections(pieces: _Pieces, members: list[Int8Weights]) -> ov.Output:
             shift.append(-weights.zero_point)
     matrix = signed[0] if len(signed) == 1 else np.concatenate(signed)
     rows = matrix.shape[0]
-    unit = ops.multiply(ops.convert(ops.constant(matrix), ov.Type.f32), _f32(np.ones((rows, 1))))
+    if matrix is members[0].weights and members[0].constant is not None:
+        constant = members[0].constant  # the export's own i8 constant, as it is
+    else:  # shared_memory: the Constant keeps this new array, not a copy of it (the plugin packs its own)
+        constant = ops.constant(matrix, shared_memory=True).output(0)
+    unit = ops.multiply(ops.convert(constant, ov.Type.f32), _f32(1.0))
     products = ops.matmul(pieces.rows, unit, False, True)  # [B, T·PIECES, N]: integers from the int8 kernel
     per_piece = ops.reshape(products, _i64([0, -1, PIECES, rows]), True)
     exact = ops.add(per_piece, ops.multiply(pieces.sums, _f32(np.concatenate(shift).reshape(1, 1, 1, rows))))
     summed = ops.reduce_sum(ops.multiply(exact, pieces.scales), _i64([2]), False)  # [B, T, N]
     scale = np.concatenate([w.scale for w in members]).reshape(1, 1, rows)
     return ops.multiply(summed, _f32(scale)).output(0)
+
+
+def _gathers_decompress_rows(model: ov.Model) -> None:
+    """Every table lookup (Gather) of int8 weights decompressed per row, as a lookup of the int8 rows decompressed
+    after it: the same values ((w − zp)·scale in f32, row by row). Why: once the graph holds a FakeQuantize, the CPU
+    plugin's low-precision pass folds a lookup's decompression into an f32 copy of the whole table (the tied
+    embedding of Qwen3.5-0.8B: +1 GiB resident); on int8 rows it has nothing to fold."""
+    for node in model.get_ordered_ops():
+        if node.get_type_name() != "Gather":
+            continue
+        weights = decompressed(node.input_value(0))
+        axis = _const(node.input_value(2))
+        if weights is None or weights.constant is None or axis is None or int(np.asarray(axis).reshape(-1)[0]) != 0:
+            continue
+        ids = node.input_value(1)
+        rows = ops.convert(ops.gather(weights.constant, ids, _i64(0)), ov.Type.f32)
+        per_row = [ops.gather(_f32(v.reshape(-1, 1)), ids, _i64(0)) for v in (weights.zero_point, weights.scale)]
+        values = ops.multiply(ops.subtract(rows, per_row[0]), per_row[1])
+        for reader in list(node.output(0).get_target_inputs()):
+            reader.replace_source_output(values.output(0))
+
+
+def _const(output: ov.Output) -> np.ndarray | None:
+    node = output.get_node()
+    return node.get_data() if node.get_type_name() == "Constant" else None
 
 
 def rewrite_int8_projections(model: ov.Model) -> int:
@@ -107,5 +136,7 @@ def rewrite_int8_projections(model: ov.Model) -> int:
         for (matmul, _), part in zip(members, parts):
             for reader in list(matmul.output(0).get_target_inputs()):
                 reader.replace_source_output(part)
+    if groups:
+        _gathers_decompress_rows(model)
     model.validate_nodes_and_infer_types()
     return sum(len(members) for members in groups)

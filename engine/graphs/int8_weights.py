@@ -19,6 +19,7 @@ class Int8Weights:
     weights: np.ndarray  # [N, K] u8 or i8
     zero_point: np.ndarray  # [N] float64
     scale: np.ndarray  # [N] float64
+    constant: ov.Output | None = None  # the graph's Constant holding `weights`
 
 
 def _const(output: ov.Output) -> np.ndarray | None:
@@ -49,8 +50,13 @@ def int8_weights(matmul: ov.Node) -> Int8Weights | None:
     attrs = matmul.get_attributes()
     if attrs.get("transpose_a") or not attrs.get("transpose_b") or len(matmul.get_input_partial_shape(0)) != 3:
         return None
-    node = matmul.input_value(1).get_node()
-    if node.get_type_name() == "Convert":  # f16 decompression handed to an f32 MatMul
+    return decompressed(matmul.input_value(1))
+
+
+def decompressed(output: ov.Output) -> Int8Weights | None:
+    """The int8 weights behind `output` if it is an int8 constant decompressed per row (through a last Convert)."""
+    node = output.get_node()
+    if node.get_type_name() == "Convert":  # f16 decompression handed to f32 readers
         node = node.input_value(0).get_node()
     if node.get_type_name() != "Multiply":
         return None
@@ -71,7 +77,7 @@ def int8_weights(matmul: ov.Node) -> Int8Weights | None:
         scale, zero_point = _per_row(_const(scale_side), rows), _per_row(zp, rows)
         if scale is None or zero_point is None:
             continue
-        return Int8Weights(raw, zero_point, scale)
+        return Int8Weights(raw, zero_point, scale, data.input_value(0))
     return None
 
 

@@ -134,13 +134,15 @@ class MtpHead:
 
 
 def load_head(core: ov.Core, layer_ir, main: ov.Model, embeddings: ov.Model | None, device: str,
-              properties: Mapping[str, object], vocab_size: int, vocabulary: np.ndarray | None = None) -> MtpHead:
-    """Read the head layer's IR, join it to `main`'s lm head and the embedding table (of `embeddings`, the
-    vision-language export's text-embeddings model, else of `main`) and compile it."""
+              properties: Mapping[str, object], vocab_size: int, vocabulary: np.ndarray | None = None,
+              head: tuple[ov.Output, bool] | None = None) -> MtpHead:
+    """Read the head layer's IR, join it to `main`'s lm head (or `head`, its weight taken before an edit replaced
+    the MatMul) and the embedding table (of `embeddings`, the vision-language export's text-embeddings model, else of
+    `main`) and compile it."""
     try:
         layer = core.read_model(layer_ir)
     except RuntimeError as exc:
         raise ModelError(f"{layer_ir}: OpenVINO cannot read it ({str(exc).strip().splitlines()[0]})") from None
-    model = join_head(layer, embedding_table(embeddings if embeddings is not None else main), lm_head_weight(main),
+    model = join_head(layer, embedding_table(embeddings if embeddings is not None else main), head or lm_head_weight(main),
                       vocabulary)
     return MtpHead(core.compile_model(model, device, dict(properties)), vocabulary, vocab_size, (main, embeddings))

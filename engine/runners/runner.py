@@ -21,7 +21,8 @@ from ..core.errors import DeviceError, ModelError
 from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from ..graphs.decode import one_token_deltanet
 from ..graphs.int8_pieces import DESCRIPTION as PIECES_DESCRIPTION, rewrite_int8_projections
-from ..graphs.logits import LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, slice_to_counted_positions, slice_to_last_position
+from ..graphs.logits import (LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, lm_head_weight, slice_to_counted_positions,
+                             slice_to_last_position)
 from ..kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
@@ -108,6 +109,14 @@ def _slice_head(model: ov.Model, execution_path: str) -> None:
         slice_to_counted_positions(model)
 
 
+def _head_weight(model: ov.Model) -> tuple[ov.Output, bool] | None:
+    """The lm head's weight for the draft head, or None where it cannot be found (load_head then says why)."""
+    try:
+        return lm_head_weight(model)
+    except ModelError:
+        return None
+
+
 def _as_list(items) -> list[Item]:
     return items.tolist() if isinstance(items, np.ndarray) else list(items)
 
@@ -172,10 +181,11 @@ class ModelRunner(RunnerBase):
             else gpu_precision(compiled) if family == "GPU"
             else read_cpu_precision(compiled, int8_activations=int8_activations_run(core, model, properties))
         )
-        if _loaded_from_cache(compiled):
+        if _loaded_from_cache(compiled) or self.int8_pieces:
             # The imported model holds its own weights; the IR's memory-mapped weights were read only to hash the
             # model for the cache. Kept, they would be resident twice (0.8B int8: +717 MiB RSS once a warm start
-            # has decided).
+            # has decided). The integer pieces' i8 weights are a copy of ours the compiled model has its own of
+            # (+0.75 GiB at 0.8B): a twin reads the IR again.
             self._model = None
         self._embeddings = embeddings if self.folder.layout == "vl" else None
         if self.int8_pieces:
@@ -204,6 +214,8 @@ class ModelRunner(RunnerBase):
             # fused kernel (engine/graphs/decode.py). CPU only: the routing relies on the CPU plugin skipping a node
             # with an empty input.
             one_token_deltanet(model)
+        # The draft head shares the lm head's weights as exported: taken before the pieces replace its MatMul.
+        self._lm_head = _head_weight(model) if hidden else None
         if self.plan.integer_pieces and not kernel_asked_for():  # our VNNI kernel, where asked for, takes them instead
             self.int8_pieces = rewrite_int8_projections(model)
 
@@ -213,10 +225,13 @@ class ModelRunner(RunnerBase):
         model runs without it (--draft mtp then says so)."""
         embeddings = self._read(core, self.folder.embeddings_ir) if self.folder.embeddings_ir is not None else None
         try:
-            return load_head(core, self.folder.mtp_ir, model, embeddings, self.device, properties, self.vocab_size)
+            return load_head(core, self.folder.mtp_ir, model, embeddings, self.device, properties, self.vocab_size,
+                             head=self._lm_head)
         except (RuntimeError, ModelError) as exc:
             self.notices.append(f"the MTP draft head was not loaded: {first_line(exc)}")
             return None
+        finally:
+            self._lm_head = None  # the head holds what it needs
 
     def hidden_rows(self, count: int) -> np.ndarray | None:
         """The main model's last hidden state at the last `count` positions of the last forward ([count, H]); None
