@@ -60,13 +60,16 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
     from decider.engine.compile.devices import DeviceOptions
     from decider.engine.runners.mtp_head import load_head
     from decider.engine.compile.planner import compile_properties
+    from decider.engine.graphs.logits import slice_to_counted_positions
     from decider.engine.runners.runner import ModelRunner
 
     started = time.perf_counter()
     runner = ModelRunner(folder, DeviceOptions(device="CPU", exact=True))
     load_s = time.perf_counter() - started
     assert runner.mtp is not None, runner.notices
-    model = runner._model if runner._model is not None else runner._read(runner._core, runner.folder.language_ir)
+    # the export as read, its head sliced as the runner's is (the runner lets its edited model go after compiling)
+    model = runner._read(runner._core, runner.folder.language_ir)
+    slice_to_counted_positions(model)
     trimmed = load_head(runner._core, runner.folder.mtp_ir, model, None, "CPU",
                         compile_properties("CPU", runner.options), runner.vocab_size, np.arange(min(trim, runner.vocab_size)))
     prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 256)]
