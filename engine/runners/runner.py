@@ -142,10 +142,9 @@ class ModelRunner(RunnerBase):
         # the bench's peer for the chunking.
         self.prefill_chunk, self.prefill_base = prefill_plan(self.folder.text_config)
         # A twin compiles the parent's already checked and sliced ov.Model on the same Core (see twin()), or reads
-        # the IR again where the parent let it go (imported from the compiled cache, below).
+        # the IR again where the parent let it go (imported from the compiled cache, or rewritten in integer pieces:
+        # below) and edits it as its own plan says.
         model = _twin_of._model if _twin_of is not None else None
-        if model is not None and _twin_of.int8_pieces and not self.plan.exact:
-            model = None  # the integer pieces are the exact path's arithmetic: a reduced twin compiles the IR as exported
         fresh = model is None
         if fresh:
             model = self._read(core, self.folder.language_ir)
@@ -155,7 +154,7 @@ class ModelRunner(RunnerBase):
         # path only, where drafts are verified. A twin drafts with its parent's head.
         parent_head = getattr(_twin_of, "mtp", None)
         wants_mtp = fresh and parent_head is None and self.folder.mtp_ir is not None and self.execution_path == "dynamic"
-        self.int8_pieces = 0 if fresh else _twin_of.int8_pieces  # int8 MatMuls computed in integer pieces
+        self.int8_pieces = 0  # int8 MatMuls computed in integer pieces (_edit_graph; a twin of a parent's model: none)
         if fresh:
             self._edit_graph(model, wants_mtp or parent_head is not None)
         self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
