@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -217,6 +218,10 @@ def serve(make_service: Callable[[], object], host: str, port: int, api_key: str
     except OSError as exc:
         raise DeciderError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     log.info("Ctrl+C stops the server%s", "" if server.api_key else "; no API key: loopback clients only")
+    if threading.current_thread() is threading.main_thread():
+        # A process started in the background of a script inherits SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt: Ctrl+C (or a supervisor's SIGINT) would not stop the server.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while server.running:
             time.sleep(0.5)
