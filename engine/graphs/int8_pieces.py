@@ -17,7 +17,7 @@ float64 ~1e-7, below the widened f32 path's serial sums).
 
 The plugin's int8 kernels are exact only with an integer dot-product instruction (AVX-512 VNNI, AVX-VNNI or AMX):
 without one, oneDNN's AVX2 int8 path sums pairs of products in 16 bits with saturation. `rewrite_int8_projections`
-is therefore called only where the CPU has one (engine/compile/precision.py decides and states it).
+is therefore called only where the CPU has one (engine/compile/planner.py decides and states it).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
-from .int8_weights import Int8Weights, decompressed, int8_groups
+from .int8_weights import Int8Weights, constant_value, decompressed, int8_groups
 
 PIECES = 4
 DESCRIPTION = "int8 projections as integer-exact dot products: 31-bit activations in four int8 pieces, int32 sums"
@@ -79,7 +79,7 @@ def _projections(pieces: _Pieces, members: list[Int8Weights]) -> ov.Output:
     for weights in members:
         raw = weights.weights
         if raw.dtype == np.uint8:  # w − zp = (w − 128) + (128 − zp): the first exact in i8, the second added per piece
-            signed.append((raw.astype(np.int16) - 128).astype(np.int8))
+            signed.append((raw ^ np.uint8(0x80)).view(np.int8))  # w − 128, without an int16 copy of the table
             shift.append(128.0 - weights.zero_point)
         else:
             signed.append(raw)
@@ -108,7 +108,7 @@ def _gathers_decompress_rows(model: ov.Model) -> None:
         if node.get_type_name() != "Gather":
             continue
         weights = decompressed(node.input_value(0))
-        axis = _const(node.input_value(2))
+        axis = constant_value(node.input_value(2))
         if weights is None or weights.constant is None or axis is None or int(np.asarray(axis).reshape(-1)[0]) != 0:
             continue
         ids = node.input_value(1)
@@ -117,11 +117,6 @@ def _gathers_decompress_rows(model: ov.Model) -> None:
         values = ops.multiply(ops.subtract(rows, per_row[0]), per_row[1])
         for reader in list(node.output(0).get_target_inputs()):
             reader.replace_source_output(values.output(0))
-
-
-def _const(output: ov.Output) -> np.ndarray | None:
-    node = output.get_node()
-    return node.get_data() if node.get_type_name() == "Constant" else None
 
 
 def rewrite_int8_projections(model: ov.Model) -> int:

@@ -22,14 +22,14 @@ class Int8Weights:
     constant: ov.Output | None = None  # the graph's Constant holding `weights`
 
 
-def _const(output: ov.Output) -> np.ndarray | None:
+def constant_value(output: ov.Output) -> np.ndarray | None:
     """A constant's value, through Converts of constants (f16 scales, u8 zero points)."""
     node = output.get_node()
     kind = node.get_type_name()
     if kind == "Constant":
         return node.get_data()
     if kind == "Convert":
-        inner = _const(node.input_value(0))
+        inner = constant_value(node.input_value(0))
         return None if inner is None else inner.astype(np.float64)
     return None
 
@@ -64,7 +64,7 @@ def decompressed(output: ov.Output) -> Int8Weights | None:
         data, scale_side = node.input_value(data_side).get_node(), node.input_value(1 - data_side)
         zp: np.ndarray | None
         if data.get_type_name() == "Subtract":
-            zp = _const(data.input_value(1))
+            zp = constant_value(data.input_value(1))
             data = data.input_value(0).get_node()
         else:
             zp = np.zeros(1)
@@ -74,7 +74,7 @@ def decompressed(output: ov.Output) -> Int8Weights | None:
         if raw.dtype not in (np.uint8, np.int8) or raw.ndim != 2:
             continue
         rows = raw.shape[0]
-        scale, zero_point = _per_row(_const(scale_side), rows), _per_row(zp, rows)
+        scale, zero_point = _per_row(constant_value(scale_side), rows), _per_row(zp, rows)
         if scale is None or zero_point is None:
             continue
         return Int8Weights(raw, zero_point, scale, data.input_value(0))
