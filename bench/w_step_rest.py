@@ -7,7 +7,10 @@ Variants of the one-token step graph (the engine's last-position head, exact com
   exported  the IR as optimum-intel exports it;
   before    the one-token DeltaNet path without the conv shift (engine/graphs/decode.py as it was before
             engine/graphs/conv_step.py);
-  after     the one-token DeltaNet path with the conv shift: what engine/runners/runner.py compiles on the CPU.
+  after     the one-token DeltaNet path with the conv shift: what engine/runners/runner.py compiles on the CPU
+            where its int8 projections are widened;
+  pieces    after, with the int8 projections in integer pieces (engine/graphs/int8_pieces.py): what the runner
+            compiles where the plan chooses them. The pieces' own nodes count in "the rest".
 
 Each variant is compiled twice: once to prefill the prompt (its states are copied over, then it is let go) and once
 with PERF_COUNT=YES, which then only ever runs one-token steps (bench/step_profile.py says why the counters must not
@@ -34,7 +37,7 @@ from .common import finish, stamp, summary
 from .step_profile import _totals
 from .w_decode_graph import _properties, step_feed
 
-VARIANTS = ("exported", "before", "after")
+VARIANTS = ("exported", "before", "after", "pieces")  # pieces: after, its int8 projections in integer pieces
 
 
 def variant_model(ir: Path, variant: str):
@@ -49,7 +52,11 @@ def variant_model(ir: Path, variant: str):
     model = ov.Core().read_model(ir)
     slice_to_last_position(model)
     if variant != "exported":
-        one_token_deltanet(model, shift_conv=variant == "after")
+        one_token_deltanet(model, shift_conv=variant != "before")
+    if variant == "pieces":
+        from decider.engine.graphs.int8_pieces import rewrite_int8_projections
+
+        rewrite_int8_projections(model)
     return model
 
 

@@ -114,7 +114,9 @@ def test_a_projection_shared_by_several_readers_is_one_product_split_back():
         outs.append(ops.matmul(x, weights, False, True))
     model = ov.Model(outs, [x])
     assert rewrite_int8_projections(model) == 3
-    assert sum(n.get_type_name() == "MatMul" for n in model.get_ordered_ops()) == 1
+    products = [n for n in model.get_ordered_ops()  # the pieces' own MatMul (a constant 4×4 on their axis) aside
+                if n.get_type_name() == "MatMul" and n.input_value(0).get_node().get_type_name() != "Constant"]
+    assert len(products) == 1
     if not HAS_VNNI:
         return
     xs = rng.standard_normal((1, 2, 64)).astype(np.float32)

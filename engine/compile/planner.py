@@ -102,7 +102,7 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property
         return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
                                                     "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
     return Property("int8 projections", INTEGER_PIECES,
-                    "int8 dot products on this CPU (VNNI/AMX): activations in four 8-bit pieces (31 bits), exact int32 "
+                    "int8 dot products on this CPU (VNNI/AMX): activations in four 8-bit pieces (29 bits), exact int32 "
                     f"sums, f32-grade results; the weights stream at the int8 kernels' rate ({PROJECTIONS_ENV}=widened: "
                     "the plugin's f32 path)")
 

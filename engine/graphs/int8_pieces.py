@@ -4,7 +4,8 @@ optimum-intel's int8 export stores each projection's weights as u8 with a zero p
 the exact compile widens every weight to f32 and multiplies in f32, which one core cannot do at its read rate
 (issue #35: the widening is the wall). This rewrite keeps the arithmetic exact-grade and moves it to integers:
 
-    x ≈ x̂ = s1·p1 + s2·p2 + s3·p3 + s4·p4     p_i integers in [−127, 127], s1 = max|x|/127, s_{i+1} = s_i/254
+    x ≈ x̂ = s1·p1 + s2·p2 + s3·p3 + s4·p4     p_1 in [−127, 127], p_i in [−64, 64] after it, s1 = max|x|/127,
+                                              s_{i+1} = s_i/128
     y[n] = scale[n] · Σ_i s_i · (⟨w_n − 128, p_i⟩ + (128 − zp[n])·Σ_k p_ik)
 
 per token, in the graph: the four pieces of every token stacked as rows [B, 4T, K], a FakeQuantize that is the
@@ -12,7 +13,7 @@ identity on them (the plugin's low-precision pass reads it as "these are int8"),
 exact) times a unit scale, so the plugin compiles the MatMul as an int8 FullyConnected (u8/s8 × s8, int32
 accumulators: every ⟨w − 128, p_i⟩ is exact). The zero point's share is added per piece as an integer-valued f32
 (exact while the sums stay below 2²⁴, which they do by a wide margin at these widths), then the pieces are scaled
-and summed, then the row's scale applied: x̂ is x to within max|x|·2⁻³¹, so y is f32-grade (relative error against
+and summed, then the row's scale applied: x̂ is x to within max|x|·2⁻²⁹, so y is f32-grade (relative error against
 float64 ~1e-7, below the widened f32 path's serial sums).
 
 The plugin's int8 kernels are exact only with an integer dot-product instruction (AVX-512 VNNI, AVX-VNNI or AMX):
@@ -31,7 +32,7 @@ import openvino.opset13 as ops
 from .int8_weights import Int8Weights, constant_value, decompressed, int8_groups
 
 PIECES = 4
-DESCRIPTION = "int8 projections as integer-exact dot products: 31-bit activations in four int8 pieces, int32 sums"
+DESCRIPTION = "int8 projections as integer-exact dot products: 29-bit activations in four int8 pieces, int32 sums"
 
 
 def _f32(value) -> ov.Output:
@@ -45,27 +46,26 @@ class _Pieces:
     scales: ov.Output  # [B, T, PIECES, 1]: s_i
 
 
-_STEP = 254.0  # one piece's rounding residual (|r| ≤ 1/2) times 254 is within ±127 again
+_BASE = 128.0  # a power of two: scaling by it is exact, so every piece comes from one product and one rounding
 
 
 def _pieces(x: ov.Output, columns: int) -> _Pieces:
-    """x [B, T, K] f32 in PIECES signed 8-bit pieces, each the rounded residual of the ones before, in units of
-    s1 = max|x|/127: u = x/s1, p1 = round(u), p2 = round(254·(u − p1)), …"""
+    """x [B, T, K] f32 in PIECES signed 8-bit pieces, in units of s1 = max|x|/127: u = x/s1, q_i = round(u·128^i),
+    p_1 = q_1, p_(i+1) = q_(i+1) − 128·q_i = round(128·(u·128^(i−1) − q_i)): |p_1| ≤ 127, |p_i| ≤ 64 after it.
+    Every step is exact in f32: u·128^i is u scaled by a power of two (even where it passes 2²⁴ it is an integer
+    already), 128·q_i too, and their difference is a small integer (Sterbenz). 8 + 3·7 = 29 bits of u."""
+    bases = (_BASE ** np.arange(PIECES)).reshape(1, 1, PIECES, 1)
+    # p_i = q_i − 128·q_(i−1) as a matrix along the pieces' axis: 1 on its diagonal, −128 below it
+    differences = np.eye(PIECES) - _BASE * np.eye(PIECES, k=-1)
     top = ops.reduce_max(ops.abs(x), _i64([-1]), True)  # [B, T, 1]
     # An all-zero row: pieces of zeros (a floor far above f32's tiny, whose 127/tiny overflows to inf and 0·inf is NaN).
-    safe = ops.maximum(top, _f32(1e-30))
-    units = ops.unsqueeze(ops.multiply(x, ops.divide(_f32(127.0), safe)), _i64([2]))  # [B, T, 1, K]
-    pieces = []
-    for i in range(PIECES):
-        piece = ops.round(units, "half_to_even")
-        pieces.append(piece)
-        if i + 1 < PIECES:
-            units = ops.multiply(ops.subtract(units, piece), _f32(_STEP))
-    stacked = ops.concat(pieces, 2)  # [B, T, PIECES, K]
+    safe = ops.unsqueeze(ops.maximum(top, _f32(1e-30)), _i64([2]))  # [B, T, 1, 1]
+    factors = ops.multiply(ops.divide(_f32(127.0), safe), _f32(bases))  # 127/max·128^i
+    rounded = ops.round(ops.multiply(ops.unsqueeze(x, _i64([2])), factors), "half_to_even")  # q [B, T, PIECES, K]
+    stacked = ops.matmul(_f32(differences), rounded, False, False)  # p [B, T, PIECES, K]
     low, high = _f32(-128), _f32(127)
     rows = ops.fake_quantize(ops.reshape(stacked, _i64([0, -1, columns]), True), low, high, low, high, 256)
-    ratios = _f32((_STEP ** -np.arange(PIECES)).reshape(1, 1, PIECES, 1))
-    scales = ops.multiply(ops.unsqueeze(ops.divide(safe, _f32(127.0)), _i64([2])), ratios)  # [B, T, PIECES, 1]
+    scales = ops.multiply(ops.divide(safe, _f32(127.0)), _f32(1.0 / bases))  # s_i
     return _Pieces(rows.output(0), ops.reduce_sum(stacked, _i64([-1]), True).output(0), scales.output(0))
 
 
