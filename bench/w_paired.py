@@ -5,7 +5,8 @@
 decode  a `--tokens`-token think generation from the same prompt ids with the same sampling (Qwen3.5's
         recommendation: temperature 0.7, top-k 20, top-p 0.8, presence 1.5, frequency 1.0 over the last 64
         tokens), each engine drawing with its own sampler: Decider exact, Decider fast (`exact=False`) and
-        llama.cpp (llama-cpp-python's `generate`, its native sampler chain). Rounds alternate the order;
+        llama.cpp (llama-cpp-python's `generate`, its native sampler chain); the exact compile's peers: `widened`
+        (int8 weights widened to f32) and `shared` (one-token steps on the runner's own compile). Rounds alternate the order;
         the time from the first token to the last gives tokens/s and the step; ratios are per round.
 think   a think-mode decision with `--reasoning` tokens of reasoning (the budget spent, the block closed
         by force): Decider exact (`decide()`, think on), and llama.cpp generating the same number of tokens
@@ -35,19 +36,21 @@ import numpy as np
 from .common import finish, read_json, stamp, summary
 
 
-def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False):
-    """widened: the exact compile with int8 weights widened to f32 (the plugin's path before integer pieces)."""
+def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False, shared_steps: bool = False):
+    """widened: the exact compile with int8 weights widened to f32 (the plugin's path before integer pieces);
+    shared_steps: one-token steps on the runner's own compile (before engine/graphs/one_token.py)."""
     import openvino as ov
 
     from decider.engine.compile.devices import DeviceOptions
-    from decider.engine.compile.plan import PROJECTIONS_ENV
+    from decider.engine.compile.plan import PROJECTIONS_ENV, STEP_GRAPH_ENV
     from decider.engine.runners.runner import ModelRunner
 
     core = ov.Core()
     if device.upper().startswith("CPU"):
         core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
     # the plan reads the switch when the runner is built
-    with patch.dict(os.environ, {PROJECTIONS_ENV: "widened"} if widened else {}):
+    env = {**({PROJECTIONS_ENV: "widened"} if widened else {}), **({STEP_GRAPH_ENV: "shared"} if shared_steps else {})}
+    with patch.dict(os.environ, env):
         return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
 
 
@@ -120,6 +123,7 @@ def task_decode(args, prompts) -> dict:
     engines = {
         "exact": decider_runner(args.model, args.device, True, args.threads),
         "widened": decider_runner(args.model, args.device, True, args.threads, widened=True),
+        "shared": decider_runner(args.model, args.device, True, args.threads, shared_steps=True),
         "fast": decider_runner(args.model, args.device, False, args.threads),
         "llama": load_llama(args.gguf, args.threads),
     }
@@ -141,8 +145,9 @@ def task_decode(args, prompts) -> dict:
                                                           "frequency_penalty", "presence_penalty")},
            "step_ms": {n: summary([t * 1e3 for t in v]) for n, v in times.items()},
            "tokens_per_s": {n: summary([1 / t for t in v]) for n, v in times.items()},
-           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in ("exact", "widened", "fast")},
-           "labels": {n: engines[n].precision.label for n in ("exact", "widened", "fast")}}
+           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in ("exact", "widened", "shared", "fast")},
+           "labels": {n: engines[n].precision.label for n in ("exact", "widened", "shared", "fast")},
+           "steps": {n: engines[n].plan.step_graph.value for n in ("exact", "widened", "shared", "fast")}}
     out["weight_bytes"] = sum(f.stat().st_size for f in Path(args.model).glob("openvino_model.bin"))
     out["gguf_bytes"] = Path(args.gguf).stat().st_size
     return out

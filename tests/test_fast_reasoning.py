@@ -76,7 +76,7 @@ def test_the_answer_after_fast_reasoning_equals_an_exact_prefill_of_the_same_tok
     # activations never run: neither label claims them (tests/test_precision.py has the int8-weight case).
     assert not twin.precision.exact and "u8 KV cache" in result.reasoning_precision
     assert "int8 activations" not in twin.precision.label and "int8 activations" not in result.reasoning_precision
-    ran = fully_connected_kernels(twin.compiled)
+    ran = fully_connected_kernels(*twin.compiles)
     assert ran and f"(FullyConnected {', '.join(ran)})" in result.reasoning_precision
     inference = short_type(twin.compiled.get_property("INFERENCE_PRECISION_HINT"))
     assert result.reasoning_precision.startswith(f"{inference} inference")

@@ -129,17 +129,23 @@ def test_a_projection_shared_by_several_readers_is_one_product_split_back():
 def test_the_plan_uses_pieces_only_for_exact_cpu_compiles_with_int8_dot_products(monkeypatch):
     monkeypatch.delenv(PROJECTIONS_ENV, raising=False)
     exact, fast = DeviceOptions(device="CPU", exact=True), DeviceOptions(device="CPU", exact=False)
-    vnni, avx2 = Host(("FP32", "INT8", "VNNI")), Host(("FP32", "INT8"))
-    plan = plan_compile(exact, vnni, path="dynamic")
+    amx, vnni, avx2 = Host(("FP32", "INT8", "VNNI", "AMX_INT8")), Host(("FP32", "INT8", "VNNI")), Host(("FP32", "INT8"))
+    plan = plan_compile(exact, amx, path="dynamic")
     assert plan.integer_pieces and plan.int8_projections.value == INTEGER_PIECES
     assert "int8 projections: integer pieces" in "\n".join(plan.describe())
+    # VNNI without AMX: widened by default (the pieces measured slower at two threads), pieces where asked for
+    assert plan_compile(exact, vnni, path="dynamic").int8_projections.value == WIDENED
+    monkeypatch.setenv(PROJECTIONS_ENV, "pieces")
+    assert plan_compile(exact, vnni, path="dynamic").integer_pieces
+    assert not plan_compile(exact, avx2, path="dynamic").integer_pieces  # never without int8 dot products
+    monkeypatch.delenv(PROJECTIONS_ENV)
     without = plan_compile(exact, avx2, path="dynamic")
     assert not without.integer_pieces and without.int8_projections.value == WIDENED
     assert "saturation" in without.int8_projections.reason
     assert plan_compile(fast, vnni, path="dynamic").int8_projections is None  # reduced compiles have their own kernels
     assert plan_compile(DeviceOptions(device="GPU", exact=True), vnni, path="dynamic").int8_projections is None
     monkeypatch.setenv(PROJECTIONS_ENV, "widened")
-    assert plan_compile(exact, vnni, path="dynamic").int8_projections.value == WIDENED
+    assert plan_compile(exact, amx, path="dynamic").int8_projections.value == WIDENED
 
 
 def _runner(monkeypatch, mode: str, exact: bool = True) -> ModelRunner:

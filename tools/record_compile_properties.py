@@ -66,13 +66,18 @@ CASES: dict[str, dict] = {
                                         "app_cache": True, "tuning": None, "twin": {"options": {"device": "CPU", "exact": False}}},
 }
 
+STEP_ROLE = "language model (one-token steps)"
+
 
 def role(model) -> str:
     """Which model a compile is of, from its inputs and outputs."""
     inputs = {i.get_any_name() for i in model.inputs}
     outputs = {o.get_any_name() for o in model.outputs}
-    if inputs & {"input_ids", "inputs_embeds"}:
-        return "language model"
+    tokens = [i for i in model.inputs if i.get_any_name() in ("input_ids", "inputs_embeds")]
+    if tokens:  # the one-token steps' compile (engine/graphs/one_token.py): its token axis fixed, the cache's length not
+        masks = [i.get_partial_shape() for i in model.inputs if i.get_any_name() == "attention_mask"]
+        step = tokens[0].get_partial_shape()[1].is_static and bool(masks) and masks[0].is_dynamic
+        return STEP_ROLE if step else "language model"
     if "inputs_embeds" in outputs:
         return "text embeddings"
     if "last_hidden_state" in outputs:

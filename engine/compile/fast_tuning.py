@@ -66,21 +66,23 @@ def candidates(capabilities: tuple[str, ...]) -> dict[str, dict[str, object]]:
 KERNEL_LAYERS = ("FullyConnected", "GatedDeltaNet", "ScaledDotProductAttention")
 
 
-def kernels(compiled) -> list[str]:
+def kernels(*compiled) -> list[str]:
     """The kernels the step's heavy layers really ran ('FullyConnected brgemm_avx512_bf16'…), read from the runtime
-    model after inference (before it, primitive types read 'undef')."""
-    try:
-        model = compiled.get_runtime_model()
-    except (AttributeError, RuntimeError):
-        return []
+    models after inference (a layer that has not run reads 'undef…': left out)."""
+    ops = []
+    for one in compiled:
+        try:
+            ops += one.get_runtime_model().get_ordered_ops()
+        except (AttributeError, RuntimeError):
+            continue
     found = set()
-    for node in model.get_ordered_ops():
+    for node in ops:
         info = node.get_rt_info()
         try:
             layer, primitive = info["layerType"].astype(str), info["primitiveType"].astype(str)
         except (KeyError, RuntimeError, AttributeError):
             continue
-        if layer in KERNEL_LAYERS:
+        if layer in KERNEL_LAYERS and not primitive.startswith("undef"):
             found.add(f"{layer} {primitive}")
     return sorted(found)
 
@@ -168,9 +170,9 @@ def tune(runner, timings: Timings = _as_measured, steps: int = STEPS, threads: t
         times, logits = _steps(twin, prompt, tokens, clock)
         times = timings(name, times)
         drift = max(float(np.max(np.abs(_logsoftmax(a) - _logsoftmax(b)))) for a, b in zip(logits, exact_logits))
-        precision = as_ran(twin.precision, fully_connected_kernels(twin.compiled)).label
+        precision = as_ran(twin.precision, fully_connected_kernels(*twin.compiles)).label
         measured.append(Measured(name, properties, statistics.median(times) * 1000, drift, precision,
-                                 kernels(twin.compiled), compile_s * 1000))
+                                 kernels(*twin.compiles), compile_s * 1000))
         del twin
     exact_ms = statistics.median(exact_times) * 1000
     best = min(measured, key=lambda m: m.step_ms) if measured else None

@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from .devices import DeviceOptions
 
 
-PROJECTIONS_ENV = "DECIDER_INT8_PROJECTIONS"  # =widened: the plugin's f32 path for int8 weights (a bench's peer)
+PROJECTIONS_ENV = "DECIDER_INT8_PROJECTIONS"  # =widened: the plugin's f32 path for int8 weights; =pieces: integer pieces
 INTEGER_PIECES = "integer pieces"
 WIDENED = "widened to f32"
+STEP_GRAPH_ENV = "DECIDER_STEP_GRAPH"  # =shared: one-token steps on the runner's own compile (a bench's peer)
+ONE_TOKEN = "a compile of its own, one token"
+SHARED = "the runner's compile"
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,17 @@ class CompilePlan:
     # How the exact compile multiplies int8 weights (engine/graphs/int8_pieces.py): value "integer pieces" or
     # "widened to f32", with why; None where the question does not arise (reduced precision, GPU, NPU).
     int8_projections: Property | None = None
+    # Where one-token decode steps run (engine/graphs/one_token.py): value "a compile of its own, one token" or "the
+    # runner's compile", with why; None where the question does not arise (GPU, NPU, the static path).
+    step_graph: Property | None = None
 
     @property
     def integer_pieces(self) -> bool:
         return self.int8_projections is not None and self.int8_projections.value == INTEGER_PIECES
+
+    @property
+    def one_token_steps(self) -> bool:
+        return self.step_graph is not None and self.step_graph.value == ONE_TOKEN
 
     @property
     def device(self) -> str:
@@ -101,6 +111,6 @@ class CompilePlan:
             lines.append(f"{target.role} on {target.device}:")
             lines += [f"  Core CPU {s.name}={s.value}: {s.reason}" for s in target.host]
             lines += [f"  {s.name}={s.value}: {s.reason}" for s in target.settings]
-            if target is self.language and self.int8_projections is not None:
-                lines.append(f"  int8 projections: {self.int8_projections.value}: {self.int8_projections.reason}")
+            if target is self.language:
+                lines += [f"  {p.name}: {p.value}: {p.reason}" for p in (self.int8_projections, self.step_graph) if p is not None]
         return lines

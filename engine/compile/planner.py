@@ -23,7 +23,8 @@ from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .plan import INTEGER_PIECES, PROJECTIONS_ENV, WIDENED, CompilePlan, CompileTarget, Host, Property
+from .plan import (INTEGER_PIECES, ONE_TOKEN, PROJECTIONS_ENV, SHARED, STEP_GRAPH_ENV, WIDENED, CompilePlan, CompileTarget, Host,
+                   Property)
 from .devices import DeviceOptions, choose_device, npuw_devices_override, vision_candidates, visible_devices
 from .measurements import Subject, Tuning, cache_file, cached, read_host
 from ..model.folder import ModelFolder
@@ -91,8 +92,11 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
 
 
 def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property | None:
-    """How the exact CPU compile multiplies int8 weights: in integer pieces where the CPU has an int8 dot-product
-    instruction (engine/graphs/int8_pieces.py), else widened to f32 as the plugin does."""
+    """How the exact CPU compile multiplies int8 weights: in integer pieces (engine/graphs/int8_pieces.py) where the
+    CPU has AMX's int8 tiles, or where asked for and it has an int8 dot-product instruction; else widened to f32 as
+    the plugin does. Measured (BENCHMARKS.md, sixth and seventh passes), 0.8B exact decode steps: with AMX the pieces
+    won at one and two threads; with AVX-512 VNNI alone (a Zen 4) they won at one thread (55.0 vs 59.2 ms) and lost
+    at two (41.7 vs 37.0), and the app runs on every core."""
     if options.device.split(".")[0] != "CPU" or path != "dynamic" or not options.exact:
         return None
     asked = os.environ.get(PROJECTIONS_ENV, "").strip().lower()
@@ -101,10 +105,29 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property
     if "VNNI" not in host.capabilities:
         return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
                                                     "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
+    if asked != "pieces" and "AMX_INT8" not in host.capabilities:
+        return Property("int8 projections", WIDENED,
+                        "int8 dot products here, but no AMX: the integer pieces measured slower than the widened path at "
+                        f"two threads on such a CPU (0.8B: 41.7 vs 37.0 ms a step; {PROJECTIONS_ENV}=pieces asks for them)")
     return Property("int8 projections", INTEGER_PIECES,
-                    "int8 dot products on this CPU (VNNI/AMX): activations in four 8-bit pieces (29 bits), exact int32 "
+                    ("asked for" if asked == "pieces" else "AMX's int8 tiles on this CPU") + ": activations in four 8-bit pieces (29 bits), exact int32 "
                     f"sums, f32-grade results; the weights stream at the int8 kernels' rate ({PROJECTIONS_ENV}=widened: "
                     "the plugin's f32 path)")
+
+
+def _step_graph(options: DeviceOptions, path: str, twin: bool) -> Property | None:
+    """Where the CPU's one-token steps run: on a compile of the same graph with its shapes fixed at one token
+    (engine/graphs/one_token.py), unless DECIDER_STEP_GRAPH=shared or the runner is a twin."""
+    if options.device.split(".")[0] != "CPU" or path != "dynamic":
+        return None
+    if os.environ.get(STEP_GRAPH_ENV, "").strip().lower() == "shared":
+        return Property("decode steps", SHARED, f"{STEP_GRAPH_ENV}=shared")
+    if twin:  # a fast-reasoning twin or a tuning candidate: already a second copy of the weights
+        return Property("decode steps", SHARED, "a twin's steps share its compile (it already holds the weights twice)")
+    return Property("decode steps", ONE_TOKEN,
+                    "the same graph with its shapes fixed at one token: the plugin prepares its nodes once instead of at "
+                    "every step (0.8B: 65 → 55 ms at one thread); its own packed weights (0.8B: +0.85 GiB resident), the "
+                    f"state moved to it and back once per prompt ({STEP_GRAPH_ENV}=shared: steps on the runner's compile)")
 
 
 def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:
@@ -202,7 +225,7 @@ def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tunin
     vision = _vision(options, host, vision_devices)
     return CompilePlan(options, path, _target("language model", device, settings, options, core_cpu), fallback, table, vision,
                        tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None,
-                       _int8_projections(options, host, path))
+                       _int8_projections(options, host, path), _step_graph(options, path, overrides is not None))
 
 
 def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = (), host: Host | None = None,

@@ -89,12 +89,13 @@ def npu_host_properties(exact: bool, capabilities: Sequence[str] = (), mode: str
 
 def cpu_capabilities(core) -> tuple[str, ...]:
     """The CPU plugin's OPTIMIZATION_CAPABILITIES (BF16, FP16, INT8…), plus "VNNI" where the CPU flags show int8
-    dot products (the plugin's list does not say)."""
+    dot products and "AMX_INT8" where they show AMX's int8 tiles (the plugin's list says neither)."""
     try:
         found = tuple(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")) if core is not None else ()
     except RuntimeError:
         found = ()
-    return found + (("VNNI",) if _VNNI_FLAGS & set(cpu_flags()) else ())
+    flags = set(cpu_flags())
+    return found + (("VNNI",) if _VNNI_FLAGS & flags else ()) + (("AMX_INT8",) if "amx_int8" in flags else ())
 
 
 _VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
@@ -163,13 +164,16 @@ def _read(source, name: str, *args) -> str:
         return "?"
 
 
-def fully_connected_kernels(compiled) -> tuple[str, ...]:
-    """The primitive types the compiled model's FullyConnected layers ran, from its runtime model. Read after an
-    inference: before one (and on devices without the CPU's exec graph) there is nothing to read (())."""
-    try:
-        ops = compiled.get_runtime_model().get_ordered_ops()
-    except (AttributeError, RuntimeError):
-        return ()
+def fully_connected_kernels(*compiled) -> tuple[str, ...]:
+    """The primitive types the compiled models' FullyConnected layers ran (a runner's own compile and its one-token
+    steps' compile), from their runtime models. Read after an inference: a layer that has not run reads 'undef…'
+    (and devices without the CPU's exec graph have nothing to read)."""
+    ops = []
+    for one in compiled:
+        try:
+            ops += one.get_runtime_model().get_ordered_ops()
+        except (AttributeError, RuntimeError):
+            continue
     found = set()
     for node in ops:
         info = node.get_rt_info()
@@ -177,7 +181,7 @@ def fully_connected_kernels(compiled) -> tuple[str, ...]:
             layer, primitive = str(info["layerType"].astype(str)), str(info["primitiveType"].astype(str))
         except (KeyError, RuntimeError, AttributeError):
             continue
-        if layer == "FullyConnected" and primitive and primitive != "undef":
+        if layer == "FullyConnected" and primitive and not primitive.startswith("undef"):
             found.add(primitive)
     return tuple(sorted(found))
 

@@ -83,7 +83,7 @@ class Reasoner:
 def precision_of(runner: RunnerBase) -> str:
     """The precision a runner computes in, as read back from its compiled model and, once it ran, from the kernels
     its FullyConnected layers ran (engine/compile/precision.py): int8 activations only where the plugin's probe saw them."""
-    return as_ran(runner.precision, fully_connected_kernels(getattr(runner, "compiled", None))).label
+    return as_ran(runner.precision, fully_connected_kernels(*getattr(runner, "compiles", ()))).label
 
 
 def can_twin(runner: RunnerBase) -> bool:

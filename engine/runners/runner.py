@@ -20,6 +20,7 @@ from ..compile.devices import DeviceOptions, device_caps, npu_emulated
 from ..core.errors import DeviceError, ModelError
 from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from ..graphs.decode import one_token_deltanet
+from ..graphs.one_token import one_token_graph
 from ..graphs.int8_pieces import DESCRIPTION as PIECES_DESCRIPTION, rewrite_int8_projections
 from ..graphs.logits import (LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, lm_head_weight, slice_to_counted_positions,
                              slice_to_last_position)
@@ -33,6 +34,7 @@ from ..compile.planner import plan_for
 from ..compile.precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .base import RunnerBase, RunnerStats, first_line
+from .step_request import StepRequest
 from ..vision.device import apply_host, open_vision_encoder
 from ..vision.encoder import VisionEncoder
 from ..vision.feed import ChunkEmbedder, position_ids
@@ -135,6 +137,7 @@ class ModelRunner(RunnerBase):
         self.folder = folder if isinstance(folder, ModelFolder) else inspect_folder(folder)
         core = core or ov.Core()
         self._init_conversation()
+        self._stepper: StepRequest | None = None  # one-token steps' own compile (_compile_step), where planned
         self.plan = plan or plan_for(self.folder, options or DeviceOptions(), core, notices=self.notices)
         self.options, self.device, self.execution_path = self.plan.options, self.plan.device, self.plan.path
         self.caps = device_caps(self.device, self.options)
@@ -202,6 +205,8 @@ class ModelRunner(RunnerBase):
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._take_request()
         self._adopt_kernel(compiled)
+        # One-token steps on a compile of their own where the plan says so (our kernel, where routed, takes them instead)
+        self._stepper = self._compile_step(model, properties) if self.plan.one_token_steps and not self.kernel_plan.routed else None
 
     def _edit_graph(self, model: ov.Model, hidden: bool) -> None:
         """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step."""
@@ -217,6 +222,25 @@ class ModelRunner(RunnerBase):
         self._lm_head = _head_weight(model) if hidden else None
         if self.plan.integer_pieces and not kernel_asked_for():  # our VNNI kernel, where asked for, takes them instead
             self.int8_pieces = rewrite_int8_projections(model)
+
+    def _compile_step(self, model: ov.Model, properties: dict) -> StepRequest | None:
+        """The edited graph fixed at one token (engine/graphs/one_token.py), compiled as the runner's own was. One that
+        does not compile is a notice: steps then run on the runner's compile."""
+        try:
+            compiled, _ = safe_compile(self, one_token_graph(model), properties, self.plan.twin)
+        except RuntimeError as exc:
+            self.notices.append(f"one-token steps run on the main compile: their own did not compile ({first_line(exc)})")
+            return None
+        return StepRequest(compiled)
+
+    @property
+    def compiles(self) -> tuple[ov.CompiledModel, ...]:
+        """Every compile of the language model that runs forwards: its own, and the one-token steps' where planned."""
+        return (self.compiled,) if self._stepper is None else (self.compiled, self._stepper.compiled)
+
+    def _main(self) -> ov.InferRequest:
+        """The runner's own infer request, holding the conversation's state (moved back from the step compile's)."""
+        return self._stepper.give_back(self._request) if self._stepper is not None else self._request
 
     def _load_mtp(self, core: ov.Core, model: ov.Model, properties: dict) -> MtpHead | None:
         """The draft head on this runner's device, compiled as the main model is (it only drafts: its precision
@@ -237,12 +261,13 @@ class ModelRunner(RunnerBase):
         where the runner has no MTP head or no forward ran since the state was restored."""
         if self.mtp is None or not self._hidden_fresh:
             return None
-        return self._request.get_tensor(LAST_HIDDEN).data[0, -count:].copy()
+        return self._last.get_tensor(LAST_HIDDEN).data[0, -count:].copy()
 
     def _take_request(self) -> None:
         """The layout's infer request, and its states' dtypes and shapes while it is fresh (before any infer): what
         a prompt-cache entry must match (_state_layout)."""
         self._request = self._layout.request
+        self._last = self._request  # the request of the last forward: its logits and hidden states are read
         self._fresh_states = self._states_now() if self.caps.snapshots else {}
 
     def _route_kernel(self, model: ov.Model, core: ov.Core, twin_of: ModelRunner | None) -> KernelPlan:
@@ -290,9 +315,11 @@ class ModelRunner(RunnerBase):
     # ----- hooks -----
     def _clear_state(self) -> None:
         self._request.reset_state()
+        if self._stepper is not None:
+            self._stepper.live = False  # the runner's request holds the (empty) state now
 
     def _capture_state(self) -> dict[str, np.ndarray]:
-        return {s.name: s.state.data.copy() for s in self._request.query_state()}
+        return {s.name: s.state.data.copy() for s in self._main().query_state()}
 
     def _states_now(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         """Each state's dtype and shape; on a fresh request a 0 where a size grows (batch on axis 0, else the sequence)."""
@@ -306,6 +333,8 @@ class ModelRunner(RunnerBase):
 
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         self._hidden_fresh = False
+        if self._stepper is not None:
+            self._stepper.live = False  # every state is overwritten here: nothing to move back first
         for state in self._request.query_state():
             # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
             state.state = ov.Tensor(states[state.name].copy())
@@ -315,43 +344,47 @@ class ModelRunner(RunnerBase):
         one_shot = self.execution_path == "npuw_llm" or self.prefill_chunk is None
         sizes = [len(ids)] if one_shot else chunk_sizes(len(ids), self.prefill_chunk, self.prefill_base)
         position = 0
+        request = self._last = self._main()
         for size in sizes:
             # The items before the chunk: image positions depend on the images earlier in the prompt.
             before = self.history[:past] + _as_list(ids[:position]) if self.vision is not None else ()
-            self._request.infer(self._layout.inputs(ids[position : position + size], past + position, before))
+            request.infer(self._layout.inputs(ids[position : position + size], past + position, before))
             self.stats.infers += 1
             position += size
         self._hidden_fresh = True
         return self._logits()
 
     def _start(self, token: int, past: int) -> None:
-        self._request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history))
+        request = self._stepper.take(self._request) if self._stepper is not None else self._request
+        self._last = request
+        request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history))
 
     def _wait(self) -> np.ndarray:
-        self._request.wait()
+        self._last.wait()
         self._hidden_fresh = True
         return self._logits()
 
     def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
         # start_async + wait, not infer(): on the demo model a synchronous infer of the same feed measured 5-8 ms
         # against ~1 ms (the plugin's executor thread instead of the caller's; bench/w_draft --task costs)
-        self._request.start_async(self._layout.inputs(ids, past, self.history[:past], positions))
-        self._request.wait()
+        request = self._last = self._main()
+        request.start_async(self._layout.inputs(ids, past, self.history[:past], positions))
+        request.wait()
         self._hidden_fresh = True
-        return self._request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
+        return request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
 
     def _recurrent_states(self) -> dict[str, np.ndarray]:
-        return {s.name: s.state.data.copy() for s in self._request.query_state() if not is_kv_state(s.name)}
+        return {s.name: s.state.data.copy() for s in self._main().query_state() if not is_kv_state(s.name)}
 
     def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
-        for state in self._request.query_state():
+        for state in self._main().query_state():
             if is_kv_state(state.name):
                 state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]))  # [B, heads, seq, dim]
             else:
                 state.state = ov.Tensor(recurrent[state.name])
 
     def _logits(self) -> np.ndarray:
-        return self._request.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
+        return self._last.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
 
 
 def is_kv_state(name: str) -> bool:

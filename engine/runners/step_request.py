@@ -1,0 +1,41 @@
+"""Where the conversation's state lives when two compiles share it: the runner's (prefill, verify, snapshots) and
+the one-token step's (engine/graphs/one_token.py).
+
+Each compile's infer request keeps states of its own. The state is live in exactly one of them; it moves (every
+state copied across, once) when the other one is next needed: into the step request before the first step after a
+prefill, back before the next prefill, verify, snapshot or rollback. A think decision moves it twice (the prompt,
+then the reasoning steps; the forced close, then the answer), not once per token.
+"""
+
+from __future__ import annotations
+
+import openvino as ov
+
+
+def _copy_states(source: ov.InferRequest, target: ov.InferRequest) -> None:
+    states = {state.name: state.state for state in source.query_state()}  # get_state returns a copy of its own
+    for state in target.query_state():
+        state.state = states[state.name]  # set_state copies it in
+
+
+class StepRequest:
+    """The step compile's infer request, and whether it holds the live state."""
+
+    def __init__(self, compiled: ov.CompiledModel) -> None:
+        self.compiled = compiled
+        self.request = compiled.create_infer_request()
+        self.live = False
+
+    def take(self, main: ov.InferRequest) -> ov.InferRequest:
+        """The step request, holding the state (moved from `main` if `main` held it)."""
+        if not self.live:
+            _copy_states(main, self.request)
+            self.live = True
+        return self.request
+
+    def give_back(self, main: ov.InferRequest) -> ov.InferRequest:
+        """`main`, holding the state (moved back if the step request held it)."""
+        if self.live:
+            _copy_states(self.request, main)
+            self.live = False
+        return main

@@ -1,0 +1,90 @@
+"""One-token decode steps on a compile of their own (engine/graphs/one_token.py, engine/runners/step_request.py): the
+graph's shapes, the plan's choice, and a conversation that moves its state between the two compiles and back giving
+the logits the runner's own compile gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+import pytest
+
+from support.models import model_dir
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.compile.plan import ONE_TOKEN, SHARED, STEP_GRAPH_ENV, Host
+from decider.engine.compile.planner import plan_compile
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.graphs.one_token import one_token_graph
+from decider.engine.runners.runner import ModelRunner
+
+# Two compiles of the same graph pick their kernels for their own shapes (one token, or any): their logits agree to
+# f32 rounding, measured 7e-6 (int8 fixture) and 1.3e-5 (vision fixture) over 20 steps; decisions are unchanged.
+LOGPROB_TOLERANCE = 5e-5
+
+
+def test_the_step_graph_fixes_every_shape_but_the_caches_length():
+    model = ov.Core().read_model(model_dir("qwen35-text") / "openvino_model.xml")
+    step = one_token_graph(model)
+    shapes = {p.get_any_name(): p.get_partial_shape() for p in step.inputs}
+    assert shapes["input_ids"] == ov.PartialShape([1, 1]) and shapes["beam_idx"] == ov.PartialShape([1])
+    assert shapes["position_ids"].is_static and shapes["attention_mask"][0] == 1 and shapes["attention_mask"][1].is_dynamic
+    assert all(v.get_info().data_shape[0] == 1 for v in step.get_variables())
+    # the runner's graph is left as it was: a copy is fixed
+    assert {p.get_any_name(): p.get_partial_shape() for p in model.inputs}["input_ids"].is_dynamic
+
+
+def test_the_plan_gives_cpu_steps_a_compile_of_their_own_unless_asked(monkeypatch):
+    monkeypatch.delenv(STEP_GRAPH_ENV, raising=False)
+    host, cpu = Host(("FP32",)), DeviceOptions(device="CPU", exact=True)
+    plan = plan_compile(cpu, host, path="dynamic")
+    assert plan.one_token_steps and plan.step_graph.value == ONE_TOKEN
+    assert f"decode steps: {ONE_TOKEN}" in "\n".join(plan.describe())
+    assert plan_compile(DeviceOptions(device="CPU", exact=False), host, path="dynamic").one_token_steps
+    assert plan_compile(DeviceOptions(device="GPU"), host, path="dynamic").step_graph is None
+    assert plan_compile(cpu, host, path="static").step_graph is None
+    twin = plan_compile(cpu, host, path="dynamic", overrides={"PERFORMANCE_HINT": "LATENCY"})
+    assert twin.step_graph.value == SHARED and "twin" in twin.step_graph.reason  # it holds the weights twice already
+    monkeypatch.setenv(STEP_GRAPH_ENV, "shared")
+    assert plan_compile(cpu, host, path="dynamic").step_graph.value == SHARED
+
+
+def _runner(monkeypatch, name: str, shared: bool) -> ModelRunner:
+    if shared:
+        monkeypatch.setenv(STEP_GRAPH_ENV, "shared")
+    else:
+        monkeypatch.delenv(STEP_GRAPH_ENV, raising=False)
+    return ModelRunner(model_dir(name), DeviceOptions(device="CPU", exact=True))
+
+
+def _conversation(runner: ModelRunner) -> list[np.ndarray]:
+    """Prefill, steps, a verify and its rewind, more steps, a prompt that reuses a snapshot, steps again: every move
+    of the state between the two compiles."""
+    prompt = list(range(30, 70))
+    out = [runner.prefill(prompt, checkpoints=[len(prompt)])]
+    out += [runner.step(t) for t in (5, 6, 7)]
+    out += list(runner.verify([8, 9, 10], 3))
+    runner.rewind()
+    out += [runner.step(t) for t in (8, 11, 12)]
+    out.append(runner.prefill(prompt + [40, 41]))  # restores the snapshot at the prompt, then two tokens
+    out += [runner.step(t) for t in (13, 14)]
+    return out
+
+
+@pytest.mark.parametrize("name", ["qwen35-text-int8", "qwen35-vl", "qwen35-moe-text"])
+def test_a_conversation_moving_between_the_compiles_gives_the_runners_own_logits(monkeypatch, name):
+    mine, shared = _runner(monkeypatch, name, shared=False), _runner(monkeypatch, name, shared=True)
+    assert mine.plan.one_token_steps and len(mine.compiles) == 2 and len(shared.compiles) == 1
+    got, want = _conversation(mine), _conversation(shared)
+    gaps = [float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)]
+    assert max(gaps) < LOGPROB_TOLERANCE
+    assert mine._stepper is not None and mine._stepper.live  # the last steps ran on the step compile
+    mine.export_state()
+    assert not mine._stepper.live  # ... and the state came back for a snapshot
+
+
+def test_a_state_left_behind_is_caught(monkeypatch):
+    """The check above can fail: steps that do not take the state along compute from an empty one."""
+    mine, shared = _runner(monkeypatch, "qwen35-text-int8", shared=False), _runner(monkeypatch, "qwen35-text-int8", shared=True)
+    assert mine._stepper is not None
+    monkeypatch.setattr(mine._stepper, "take", lambda main: mine._stepper.request)
+    got, want = _conversation(mine), _conversation(shared)
+    assert max(float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)) > 1e-2
