@@ -346,7 +346,12 @@ def render_styled(scene: dict) -> np.ndarray:
     width, height = scene["width"], scene["height"]
     image = Image.new("RGB", (width, height))
     _draw_background(image, scene["background"])
+    junk = scene.get("junk")
+    if junk and junk["kind"] == "texture":
+        image.paste(Image.fromarray(_texture(junk, width, height), "RGB"))
     draw = ImageDraw.Draw(image)
+    if junk and junk["kind"] != "texture":
+        _draw_junk(image, draw, junk)
     ink = tuple(scene["ink"])
     for shape, x, y, s in scene["distractors"]:  # small squares or triangles: never a circle, star or door
         box = (x - s, y - s, x + s, y + s)
@@ -366,6 +371,8 @@ def render_styled(scene: dict) -> np.ndarray:
             draw.line(points + points[:1], fill=ink, width=max(2, int(scene["r"] / 6)))
     elif task == "door":
         _draw_doors(draw, scene, width, height)
+    for word in scene.get("words", ()):
+        _draw_word(image, word)
     pixels = np.asarray(image, dtype=np.uint8).copy()
     if scene["background"].get("noise"):
         amount = scene["background"]["noise"]
@@ -388,7 +395,7 @@ def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
         left, right = int(cx - door_w / 2), int(cx + door_w / 2)
         draw.rectangle((left - edge, top - edge, right + edge, bottom), fill=frame)
         if i == scene["open"]:
-            draw.rectangle((left, top, right, bottom), fill=(10, 10, 14))
+            _draw_doorway(draw, scene.get("doorway"), (left, top, right, bottom))
             leaf = max(3, (right - left) // 3)
             if scene["door_leaf"] == "inside":
                 draw.polygon([(left, top), (left + leaf, top + edge * 2), (left + leaf, bottom - edge), (left, bottom)], fill=wood)
@@ -411,8 +418,8 @@ def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, 
     """(scene, options, answer) in styles of `split` ('train' or 'heldout'); `fixed` pins style values."""
     values = STYLE_VALUES[split]
     pick = lambda axis: fixed[axis] if axis in fixed else rng.choice(values[axis])  # noqa: E731
-    task = kind.removesuffix("_none")
-    none = kind.endswith("_none")
+    task = kind.removesuffix("_none").removesuffix("_junk")
+    none = kind.endswith(("_none", "_junk"))
     width, height = size or _size(rng, split)
     background = _styled_background(rng, pick("background"))
     level = _mean_level(background)
@@ -446,14 +453,22 @@ def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, 
                      door_width=pick("door_width"), door_leaf=pick("door_leaf"))
         if none and split == "train" and rng.random() < 0.5:
             scene["doors"] = 0  # no door at all, as on a blank picture: nothing to see, even bars
+    if kind.endswith("_junk"):  # a picture of something else: a face, words, shapes or a texture (issue 39 item 5)
+        scene["doors"] = 0
+        scene["junk"] = _junk(rng, split, task, width, height, pick)
     return scene, options, answer
 
 
-def make_styled_item(rng: random.Random, kind: str, split: str = "train", flip: float = FLIP, size=None, **fixed) -> Item:
-    """One item of `kind` drawn in the styles of `split`: 'train' (what training may see) or 'heldout' (never)."""
+def make_styled_item(rng: random.Random, kind: str, split: str = "train", flip: float = FLIP, size=None, extras=None,
+                     **fixed) -> Item:
+    """One item of `kind` drawn in the styles of `split`: 'train' (what training may see) or 'heldout' (never).
+    `extras` (probabilities, see EXTRAS): written words, lit or coloured doorways, painted doors; without it the
+    random draws are the ones items drawn before issue 39 made."""
     if split not in STYLE_VALUES:
         raise ValueError(split)
     scene, options, answer = _styled_scene(rng, kind, split, rng.randint(2, 4), size, **fixed)
+    if extras:
+        _add_extras(rng, scene, split, answer, options, extras, fixed)
     rng.shuffle(options)
     target = [1.0 / len(options)] * len(options) if answer is None else [1.0 if o == answer else 0.0 for o in options]
     return Item(kind, QUESTIONS[scene["task"]], tuple(_cased(rng, o, flip) for o in options), tuple(target), scene)
@@ -482,3 +497,362 @@ def issue_case_items(seed: int, per_case: int) -> list[Item]:
 def styled_blank(scene: dict) -> np.ndarray:
     """The scene's background alone at the scene's size: nothing to see."""
     return render_styled({**scene, "task": "blank", "distractors": []})
+
+
+# ----- pictures of something else, written words, lit and coloured doorways (issue 39 item 5) ---------------------
+#
+# "Irrelevant" pictures (kinds colour_junk, star_junk, door_junk): a face, written words, shapes that are neither a
+# circle of the four colours nor a star nor a door, or a photograph-like texture, asked one of the three
+# questions: nothing in them answers it, so the target is even. Word distractors: LEFT / RIGHT / MIDDLE or a colour
+# name written on an answerable picture, naming a wrong option (the star's other side, a closed door, another
+# colour): the drawing's answer stays the target. Doorways lit (warm white, a glow) or coloured, doors painted:
+# the open door is still the open door. Every axis has training values and held-out values, as above.
+
+JUNK_KINDS = ("face", "text", "shapes", "texture")
+TASK_WORDS = ("LEFT", "RIGHT", "MIDDLE", "RED", "GREEN", "BLUE", "YELLOW", "STAR", "DOOR", "OPEN", "CIRCLE")
+# Colours of shapes, words and faces that are not one of the four circle colours (and not near one).
+OTHER_COLOURS = ((130, 60, 160), (120, 80, 40), (230, 130, 180), (40, 150, 150), (128, 128, 128), (235, 235, 225),
+                 (25, 25, 15))
+SKIN = ((241, 204, 170), (224, 172, 105), (198, 134, 66), (141, 85, 36), (90, 60, 40))
+SMILEY_YELLOW = (240, 205, 50)  # the classic smiley: a yellow disc, so never asked "Which colour is the circle?"
+TEXTURE_PALETTE = ((194, 178, 128), (110, 85, 60), (100, 110, 60), (150, 170, 190), (90, 100, 110), (160, 155, 150),
+                   (150, 90, 60), (110, 90, 130), (70, 120, 120))
+DOORWAYS = {  # what an open doorway shows: dark (as before), light, or a coloured room or sky
+    "dark": (10, 10, 14), "lit": (250, 240, 200), "sky": (120, 180, 240), "grass": (90, 170, 80), "red": (200, 60, 50),
+    "purple": (140, 80, 180), "orange": (240, 150, 60), "white": (240, 240, 240),
+    "dusk": (240, 150, 90), "dawn": (250, 250, 220),  # gradients: this colour at the floor, DOORWAY_TOPS' at the top
+    "glow": (255, 235, 150), "teal": (60, 170, 170), "pink": (240, 140, 190),
+}
+DOORWAY_TOPS = {"dusk": (40, 50, 110), "dawn": (150, 200, 240), "glow": (200, 140, 60)}
+PAINTS = {"red": (170, 40, 40), "green": (40, 120, 60), "white": (230, 230, 225), "blue": (50, 70, 160),
+          "black": (35, 35, 35), "mustard": (200, 160, 40), "plum": (100, 60, 120)}
+STYLE_VALUES["train"].update(
+    junk=JUNK_KINDS,
+    face_shape=("round", "square"),
+    face_features=("dots", "lines"),
+    font=("pixel", "smooth"),
+    words=TASK_WORDS + ("HELLO", "EXIT", "GAME", "SCORE", "LEVEL", "PLAY", "STOP", "MENU"),
+    shapes=("square", "triangle", "bar", "diamond", "ellipse", "ell"),
+    texture=("cloudy", "blobs"),
+    doorway=("dark", "lit", "sky", "grass", "red", "purple", "orange", "white", "dusk", "dawn"),
+    paint=("red", "green", "white", "blue", "black"),
+)
+STYLE_VALUES["heldout"].update(
+    junk=JUNK_KINDS,
+    face_shape=("oval",),
+    face_features=("full",),  # eyes with pupils, brows, a nose, an open mouth, hair
+    font=("bold",),
+    words=TASK_WORDS + ("START", "QUIT", "PAUSE", "SHOP", "BOSS", "LOOT"),
+    shapes=("arrow", "trapezoid", "chevron"),
+    texture=("fractal", "marble"),
+    doorway=("glow", "teal", "pink"),
+    paint=("mustard", "plum"),
+)
+# What training draws besides the base scene: words on 30 % of the styled pictures, a lit or coloured doorway on half
+# the door scenes, painted doors on 40 %.
+EXTRAS = {"words": 0.45, "doorway": 0.5, "paint": 0.4}
+COLOURED_SHAPES = 0.5  # share of the (non-ellipse) shapes drawn in one of the four circle colours
+JUNK_MIX = {"colour_junk": 0.1, "star_junk": 0.1, "door_junk": 0.1}
+
+
+def _muted(rng: random.Random, rgb, amount: int = 20):
+    return _jitter(rng, rgb, amount)
+
+
+def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pick) -> dict:
+    """The drawing parameters of a picture of something else (see JUNK_KINDS)."""
+    kind = pick("junk")
+    short = min(width, height)
+    junk = {"kind": kind}
+    if kind == "face":
+        faces = []
+        for _ in range(rng.choice((1, 1, 2))):
+            r = max(8, int(short * rng.uniform(0.15, 0.4)))
+            colours = SKIN + ((SMILEY_YELLOW,) if task != "colour" else ())
+            faces.append({"x": rng.randint(r, max(r, width - r)), "y": rng.randint(r, max(r, height - r)), "r": r,
+                          "shape": pick("face_shape"), "features": pick("face_features"),
+                          "rgb": _jitter(rng, rng.choice(colours), 12), "smile": rng.choice((True, True, False))})
+        junk["faces"] = faces
+    elif kind == "text":
+        junk["words"] = [_word(rng, rng.choice(TASK_WORDS) if rng.random() < 0.5 else pick("words"), pick("font"), width, height,
+                               _text_colour(rng))
+                         for _ in range(rng.randint(1, 4))]
+    elif kind == "shapes":
+        shapes = []
+        for _ in range(rng.randint(2, 6)):
+            shape = pick("shapes")
+            coloured = shape != "ellipse" and rng.random() < COLOURED_SHAPES  # a square may be red; only a circle would answer
+            rgb = rng.choice(list(COLOURS.values())) if coloured else rng.choice(OTHER_COLOURS)
+            s = max(4, int(short * rng.uniform(0.06, 0.18)))
+            shapes.append({"shape": shape, "x": rng.randint(0, width), "y": rng.randint(0, height), "s": s,
+                           "angle": rng.uniform(0, 2 * math.pi), "rgb": _jitter(rng, rgb, 15), "aspect": rng.uniform(0.3, 0.5)})
+        junk["shapes"] = shapes
+    else:
+        junk.update(texture=pick("texture"), seed=rng.randrange(2**31),
+                    colours=[_muted(rng, rng.choice(TEXTURE_PALETTE)) for _ in range(3)], scale=rng.uniform(0.5, 2.0))
+    return junk
+
+
+def _text_colour(rng: random.Random):
+    r = rng.random()
+    if r < 0.25:
+        return _jitter(rng, rng.choice(list(COLOURS.values())), 15)  # "RED" in red is words, not a circle
+    return _jitter(rng, rng.choice(OTHER_COLOURS), 15)
+
+
+def _font(font: str, size: int):
+    from PIL import ImageFont
+
+    if font == "pixel":
+        return ImageFont.load_default_imagefont()
+    return _freetype(size)
+
+
+_FONTS: dict = {}
+
+
+def _freetype(size: int):
+    from PIL import ImageFont
+
+    if size not in _FONTS:
+        _FONTS[size] = ImageFont.load_default(size)
+    return _FONTS[size]
+
+
+def _word_size(text: str, font: str, size: int) -> tuple[int, int]:
+    """(width, height) of a word drawn `size` pixels high in `font`."""
+    if font == "pixel":
+        left, top, right, bottom = _font(font, size).getbbox(text)
+        k = max(1, round(size / 11))
+        return (right - left) * k, (bottom - top) * k
+    left, top, right, bottom = _freetype(size).getbbox(text, stroke_width=max(1, size // 10) if font == "bold" else 0)
+    return right - left, bottom - top
+
+
+def _word(rng: random.Random, text: str, font: str, width: int, height: int, rgb, region=None) -> dict:
+    """A written word somewhere in `region` (x0, y0, x1, y1; the whole picture by default), shrunk to fit."""
+    text = rng.choice((text, text, text.title(), text.lower())) if text.isupper() else text
+    x0, y0, x1, y1 = region or (0, 0, width, height)
+    size = max(8, int(min(width, height) * rng.uniform(0.1, 0.22)))
+    while size > 8 and _word_size(text, font, size)[0] > max(8, x1 - x0):
+        size -= 2
+    w, h = _word_size(text, font, size)
+    return {"text": text, "font": font, "size": size, "rgb": rgb,
+            "x": rng.randint(x0, max(x0, x1 - w)), "y": rng.randint(y0, max(y0, y1 - h))}
+
+
+def _draw_word(image, word: dict) -> None:
+    from PIL import Image, ImageDraw
+
+    font, size, text = word["font"], word["size"], word["text"]
+    if font == "pixel":  # the bitmap font, scaled up with square pixels
+        f = _font(font, size)
+        left, top, right, bottom = f.getbbox(text)
+        mask = Image.new("L", (right - left, bottom - top), 0)
+        ImageDraw.Draw(mask).text((-left, -top), text, fill=255, font=f)
+        k = max(1, round(size / 11))
+        mask = mask.resize((mask.width * k, mask.height * k), Image.NEAREST)
+        image.paste(Image.new("RGB", mask.size, tuple(word["rgb"])), (word["x"], word["y"]), mask)
+        return
+    f = _freetype(size)
+    stroke = max(1, size // 10) if font == "bold" else 0
+    left, top, _, _ = f.getbbox(text, stroke_width=stroke)
+    ImageDraw.Draw(image).text((word["x"] - left, word["y"] - top), text, fill=tuple(word["rgb"]), font=f,
+                               stroke_width=stroke, stroke_fill=tuple(word["rgb"]))
+
+
+def _rotated(points, cx, cy, angle):
+    c, s = math.cos(angle), math.sin(angle)
+    return [(cx + (x - cx) * c - (y - cy) * s, cy + (x - cx) * s + (y - cy) * c) for x, y in points]
+
+
+def _shape_points(shape: dict):
+    x, y, s, a = shape["x"], shape["y"], shape["s"], shape["aspect"]
+    outlines = {
+        "square": [(x - s, y - s), (x + s, y - s), (x + s, y + s), (x - s, y + s)],
+        "triangle": [(x, y - s), (x + s, y + s), (x - s, y + s)],
+        "bar": [(x - 1.6 * s, y - a * s / 2), (x + 1.6 * s, y - a * s / 2), (x + 1.6 * s, y + a * s / 2), (x - 1.6 * s, y + a * s / 2)],
+        "diamond": [(x, y - s), (x + 0.6 * s, y), (x, y + s), (x - 0.6 * s, y)],
+        "ell": [(x - s, y - s), (x - s + a * s, y - s), (x - s + a * s, y + s - a * s), (x + s, y + s - a * s), (x + s, y + s), (x - s, y + s)],
+        "arrow": [(x - s, y - a * s / 2), (x + 0.2 * s, y - a * s / 2), (x + 0.2 * s, y - s * 0.7), (x + s, y),
+                  (x + 0.2 * s, y + s * 0.7), (x + 0.2 * s, y + a * s / 2), (x - s, y + a * s / 2)],
+        "trapezoid": [(x - s, y + 0.6 * s), (x - 0.5 * s, y - 0.6 * s), (x + 0.5 * s, y - 0.6 * s), (x + s, y + 0.6 * s)],
+        "chevron": [(x - s, y - s), (x, y - s + 2 * a * s), (x + s, y - s), (x + s, y - s + 1.2 * a * s + s * 0.4),
+                    (x, y + s * 0.4 + a * s), (x - s, y - s + 1.2 * a * s + s * 0.4)],
+    }
+    return _rotated(outlines[shape["shape"]], x, y, shape["angle"])
+
+
+def _draw_junk(image, draw, junk: dict) -> None:
+    dark = (30, 25, 25)
+    if junk["kind"] == "text":
+        for word in junk["words"]:
+            _draw_word(image, word)
+    elif junk["kind"] == "shapes":
+        for shape in junk["shapes"]:
+            if shape["shape"] == "ellipse":  # never round: twice to three times as long as wide
+                x, y, s, a = shape["x"], shape["y"], shape["s"], shape["aspect"]
+                draw.ellipse((x - s, y - a * s, x + s, y + a * s), fill=tuple(shape["rgb"]))
+            else:
+                draw.polygon(_shape_points(shape), fill=tuple(shape["rgb"]))
+    elif junk["kind"] == "face":
+        for f in junk["faces"]:
+            x, y, r, rgb = f["x"], f["y"], f["r"], tuple(f["rgb"])
+            if f["shape"] == "round":
+                draw.ellipse((x - r, y - r, x + r, y + r), fill=rgb, outline=dark, width=max(1, r // 12))
+            elif f["shape"] == "square":
+                draw.rounded_rectangle((x - r, y - r, x + r, y + r), radius=r // 3, fill=rgb, outline=dark, width=max(1, r // 12))
+            else:  # oval, with hair
+                draw.ellipse((x - 0.75 * r, y - r, x + 0.75 * r, y + r), fill=rgb)
+                draw.chord((x - 0.8 * r, y - 1.1 * r, x + 0.8 * r, y + 0.2 * r), 180, 360, fill=(60, 40, 25))
+            e, w = r * 0.35, max(1, r // 10)
+            if f["features"] == "dots":
+                for ex in (x - e, x + e):
+                    draw.ellipse((ex - w * 1.5, y - e - w * 1.5, ex + w * 1.5, y - e + w * 1.5), fill=dark)
+            elif f["features"] == "lines":
+                for ex in (x - e, x + e):
+                    draw.line((ex - w * 2, y - e, ex + w * 2, y - e), fill=dark, width=w)
+            else:  # full: whites, pupils, brows, a nose, an open mouth
+                for ex in (x - e, x + e):
+                    draw.ellipse((ex - w * 3, y - e - w * 2, ex + w * 3, y - e + w * 2), fill=(245, 245, 240))
+                    draw.ellipse((ex - w, y - e - w, ex + w, y - e + w), fill=dark)
+                    draw.line((ex - w * 3, y - e - w * 4, ex + w * 3, y - e - w * 5), fill=dark, width=w)
+                draw.line((x, y - w, x - w, y + e * 0.6), fill=dark, width=w)
+                draw.ellipse((x - e * 0.6, y + e * 0.9, x + e * 0.6, y + e * 1.5), fill=(120, 30, 40))
+                continue
+            box = (x - e * 1.3, y - e * 0.2, x + e * 1.3, y + e * 1.5) if f["smile"] else (x - e * 1.3, y + e * 0.9, x + e * 1.3, y + e * 2.2)
+            draw.arc(box, 20 if f["smile"] else 200, 160 if f["smile"] else 340, fill=dark, width=w)
+
+
+def _texture(junk: dict, width: int, height: int) -> np.ndarray:
+    """A photograph-like texture: smooth noise mapped between muted colours (cloudy, fractal), soft blobs on a
+    gradient (blobs), or noise-warped stripes (marble)."""
+    from PIL import Image, ImageDraw, ImageFilter
+
+    rng = np.random.default_rng(junk["seed"])
+    a, b, c = (np.array(rgb, float) for rgb in junk["colours"])
+
+    def smooth(cells):
+        grid = rng.random((max(2, int(cells * height / max(width, height))) + 1, max(2, int(cells * width / max(width, height))) + 1))
+        return np.asarray(Image.fromarray((grid * 255).astype(np.uint8), "L").resize((width, height), Image.BICUBIC), float) / 255
+
+    kind = junk["texture"]
+    if kind == "cloudy":
+        t = smooth(4 + 8 * junk["scale"])
+    elif kind == "fractal":
+        t = sum(smooth(3 * 2 ** k) / 2 ** k for k in range(4)) / 1.875
+    elif kind == "marble":
+        yy, xx = np.mgrid[0:height, 0:width]
+        t = 0.5 + 0.5 * np.sin((xx + yy * 0.5) / (6 + 6 * junk["scale"]) + 6 * smooth(6))
+    else:  # blobs
+        t = np.tile(np.linspace(0, 1, width)[None, :], (height, 1))
+    pixels = a + (b - a) * t[..., None]
+    if kind == "blobs":
+        image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8), "RGB")
+        layer = image.copy()
+        draw = ImageDraw.Draw(layer)
+        short = min(width, height)
+        for _ in range(int(rng.integers(3, 9))):
+            r = short * rng.uniform(0.08, 0.3)
+            x, y = rng.uniform(0, width), rng.uniform(0, height)
+            rgb = tuple(int(v) for v in (c + rng.uniform(-40, 40, 3)).clip(0, 255))
+            draw.ellipse((x - r * rng.uniform(0.6, 1.4), y - r, x + r * rng.uniform(0.6, 1.4), y + r), fill=rgb)
+        image = Image.blend(image, layer.filter(ImageFilter.GaussianBlur(short * 0.06)), 0.8)
+        pixels = np.asarray(image, float)
+    noise = rng.normal(0, 6, pixels.shape)
+    return (pixels + noise).clip(0, 255).astype(np.uint8)
+
+
+def _draw_doorway(draw, doorway, box) -> None:
+    left, top, right, bottom = box
+    if not doorway:
+        draw.rectangle(box, fill=(10, 10, 14))
+    elif doorway["kind"] == "gradient":  # e.g. bright at the floor, dimmer at the top: light from a room beyond
+        a, b = np.array(doorway["rgb"], float), np.array(doorway["to"], float)
+        for y in range(top, bottom + 1):
+            f = (y - top) / max(1, bottom - top)
+            draw.line((left, y, right, y), fill=tuple(int(v) for v in b + (a - b) * f))
+    else:
+        draw.rectangle(box, fill=tuple(doorway["rgb"]))
+
+
+def _add_extras(rng: random.Random, scene: dict, split: str, answer, options, extras: dict, fixed: dict) -> None:
+    """Words, doorway and paint (each with its probability in `extras`) on a drawn scene."""
+    values = STYLE_VALUES[split]
+    pick = lambda axis: fixed[axis] if axis in fixed else rng.choice(values[axis])  # noqa: E731
+    task, width, height = scene["task"], scene["width"], scene["height"]
+    if task == "door" and scene["doors"]:
+        if rng.random() < extras.get("paint", 0):
+            scene["paint"] = pick("paint")
+            scene["wood"] = _jitter(rng, PAINTS[scene["paint"]], 12)
+        if rng.random() < extras.get("doorway", 0):
+            for _ in range(20):  # never the paint's own colour: the open door must differ from the closed ones
+                name = pick("doorway")
+                rgb = _jitter(rng, DOORWAYS[name], 12)
+                top = _jitter(rng, DOORWAY_TOPS.get(name, DOORWAYS[name]), 12)
+                if min(sum(abs(p - q) for p, q in zip(c, scene["wood"])) for c in (rgb, top)) > 120:
+                    break
+            scene["doorway"] = {"name": name, "kind": "gradient" if name in DOORWAY_TOPS else "flat", "rgb": rgb, "to": top}
+    if rng.random() < extras.get("words", 0):
+        scene["words"] = [_distractor_word(rng, scene, answer, options, pick("font"), width, height)]
+
+
+def _distractor_word(rng: random.Random, scene: dict, answer, options, font: str, width: int, height: int) -> dict:
+    """A word naming a wrong option where a reader might look for the answer: the star's other side (mostly written
+    on that side), a closed door (above or on it), another colour (sometimes written in that colour)."""
+    task, ink = scene["task"], tuple(scene["ink"])
+    wrong = [o for o in options if o != answer]
+    if task == "star":
+        other = wrong[0] if answer else rng.choice(options)
+        region = None
+        if answer and rng.random() < 0.7:
+            region = (0, 0, width // 2, height) if other == "left" else (width // 2, 0, width, height)
+        word = _word(rng, other.upper(), font, width, height, ink, region)
+        if answer:  # keep it off the star
+            for _ in range(10):
+                if not _overlaps(word, width, height, scene["x"], scene["y"], scene["r"]):
+                    break
+                word = _word(rng, other.upper(), font, width, height, ink, region)
+        return word
+    if task == "door" and scene["doors"]:
+        sides = ["left", "middle", "right"] if scene["doors"] == 3 else ["left", "right"]
+        closed = [i for i in range(scene["doors"]) if i != scene["open"]]
+        i = rng.choice(closed)
+        slot = width / scene["doors"]
+        top = int(height * scene["top"])
+        region = (int(slot * i), 0, int(slot * (i + 1)), max(top, int(height * 0.3)))
+        return _word(rng, sides[i].upper(), font, width, height, ink, region)
+    names = [c for c in COLOURS if c != answer]
+    name = rng.choice(names)
+    rgb = _jitter(rng, COLOURS[name], 15) if rng.random() < 0.5 else ink
+    word = _word(rng, name.upper(), font, width, height, rgb)
+    if task == "colour" and answer:
+        for _ in range(10):
+            if not _overlaps(word, width, height, scene["x"], scene["y"], scene["r"]):
+                break
+            word = _word(rng, name.upper(), font, width, height, rgb)
+    return word
+
+
+def _overlaps(word: dict, width: int, height: int, x: int, y: int, r: int) -> bool:
+    w, h = _word_size(word["text"], word["font"], word["size"])
+    return not (word["x"] + w < x - r or word["x"] > x + r or word["y"] + h < y - r or word["y"] > y + r)
+
+
+def irrelevant_items(seed: int, per_case: int, split: str = "heldout") -> list[Item]:
+    """Pictures of something else (each JUNK_KINDS kind) asked each of the three questions: target even."""
+    rng = random.Random(seed)
+    return [make_styled_item(rng, f"{task}_junk", split, junk=junk)
+            for junk in JUNK_KINDS for task in ("colour", "star", "door") for _ in range(per_case)]
+
+
+def word_items(seed: int, per_task: int, split: str = "heldout") -> list[Item]:
+    """Answerable scenes with a word naming a wrong option written on them: the drawing's answer is the target."""
+    rng = random.Random(seed)
+    return [make_styled_item(rng, task, split, extras={"words": 1.0}) for task in ("colour", "star", "door") for _ in range(per_task)]
+
+
+def lit_door_items(seed: int, count: int, split: str = "heldout") -> list[Item]:
+    """Door scenes whose open doorway is lit or coloured (held out: a glow, teal, pink), doors painted half the time."""
+    rng = random.Random(seed)
+    return [make_styled_item(rng, "door", split, extras={"doorway": 1.0, "paint": 0.5}) for _ in range(count)]

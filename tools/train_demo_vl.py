@@ -29,6 +29,7 @@ import os
 import random
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import demo_tasks  # metrics and argmax: the same definitions as the text demo's
@@ -70,6 +71,8 @@ HPARAMS = dict(
     style_smoothing=0.25,  # label smoothing on those: a styled picture's bar tops out near 0.9, not 1.0
     style_val_items=160,
     anneal_by_time=True,   # with --minutes, the cosine ends by the budget (steps per minute vary on a shared machine)
+    extras=None,           # --extras: words, lit doorways, painted doors on the styled scenes (demo_vl_tasks.EXTRAS)
+    new_val_items=96,      # validation: pictures of something else, word distractors, lit doors in the training styles
 )
 
 # Set by train(): label smoothing for items in the training styles (0 for the 96 × 96 scenes, as before).
@@ -286,7 +289,8 @@ def evaluate_torch(model, enc: Encoder, items, T: int) -> dict:
 def train(args) -> Path:
     common.torch_setup(args.threads)
 
-    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix", "keep_last"))
+    hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix", "keep_last",
+                                               "extras"))
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     tokdir = work / "tokenizer"
@@ -317,6 +321,10 @@ def train(args) -> Path:
     val_items = [tasks.make_item(vrng, tasks.sample_kind(vrng), "heldout") for _ in range(hp["val_items"])]
     # Styled validation items are in the training styles: the held-out styles are for the final check only.
     val_items += [tasks.make_styled_item(vrng, tasks.sample_kind(vrng), "train") for _ in range(hp["style_val_items"])]
+    if hp.get("extras"):  # issue 39 item 5's kinds, in the training styles (the held-out ones are for the final check)
+        k = hp["new_val_items"] // 6
+        val_items += (tasks.irrelevant_items(VAL_SEED + 1, max(1, k // 6), "train") + tasks.word_items(VAL_SEED + 2, k, "train")
+                      + tasks.lit_door_items(VAL_SEED + 3, k, "train"))
     chance = common.chance_loss(val_items)
     log(f"validation: {len(val_items)} held-out items; answer loss of a uniform guess {chance:.4f}")
 
@@ -332,7 +340,8 @@ def train(args) -> Path:
     def next_losses():
         styled = round(hp["batch"] * hp["style_share"])
         items = [tasks.make_item(rng, tasks.sample_kind(rng), "train") for _ in range(hp["batch"] - styled)]
-        items += [tasks.make_styled_item(rng, tasks.sample_kind(rng, style_mix), "train") for _ in range(styled)]
+        items += [tasks.make_styled_item(rng, tasks.sample_kind(rng, style_mix), "train", extras=hp.get("extras"))
+                  for _ in range(styled)]
         a_loss, l_loss, _, p_loss = forward_losses(model, enc.batch(items), T, enc.letters, hp["lm_weight"],
                                                    probe if hp["probe_weight"] > 0 else None)
         return a_loss, l_loss, p_loss
@@ -341,6 +350,7 @@ def train(args) -> Path:
         common.save_checkpoint(model, work / name, tokdir, {"step": step, "val": m, "hparams": hp},
                                {"preprocessor_config.json": json.dumps(PREPROCESSOR, indent=2) + "\n"})
 
+    cpu0 = time.process_time()
     step, elapsed, best = common.train_loop(
         model=model, probe=probe, hp=hp, args=args, log=log, evaluate=evaluate, log_extra=log_extra,
         row_extra=lambda m: {f"val_{k}": f"{m['by_kind'].get(k, float('nan')):.4f}" for k in tasks.KINDS},
@@ -349,7 +359,8 @@ def train(args) -> Path:
         "steps_run": step, "elapsed_s": elapsed, "best_val_loss": best[0], "best_step": best[1], "parameters": n_params,
         "vision_parameters": n_vision, "tokenizer_size": T, "vocab_size": config.text_config.vocab_size, "hparams": hp,
         "text": TEXT, "vision": VISION, "threads": args.threads, "seed": SEED, "versions": versions(),
-        "init": str(args.init) if args.init else None,
+        "init": str(args.init) if args.init else None, "cpu_s": time.process_time() - cpu0,
+        "init_note": json.loads((args.init / "train_meta.json").read_text()).get("note") if args.init else None,
     }, indent=1))
     return work / "checkpoint"
 
@@ -531,6 +542,149 @@ def style_card_lines(sm: dict) -> list[str]:
     return lines
 
 
+# Issue 39 item 5: pictures of something else, written words, lit and coloured doorways, all in held-out styles.
+# Two draws: "choice" was measured while choosing among runs (and is ship's gate); "fresh" was never looked at while
+# choosing: the card reports both. tests/test_demo_vl_model.py draws with the fresh seed.
+NEW_SEEDS = {"choice": 8_2040, "fresh": 8_2041}
+NEW_COUNTS = {"irrelevant_per_case": 6, "word_per_task": 24, "lit_doors": 40}  # 72 + 72 + 40 pictures per draw
+NEW_TARGETS = {"irrelevant_max_deviation": 0.15, "word_accuracy": 0.90, "lit_door_accuracy": 0.90}
+
+
+def follows_word(item: tasks.Item, probs) -> bool:
+    """Whether the chosen option is the word written on the picture (a wrong option's name)."""
+    words = [w["text"].lower() for w in item.scene.get("words", ())]
+    return item.options[demo_tasks.argmax(probs)].lower() in words
+
+
+def new_kind_sets(seed: int, counts: dict = NEW_COUNTS) -> dict:
+    return {"irrelevant": tasks.irrelevant_items(seed, counts["irrelevant_per_case"]),
+            "words": tasks.word_items(seed + 100, counts["word_per_task"]),
+            "lit_doors": tasks.lit_door_items(seed + 200, counts["lit_doors"])}
+
+
+def new_kind_metrics(runner, seed: int, counts: dict = NEW_COUNTS) -> dict:
+    """Irrelevant pictures: largest and median |bar - 1/n| (by picture kind and question); word distractors:
+    accuracy, how often the written word won, largest wrong bar; lit or coloured doorways: accuracy, largest wrong bar."""
+    import statistics
+
+    sets = new_kind_sets(seed, counts)
+    out = {"seed": seed}
+    irr = sets["irrelevant"]
+    probs, _ = engine_probabilities(runner, irr)
+    dev = [max(abs(p - 1 / len(ps)) for p in ps) for ps in probs]
+    out["irrelevant"] = {
+        "items": len(irr), "max_deviation": max(dev), "median_deviation": statistics.median(dev),
+        "by_picture": {j: max(d for it, d in zip(irr, dev) if it.scene["junk"]["kind"] == j) for j in tasks.JUNK_KINDS},
+        "by_question": {q: max(d for it, d in zip(irr, dev) if it.scene["task"] == q) for q in ("colour", "star", "door")},
+    }
+    for name in ("words", "lit_doors"):
+        items = sets[name]
+        probs, _ = engine_probabilities(runner, items)
+        m = demo_tasks.metrics(items, probs)
+        out[name] = {"items": len(items), "accuracy": m["accuracy"], "by_kind": m["by_kind"],
+                     "largest_wrong_bar": largest_wrong_bar(items, probs)}
+        if name == "words":
+            out[name]["follows_word"] = sum(follows_word(it, p) for it, p in zip(items, probs)) / len(items)
+    return out
+
+
+def evaluate_new(folder: Path = OUT) -> dict:
+    from decider.engine.runners.runner import ModelRunner
+
+    runner = ModelRunner(folder)
+    return {name: new_kind_metrics(runner, seed) for name, seed in NEW_SEEDS.items()}
+
+
+def new_passes(m: dict) -> bool:
+    c = m["choice"]
+    return (c["irrelevant"]["max_deviation"] <= NEW_TARGETS["irrelevant_max_deviation"]
+            and c["words"]["accuracy"] >= NEW_TARGETS["word_accuracy"]
+            and c["lit_doors"]["accuracy"] >= NEW_TARGETS["lit_door_accuracy"])
+
+
+def unmet_new_targets(c: dict) -> list[str]:
+    t = NEW_TARGETS
+    return [name for name, ok in (
+        ("irrelevant pictures: largest |bar − 1/n|", c["irrelevant"]["max_deviation"] <= t["irrelevant_max_deviation"]),
+        ("words: accuracy", c["words"]["accuracy"] >= t["word_accuracy"]),
+        ("lit doors: accuracy", c["lit_doors"]["accuracy"] >= t["lit_door_accuracy"])) if not ok]
+
+
+def new_better(c: dict, before: dict) -> bool:
+    """Each of the three measures met or better than `before`'s (the shipped model on the same draw); for the
+    pictures of something else: the largest deviation no worse (within 0.01) and the median smaller."""
+    t = NEW_TARGETS
+    i, j = c["irrelevant"], before["irrelevant"]
+    return ((i["max_deviation"] <= t["irrelevant_max_deviation"]
+             or (i["max_deviation"] <= j["max_deviation"] + 0.01 and i["median_deviation"] < j["median_deviation"]))
+            and (c["words"]["accuracy"] >= t["word_accuracy"] or c["words"]["accuracy"] > before["words"]["accuracy"])
+            and (c["lit_doors"]["accuracy"] >= t["lit_door_accuracy"] or c["lit_doors"]["accuracy"] > before["lit_doors"]["accuracy"]))
+
+
+def print_new_metrics(m: dict) -> None:
+    for name, s in m.items():
+        i, w, d = s["irrelevant"], s["words"], s["lit_doors"]
+        log(f"  {name} draw (seed {s['seed']}): irrelevant ({i['items']}) max |bar - 1/n| {i['max_deviation']:.3f} median "
+            f"{i['median_deviation']:.3f} {json.dumps({k: round(v, 3) for k, v in {**i['by_picture'], **i['by_question']}.items()})}")
+        log(f"    words ({w['items']}) accuracy {w['accuracy'] * 100:.1f}% (word won {w['follows_word'] * 100:.1f}%, largest wrong "
+            f"bar {w['largest_wrong_bar']:.3f}, {json.dumps({k: round(v, 3) for k, v in w['by_kind'].items()})}); lit doors "
+            f"({d['items']}) accuracy {d['accuracy'] * 100:.1f}% (largest wrong bar {d['largest_wrong_bar']:.3f})")
+
+
+def new_card_lines(m: dict) -> list[str]:
+    """The model card's section on pictures of something else, written words and lit doorways (issue 39 item 5)."""
+    t = NEW_TARGETS
+    lines = [
+        "## Pictures of something else, written words, lit doorways (through the real engine)",
+        "",
+        "All in held-out styles (every style axis above at its held-out values, and these axes too). **Irrelevant**: "
+        f"{NEW_COUNTS['irrelevant_per_case']} pictures per kind and question of faces (oval, with hair, eyes with pupils, a "
+        "nose), written words (a bold font; LEFT, RIGHT, colour names and other words), shapes (arrows, trapezoids, "
+        "chevrons, some in the circle colours) and photograph-like textures (fractal noise, marble), asked each of the "
+        "three questions: nothing answers it, the bars should stay even. **Words**: "
+        f"{NEW_COUNTS['word_per_task']} colour, star and door scenes each with a wrong option's name written on them (the "
+        "star's other side, mostly on that side; a closed door's side above it; another colour, half the time in that "
+        f"colour). **Lit doors**: {NEW_COUNTS['lit_doors']} door scenes whose open doorway glows or shows teal or pink, "
+        "half of them with mustard or plum doors. Training drew none of these values (faces round or square, a pixel or "
+        "plain font, squares, triangles, bars, diamonds, ellipses and L shapes, cloudy or blobby textures, dark, warm-lit, "
+        "white, sky, grass, red, purple or orange doorways and dusk or dawn gradients, red, green, white, blue or black doors).",
+        "",
+        "| draw | irrelevant: largest \|bar − 1/n\| (median) | by picture: face / text / shapes / texture | words: accuracy "
+        "(word won) | words: largest wrong bar | lit doors: accuracy | lit doors: largest wrong bar |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in ("choice", "fresh"):
+        s = m[name]
+        i, w, d = s["irrelevant"], s["words"], s["lit_doors"]
+        label = ("while choosing (seed " if name == "choice" else "fresh (seed ") + f"{s['seed']})"
+        lines.append(f"| {label} | {i['max_deviation']:.3f} ({i['median_deviation']:.3f}) | "
+                     + " / ".join(f"{i['by_picture'][j]:.3f}" for j in tasks.JUNK_KINDS)
+                     + f" | {w['accuracy'] * 100:.1f} % ({w['follows_word'] * 100:.1f} %) | {w['largest_wrong_bar']:.3f} | "
+                     f"{d['accuracy'] * 100:.1f} % | {d['largest_wrong_bar']:.3f} |")
+    lines += [
+        f"| target | ≤ {t['irrelevant_max_deviation']:.2f} | | ≥ {t['word_accuracy'] * 100:.0f} % | | ≥ {t['lit_door_accuracy'] * 100:.0f} % | |",
+        "",
+        *([f"**Not met** (on the draw used while choosing): {'; '.join(unmet_new_targets(m['choice']))}. This model shipped "
+           "because it meets every other target and is better than the model it replaced on these (on the "
+           "pictures of something else: the largest deviation no worse, the median smaller; "
+           "docs/demo-model/TRAINING_VL.md gives both)."] if unmet_new_targets(m["choice"]) else []),
+        "",
+        "The first draw was measured while choosing among training runs (it is `ship`'s gate); the fresh draw "
+        "(`new_kind_sets(82041)`) was not looked at until the model was chosen. `tests/test_demo_vl_model.py` draws with "
+        "the fresh seed.",
+        "",
+    ]
+    return lines
+
+
+NEW_TRAIN_TEXT = ("round or square faces with dot or line eyes (a yellow smiley only for the star and door questions), "
+                  "words in a pixel or a plain font (LEFT, RIGHT, MIDDLE, colour names, other words, some in the circle "
+                  "colours), squares, triangles, bars, diamonds, ellipses and L shapes (half of them in the circle colours, "
+                  "never a circle), cloudy or blobby textures; the doorways dark, warm-lit, white, sky, grass, red, purple, "
+                  "orange or a dusk or dawn gradient; doors red, green, white, blue or black; the word names a wrong "
+                  "option: the star's other side, a closed door, another colour")
+
+
 STYLE_VALUES_TEXT = ("styles no training picture had: aspect ratios 1:3 to 1:2.2 or 2.2:1 to 3:1 (60 to 400 pixels a "
                      "side), six-point stars, doors whose leaf swings outside the frame, blue or yellow frames, "
                      "two-grey gradient backgrounds")
@@ -542,12 +696,16 @@ def evaluate(args, folder: Path = OUT) -> dict:
     common.print_metrics(log, m, [f"  blank pictures: largest |bar - 1/n| {json.dumps(m['blank_deviation'])}; "
                                   f"untrained colours {json.dumps(m['untrained_blank_deviation'])}"])
     print_style_metrics(m["styles"])
+    m["new"] = evaluate_new(folder)
+    print_new_metrics(m["new"])
     return common.save_metrics(args.work, m)
 
 
-def passes(m: dict) -> bool:
+def passes(m: dict, new_before: dict | None = None) -> bool:
+    """Every target met; or, given the shipped model's issue-39 numbers, those met or each better than the shipped's."""
+    new_ok = "new" not in m or new_passes(m["new"]) or (new_before is not None and new_better(m["new"]["choice"], new_before))
     return (m["accuracy"] >= 0.90 and m["ece"] <= 0.10 and m["blank_max_deviation"] <= 0.15
-            and ("styles" not in m or style_passes(m["styles"])))
+            and ("styles" not in m or style_passes(m["styles"])) and new_ok)
 
 
 
@@ -609,8 +767,9 @@ def training_run_lines(summary: dict) -> list[str]:
     """The card's lines on how the exported checkpoint was trained: one run, or a run continued from another's."""
     def run(s: dict, how: str) -> str:
         hp = s["hparams"]
-        until = "the time budget" if hp.get("anneal_by_time") else "the planned steps"
+        until = "the time budget" if hp.get("anneal_by_time") and s.get("minutes_budget") else "the planned steps"
         extra = f", styled kinds weighted {json.dumps(hp['style_mix'])}" if hp.get("style_mix") else ""
+        extra += f", extras {json.dumps(hp['extras'])}" if hp.get("extras") else ""
         if s.get("minutes_budget"):
             until = f"a {s['minutes_budget']}-minute budget"
         kept = s.get("note") or f"its checkpoint with the lowest validation answer loss (step {s['best_step']}) was kept"
@@ -621,10 +780,16 @@ def training_run_lines(summary: dict) -> list[str]:
     while chain[-1].get("init"):
         chain.append(json.loads((Path(chain[-1]["init"]).parent / "train_summary.json").read_text()))
     chain.reverse()
-    lines = []
+    # A checkpoint rebuilt from an exported folder (its own checkpoint not kept) carries the card lines of the runs
+    # that made it instead of their summaries.
+    lines = list(chain[0].get("card_lines", []))
+    if lines:
+        chain = chain[1:]
     for i, s in enumerate(chain):
-        how = "From scratch" if i == 0 else "Continued from that checkpoint (the training-only probes afresh)"
-        lines.append(f"- Run {i + 1}. {run(s, how)}" + (", and exported." if i == len(chain) - 1 and not s.get("note") else "."))
+        how = "From scratch" if i == 0 and not lines else "Continued from that checkpoint (the training-only probes afresh)"
+        if lines and i == 0 and chain[0].get("init_note"):
+            how = f"Continued from {chain[0]['init_note']} (the training-only probes afresh)"
+        lines.append(f"- Run {len(lines) + 1}. {run(s, how)}" + (", and exported." if i == len(chain) - 1 and not s.get("note") else "."))
     lines.append(f"- {summary['threads']} CPU thread(s) of a heavily shared 2-core machine (torch {summary['versions'].get('torch')}, "
                  f"transformers {summary['versions'].get('transformers')}).")
     return lines
@@ -723,6 +888,7 @@ def write_card(args) -> Path:
         "Correctness on nothing-to-see items is 1/n (any choice is a guess); confidence is the chosen option's bar.",
         "",
         *style_card_lines(m["styles"]),
+        *(new_card_lines(m["new"]) if "new" in m else []),
         "## Training",
         "",
         *training_run_lines(summary),
@@ -735,6 +901,10 @@ def write_card(args) -> Path:
         f"styles of `STYLE_VALUES['train']` ({STYLE_TRAIN_TEXT}), their targets smoothed by "
         f"{hp.get('style_smoothing', 0)} towards even, so a styled picture's bar tops out near {1 - hp.get('style_smoothing', 0) / 2:.2f} for two options."
         + (f" {summary['data_changes']}" if summary.get("data_changes") else ""),
+        *([f"- In the runs with extras (issue 39 item 5): pictures of something else among the styled "
+           f"scenes (colour_junk, star_junk, door_junk in the kind weights above; {NEW_TRAIN_TEXT}), and on the styled scenes "
+           "written words, lit or coloured doorways and painted doors, each on the share of the scenes its run's extras "
+           "give (doorway and paint: of the door scenes)."] if hp.get("extras") else []),
         "- Reproduce: `python tools/train_demo_vl.py all` (needs torch, transformers 5.2, optimum-intel 2.2)"
         + (", then `train --init <previous run>/checkpoint` with each later run's options (docs/demo-model/TRAINING_VL.md)" if summary.get("init") else "")
         + ". Curve (of the last run): `docs/demo-model/curve_vl.csv` and `curve_vl.png`.",
@@ -753,8 +923,10 @@ def write_card(args) -> Path:
         "",
         "- Blank pictures of a colour no training background had (pure black, a tan) can give confident bars on the",
         "  colour question (table above); the trained backgrounds are greys of any shade with a faint tint.",
-        "- Any other picture or question: photos, screenshots, other shapes or colours, several circles or stars, more",
-        "  doors, other wordings. Its bars there mean nothing (they may be confident and wrong).",
+        "- Pictures of something else were trained towards even bars only as drawn here (faces, words, shapes, textures:",
+        "  table above). Photographs, screenshots, several circles or stars, more doors, other wordings are untested: its",
+        "  bars there mean nothing (they may be confident and wrong). A non-round shape in one of the four colours may",
+        "  still pull the colour question towards its colour (the largest irrelevant deviations above are such shapes).",
         f"- Pictures of another size are scaled into the {PREPROCESSOR['size']['shortest_edge']} to "
         f"{PREPROCESSOR['size']['longest_edge']}-pixel budget; very thin ones (beyond 1:3) become a strip one or two tokens wide.",
         "- It never saw text without a picture, several pictures, a system prompt, context or thinking mode; generated text is gibberish.",
@@ -769,6 +941,8 @@ def main(argv=None) -> int:
     ap.add_argument("--init", type=Path, default=None, help="start from this checkpoint's weights (continue a run)")
     ap.add_argument("--keep-last", dest="keep_last", action="store_true", default=None,
                     help="also keep the latest evaluated weights in <work>/checkpoint_last")
+    ap.add_argument("--extras", type=json.loads, default=None,
+                    help='probabilities of words / lit doorways / paint on styled scenes, e.g. \'{"words": 0.3, ...}\'')
     ap.add_argument("--style-mix", dest="style_mix", type=json.loads, default=None,
                     help='kinds of the styled scenes, as JSON weights (default: the 96×96 mix), e.g. \'{"star": 0.4, ...}\'')
     args = ap.parse_args(argv)
@@ -783,10 +957,17 @@ def main(argv=None) -> int:
     if args.command == "evaluate":
         evaluate(args)
     if args.command in ("all", "ship"):
-        # The new model replaces the shipped one only if it meets every target: a worse model never ships.
+        # The new model replaces the shipped one only if it meets every target: a worse model never ships. Issue 39's
+        # three targets (pictures of something else, words, lit doorways) may instead be missed by a candidate that is
+        # better than the shipped model on each of them (it meets every other target); the card then says so.
         candidate = export(args, args.work / "candidate")
         m = evaluate(args, candidate)
-        if not passes(m):
+        if OUT.exists() and not new_passes(m["new"]):
+            from decider.engine.runners.runner import ModelRunner
+
+            m["new_shipped_before"] = new_kind_metrics(ModelRunner(OUT), NEW_SEEDS["choice"])
+            common.save_metrics(args.work, m)
+        if not passes(m, m.get("new_shipped_before")):
             log(f"targets NOT met: the shipped model stays; the candidate is left in {candidate}")
             return 1
         shutil.rmtree(OUT)
