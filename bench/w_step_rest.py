@@ -10,7 +10,9 @@ Variants of the one-token step graph (the engine's last-position head, exact com
   after     the one-token DeltaNet path with the conv shift: what engine/runners/runner.py compiles on the CPU
             where its int8 projections are widened;
   pieces    after, with the int8 projections in integer pieces (engine/graphs/int8_pieces.py): what the runner
-            compiles where the plan chooses them. The pieces' own nodes count in "the rest".
+            compiles where the plan chooses them. The pieces' own nodes count in "the rest";
+  one-token, pieces-one-token
+            after / pieces fixed at one token (engine/graphs/one_token.py): what the runner's steps run on.
 
 Each variant is compiled twice: once to prefill the prompt (its states are copied over, then it is let go) and once
 with PERF_COUNT=YES, which then only ever runs one-token steps (bench/step_profile.py says why the counters must not
@@ -37,7 +39,8 @@ from .common import finish, stamp, summary
 from .step_profile import _totals
 from .w_decode_graph import _properties, step_feed
 
-VARIANTS = ("exported", "before", "after", "pieces")  # pieces: after, its int8 projections in integer pieces
+VARIANTS = ("exported", "before", "after", "pieces", "one-token", "pieces-one-token")
+ONE_TOKEN_OF = {"one-token": "after", "pieces-one-token": "pieces"}  # the graph each one-token variant is cut from
 
 
 def variant_model(ir: Path, variant: str):
@@ -53,10 +56,14 @@ def variant_model(ir: Path, variant: str):
     slice_to_last_position(model)
     if variant != "exported":
         one_token_deltanet(model, shift_conv=variant != "before")
-    if variant == "pieces":
+    if variant.startswith("pieces"):
         from decider.engine.graphs.int8_pieces import rewrite_int8_projections
 
         rewrite_int8_projections(model)
+    if variant.endswith("one-token"):
+        from decider.engine.graphs.one_token import one_token_graph
+
+        return one_token_graph(model)
     return model
 
 
@@ -88,11 +95,12 @@ def split(per_node: dict[tuple[str, str, str], float], top: int) -> dict:
     }
 
 
-def _profiled_request(core, model, properties: dict, prefill: dict):
-    """An infer request with PERF_COUNT on, holding the states `prefill` left (run on a compile of its own)."""
+def _profiled_request(core, model, properties: dict, prefill: dict, prompt_model=None):
+    """An infer request with PERF_COUNT on, holding the states `prefill` left (run on a compile of its own: of
+    `prompt_model` where the profiled model takes one token at a time)."""
     import openvino as ov
 
-    prompt = core.compile_model(model, "CPU", properties).create_infer_request()
+    prompt = core.compile_model(prompt_model or model, "CPU", properties).create_infer_request()
     prompt.infer(prefill)
     states = {state.name: state.state.data.copy() for state in prompt.query_state()}
     del prompt
@@ -117,7 +125,8 @@ def run(ir: Path, variants: list[str], prompt: list[int], tokens: list[int], thr
     for variant in variants:
         model = variant_model(ir, variant)
         names[variant] = {p.get_any_name() for p in model.inputs}
-        requests[variant] = _profiled_request(core, model, properties, step_feed(names[variant], prompt, 0))
+        prompt_model = variant_model(ir, ONE_TOKEN_OF[variant]) if variant in ONE_TOKEN_OF else None
+        requests[variant] = _profiled_request(core, model, properties, step_feed(names[variant], prompt, 0), prompt_model)
     # the logits are compared with `before` (what the edit must match bit for bit) where it runs, else the first
     reference = "before" if "before" in variants else variants[0]
     wall: dict[str, list[float]] = {v: [] for v in variants}

@@ -28,3 +28,14 @@ def test_step_rest_worker_profiles_before_and_after_and_compares_their_logits(tm
     windows = {name: [n for n in entry["rest_top_nodes"] if "linear_attn/aten::cat/Concat" in n["name"]]
                for name, entry in variants.items()}
     assert windows["before"] and windows["after"] == []
+
+
+def test_the_one_token_variant_is_profiled_after_a_prefill_on_the_graph_it_was_cut_from(tmp_path):
+    out = tmp_path / "rest.json"
+    argv = ["--model", str(model_dir("qwen35-text")), "--prompt", "12", "--steps", "6", "--warm", "3",
+            "--variants", "after,one-token", "--out", str(out)]
+    assert w_step_rest.main(argv) == 0
+    variants = json.loads(out.read_text())["variants"]
+    one = variants["one-token"]
+    # the same graph at fixed shapes: its logits follow the same 12-token prompt (a state left empty would not)
+    assert one["logits_vs_reference"]["max_abs"] < 1e-4 and one["projections_ms"] > 0
