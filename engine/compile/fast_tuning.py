@@ -33,7 +33,7 @@ from .measurements import (  # noqa: F401  (the measurement's record and file, n
     tuning_key,
 )
 from .planner import plan_compile
-from .precision import as_ran, fully_connected_kernels, isa_summary
+from .precision import as_ran, fully_connected_kernels, isa_summary, runtime_ops
 
 STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
 # The winner of the screen is then timed against the exact runner in alternating rounds: a host's speed drifts
@@ -69,14 +69,8 @@ KERNEL_LAYERS = ("FullyConnected", "GatedDeltaNet", "ScaledDotProductAttention")
 def kernels(*compiled) -> list[str]:
     """The kernels the step's heavy layers really ran ('FullyConnected brgemm_avx512_bf16'…), read from the runtime
     models after inference (a layer that has not run reads 'undef…': left out)."""
-    ops = []
-    for one in compiled:
-        try:
-            ops += one.get_runtime_model().get_ordered_ops()
-        except (AttributeError, RuntimeError):
-            continue
     found = set()
-    for node in ops:
+    for node in runtime_ops(*compiled):
         info = node.get_rt_info()
         try:
             layer, primitive = info["layerType"].astype(str), info["primitiveType"].astype(str)

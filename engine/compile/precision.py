@@ -164,18 +164,22 @@ def _read(source, name: str, *args) -> str:
         return "?"
 
 
-def fully_connected_kernels(*compiled) -> tuple[str, ...]:
-    """The primitive types the compiled models' FullyConnected layers ran (a runner's own compile and its one-token
-    steps' compile), from their runtime models. Read after an inference: a layer that has not run reads 'undef…'
-    (and devices without the CPU's exec graph have nothing to read)."""
+def runtime_ops(*compiled) -> list:
+    """The nodes of the compiled models' runtime graphs (devices without the CPU's exec graph have none)."""
     ops = []
     for one in compiled:
         try:
             ops += one.get_runtime_model().get_ordered_ops()
         except (AttributeError, RuntimeError):
             continue
+    return ops
+
+
+def fully_connected_kernels(*compiled) -> tuple[str, ...]:
+    """The primitive types the compiled models' FullyConnected layers ran (a runner's own compile and its one-token
+    steps' compile), from their runtime models. Read after an inference: a layer that has not run reads 'undef…'."""
     found = set()
-    for node in ops:
+    for node in runtime_ops(*compiled):
         info = node.get_rt_info()
         try:
             layer, primitive = str(info["layerType"].astype(str)), str(info["primitiveType"].astype(str))
