@@ -33,7 +33,7 @@ from .measurements import (  # noqa: F401  (the measurement's record and file, n
     tuning_key,
 )
 from .planner import plan_compile
-from .precision import as_ran, fully_connected_kernels, isa_summary, runtime_ops
+from .precision import as_ran, fully_connected_kernels, isa_summary, ran_kernels
 
 STEPS = 8  # decode steps timed per candidate (after one untimed warm-up step)
 # The winner of the screen is then timed against the exact runner in alternating rounds: a host's speed drifts
@@ -69,16 +69,7 @@ KERNEL_LAYERS = ("FullyConnected", "GatedDeltaNet", "ScaledDotProductAttention")
 def kernels(*compiled) -> list[str]:
     """The kernels the step's heavy layers really ran ('FullyConnected brgemm_avx512_bf16'…), read from the runtime
     models after inference (a layer that has not run reads 'undef…': left out)."""
-    found = set()
-    for node in runtime_ops(*compiled):
-        info = node.get_rt_info()
-        try:
-            layer, primitive = info["layerType"].astype(str), info["primitiveType"].astype(str)
-        except (KeyError, RuntimeError, AttributeError):
-            continue
-        if layer in KERNEL_LAYERS and not primitive.startswith("undef"):
-            found.add(f"{layer} {primitive}")
-    return sorted(found)
+    return sorted(f"{layer} {primitive}" for layer, primitive in ran_kernels(*compiled) if layer in KERNEL_LAYERS)
 
 
 def _steps(runner, prompt: list[int], tokens: list[int], clock: Callable[[], float]) -> tuple[list[float], list[np.ndarray]]:

@@ -164,30 +164,30 @@ def _read(source, name: str, *args) -> str:
         return "?"
 
 
-def runtime_ops(*compiled) -> list:
-    """The nodes of the compiled models' runtime graphs (devices without the CPU's exec graph have none)."""
-    ops = []
+def ran_kernels(*compiled) -> set[tuple[str, str]]:
+    """(layer type, primitive type) of every node the compiled models ran (a runner's own compile and its one-token
+    steps' compile), from their runtime models. Read after an inference: a node that has not run reads 'undef…' and is
+    left out; devices without the CPU's exec graph have nothing to read."""
+    found = set()
     for one in compiled:
         try:
-            ops += one.get_runtime_model().get_ordered_ops()
+            ops = one.get_runtime_model().get_ordered_ops()
         except (AttributeError, RuntimeError):
             continue
-    return ops
+        for node in ops:
+            info = node.get_rt_info()
+            try:
+                layer, primitive = str(info["layerType"].astype(str)), str(info["primitiveType"].astype(str))
+            except (KeyError, RuntimeError, AttributeError):
+                continue
+            if not primitive.startswith("undef"):
+                found.add((layer, primitive))
+    return found
 
 
 def fully_connected_kernels(*compiled) -> tuple[str, ...]:
-    """The primitive types the compiled models' FullyConnected layers ran (a runner's own compile and its one-token
-    steps' compile), from their runtime models. Read after an inference: a layer that has not run reads 'undef…'."""
-    found = set()
-    for node in runtime_ops(*compiled):
-        info = node.get_rt_info()
-        try:
-            layer, primitive = str(info["layerType"].astype(str)), str(info["primitiveType"].astype(str))
-        except (KeyError, RuntimeError, AttributeError):
-            continue
-        if layer == "FullyConnected" and primitive and not primitive.startswith("undef"):
-            found.add(primitive)
-    return tuple(sorted(found))
+    """The primitive types the compiled models' FullyConnected layers ran (ran_kernels)."""
+    return tuple(sorted(primitive for layer, primitive in ran_kernels(*compiled) if layer == "FullyConnected" and primitive))
 
 
 def as_ran(precision: Precision, kernels: Sequence[str]) -> Precision:

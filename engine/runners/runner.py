@@ -316,7 +316,7 @@ class ModelRunner(RunnerBase):
     def _clear_state(self) -> None:
         self._request.reset_state()
         if self._stepper is not None:
-            self._stepper.live = False  # the runner's request holds the (empty) state now
+            self._stepper.forget()
 
     def _capture_state(self) -> dict[str, np.ndarray]:
         return {s.name: s.state.data.copy() for s in self._main().query_state()}
@@ -334,7 +334,7 @@ class ModelRunner(RunnerBase):
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         self._hidden_fresh = False
         if self._stepper is not None:
-            self._stepper.live = False  # every state is overwritten here: nothing to move back first
+            self._stepper.forget()  # every state is overwritten here
         for state in self._request.query_state():
             # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
             state.state = ov.Tensor(states[state.name].copy())

@@ -13,9 +13,10 @@ import openvino as ov
 
 
 def _copy_states(source: ov.InferRequest, target: ov.InferRequest) -> None:
-    states = {state.name: state.state for state in source.query_state()}  # get_state returns a copy of its own
+    # get_state returns a copy, set_state copies it in at once (kept, such a tensor is overwritten a few infers later)
+    states = {state.name: state.state for state in source.query_state()}
     for state in target.query_state():
-        state.state = states[state.name]  # set_state copies it in
+        state.state = states[state.name]
 
 
 class StepRequest:
@@ -32,6 +33,10 @@ class StepRequest:
             _copy_states(main, self.request)
             self.live = True
         return self.request
+
+    def forget(self) -> None:
+        """The runner's request holds the state now (reset or restored there): nothing to move back."""
+        self.live = False
 
     def give_back(self, main: ov.InferRequest) -> ov.InferRequest:
         """`main`, holding the state (moved back if the step request held it)."""
