@@ -32,6 +32,23 @@ def test_the_step_graph_fixes_every_shape_but_the_caches_length():
     assert {p.get_any_name(): p.get_partial_shape() for p in model.inputs}["input_ids"].is_dynamic
 
 
+def test_the_step_graph_keeps_only_the_step_path_of_the_routed_graph():
+    """Fixed at one token, the fused DeltaNet kernel's path and the exported conv windows have no rows: their merges
+    with the step path are dropped and the empty path leaves the graph (each merge copied a whole state a step)."""
+    from decider.engine.graphs.decode import one_token_deltanet
+    from decider.engine.graphs.logits import slice_to_last_position
+
+    model = ov.Core().read_model(model_dir("qwen35-text-int8") / "openvino_model.xml")
+    slice_to_last_position(model)
+    layers = one_token_deltanet(model)
+    count = lambda m, kind: sum(op.get_type_name() == kind for op in m.get_ordered_ops())
+    step = one_token_graph(model)
+    assert layers and count(model, "Loop") == layers and count(step, "Loop") == 0
+    assert count(step, "GroupConvolution") == count(model, "GroupConvolution") // 2  # the shift's conv, not the window's
+    # every merge went: four per layer (the layer's output and state, the conv window's output and state)
+    assert count(model, "Concat") - count(step, "Concat") >= 4 * layers
+
+
 def test_the_plan_gives_cpu_steps_a_compile_of_their_own_unless_asked(monkeypatch):
     monkeypatch.delenv(STEP_GRAPH_ENV, raising=False)
     host, cpu = Host(("FP32",)), DeviceOptions(device="CPU", exact=True)

@@ -5,6 +5,11 @@ export leaves open) are dynamic, and the CPU plugin infers every node's shapes a
 infer. On a one-token step that bookkeeping is a fifth of the step at 0.8B (issue #35: 65.6 → 52.7 ms a step with
 the same graph fixed at one token, 1 thread, paired; the widened projections 66.3 → 57.1). Only the attention
 mask and the full-attention caches still grow; every other node is static and prepared once.
+
+Fixed at one token, the routed graph's other path (engine/graphs/decode.py: the fused kernel's rows, the exported
+conv window's) has no rows at all, yet each merge of the two paths still ran as a Concat copying the step path's
+whole DeltaNet state (two per layer). A Concat one of whose inputs is statically empty along its axis is dropped here,
+its readers reading the other input; the empty path then has no reader and leaves the graph.
 """
 
 from __future__ import annotations
@@ -30,6 +35,33 @@ def _fixed(name: str, shape: ov.PartialShape) -> ov.PartialShape | None:
     return ov.PartialShape(dims)
 
 
+def _empty_along(output: ov.Output, axis: int) -> bool:
+    shape = output.get_partial_shape()
+    return shape.rank.is_static and shape[axis].is_static and shape[axis].get_length() == 0
+
+
+def drop_empty_merges(model: ov.Model) -> int:
+    """Bypass every Concat of two inputs one of which is statically empty along its axis; return how many."""
+    dropped = 0
+    for node in model.get_ordered_ops():
+        if node.get_type_name() != "Concat" or node.get_input_size() != 2:
+            continue
+        rank = node.get_output_partial_shape(0).rank
+        if rank.is_dynamic:
+            continue
+        axis = node.get_attributes()["axis"] % rank.get_length()
+        empty = [_empty_along(node.input_value(i), axis) for i in (0, 1)]
+        if empty.count(True) != 1:
+            continue
+        kept = node.input_value(empty.index(False))
+        if kept.get_partial_shape() != node.get_output_partial_shape(0):
+            continue
+        for reader in list(node.output(0).get_target_inputs()):
+            reader.replace_source_output(kept)
+        dropped += 1
+    return dropped
+
+
 def one_token_graph(model: ov.Model) -> ov.Model:
     """A copy of `model` (already edited as the runner compiles it) for one-token steps: its token and batch axes
     fixed at 1, its states' batch at 1 too (a state of open batch feeding a MatMul makes the CPU plugin's
@@ -47,4 +79,6 @@ def one_token_graph(model: ov.Model) -> ov.Model:
         info.data_shape = ov.PartialShape([1, *dims[1:]])
         variable.update(info)
     step.validate_nodes_and_infer_types()
+    if drop_empty_merges(step):
+        step.validate_nodes_and_infer_types()
     return step
