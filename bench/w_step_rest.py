@@ -12,7 +12,9 @@ Variants of the one-token step graph (the engine's last-position head, exact com
   pieces    after, with the int8 projections in integer pieces (engine/graphs/int8_pieces.py): what the runner
             compiles where the plan chooses them. The pieces' own nodes count in "the rest";
   one-token, pieces-one-token
-            after / pieces fixed at one token (engine/graphs/one_token.py): what the runner's steps run on.
+            after / pieces fixed at one token (engine/graphs/one_token.py): what the runner's steps run on;
+  one-token-merged, pieces-one-token-merged
+            the same keeping the routed graph's empty path and its merges (one_token.py before drop_empty_merges).
 
 Each variant is compiled twice: once to prefill the prompt (its states are copied over, then it is let go) and once
 with PERF_COUNT=YES, which then only ever runs one-token steps (bench/step_profile.py says why the counters must not
@@ -39,8 +41,10 @@ from .common import finish, stamp, summary
 from .step_profile import _totals
 from .w_decode_graph import _properties, step_feed
 
-VARIANTS = ("exported", "before", "after", "pieces", "one-token", "pieces-one-token")
-ONE_TOKEN_OF = {"one-token": "after", "pieces-one-token": "pieces"}  # the graph each one-token variant is cut from
+VARIANTS = ("exported", "before", "after", "pieces", "one-token", "pieces-one-token", "one-token-merged",
+            "pieces-one-token-merged")
+ONE_TOKEN_OF = {"one-token": "after", "pieces-one-token": "pieces", "one-token-merged": "after",
+                "pieces-one-token-merged": "pieces"}  # the graph each one-token variant is cut from
 
 
 def variant_model(ir: Path, variant: str):
@@ -60,10 +64,10 @@ def variant_model(ir: Path, variant: str):
         from decider.engine.graphs.int8_pieces import rewrite_int8_projections
 
         rewrite_int8_projections(model)
-    if variant.endswith("one-token"):
+    if variant in ONE_TOKEN_OF:
         from decider.engine.graphs.one_token import one_token_graph
 
-        return one_token_graph(model)
+        return one_token_graph(model, drop_merges=not variant.endswith("merged"))
     return model
 
 

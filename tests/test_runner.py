@@ -99,6 +99,22 @@ def test_full_match_with_a_snapshot_restores_state_and_logits(text_runner):
     assert np.array_equal(text_runner.step(9), after_first), "the restored state continues exactly"
 
 
+def test_a_snapshot_restored_twice_continues_exactly_and_is_never_written(text_runner):
+    """Restores hand the plugin the snapshot's own memory (set_state copies it in): a plugin that wrote into it would
+    make the second restore continue from the first one's steps."""
+    text_runner.reset()
+    text_runner.clear_snapshots()
+    text_runner.prefill(PROMPT, checkpoints=[len(PROMPT)])
+    snapshot = text_runner._snapshots[tuple(PROMPT)]
+    kept = {name: array.copy() for name, array in snapshot.states.items()}
+    runs = []
+    for _ in range(2):
+        text_runner.prefill(PROMPT, checkpoints=[len(PROMPT)])
+        runs.append([text_runner.step(t) for t in (9, 10, 11)])
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))
+    assert all(np.array_equal(snapshot.states[name], array) for name, array in kept.items())
+
+
 def test_without_snapshots_every_request_reprefills(text_runner, monkeypatch):
     # The NPU path: no query_state() snapshots, no continuation prefill.
     caps = DeviceCaps("NPU", snapshots=False, prefix_reuse=False, max_prompt_len=len(PROMPT) + 5, max_total_len=200)

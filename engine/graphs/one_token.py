@@ -62,10 +62,11 @@ def drop_empty_merges(model: ov.Model) -> int:
     return dropped
 
 
-def one_token_graph(model: ov.Model) -> ov.Model:
+def one_token_graph(model: ov.Model, drop_merges: bool = True) -> ov.Model:
     """A copy of `model` (already edited as the runner compiles it) for one-token steps: its token and batch axes
     fixed at 1, its states' batch at 1 too (a state of open batch feeding a MatMul makes the CPU plugin's
-    MatMul-to-FullyConnected pass throw once the other side is static)."""
+    MatMul-to-FullyConnected pass throw once the other side is static). `drop_merges` off (only to measure without
+    it) keeps the routed graph's empty path."""
     step = model.clone()
     shapes = {}
     for port in step.inputs:
@@ -79,6 +80,6 @@ def one_token_graph(model: ov.Model) -> ov.Model:
         info.data_shape = ov.PartialShape([1, *dims[1:]])
         variable.update(info)
     step.validate_nodes_and_infer_types()
-    if drop_empty_merges(step):
+    if drop_merges and drop_empty_merges(step):
         step.validate_nodes_and_infer_types()
     return step

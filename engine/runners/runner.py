@@ -336,8 +336,9 @@ class ModelRunner(RunnerBase):
         if self._stepper is not None:
             self._stepper.forget()  # every state is overwritten here
         for state in self._request.query_state():
-            # A copy: the plugin writes into the state it is given, and a snapshot may be restored again.
-            state.state = ov.Tensor(states[state.name].copy())
+            # The snapshot's own memory: set_state copies it in (the plugin never writes into what it is given:
+            # tests/test_prompt_cache checks it, as a snapshot may be restored again). A copy here cost a second pass.
+            state.state = ov.Tensor(states[state.name], shared_memory=True)
 
     def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:
         # NPUW_LLM takes a prompt whole (it pads to its static length itself); dynamic shapes are chunked.
@@ -379,9 +380,10 @@ class ModelRunner(RunnerBase):
     def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
         for state in self._main().query_state():
             if is_kv_state(state.name):
-                state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]))  # [B, heads, seq, dim]
+                # [B, heads, seq, dim]; shared: the trimmed copy is made here, set_state copies it in
+                state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]), shared_memory=True)
             else:
-                state.state = ov.Tensor(recurrent[state.name])
+                state.state = ov.Tensor(recurrent[state.name], shared_memory=True)
 
     def _logits(self) -> np.ndarray:
         return self._last.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)
