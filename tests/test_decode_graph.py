@@ -43,7 +43,10 @@ def _greedy(runner: ModelRunner) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 @pytest.mark.parametrize("name", ["qwen35-text", "qwen35-vl"])
-def test_decode_steps_match_the_fused_kernel_and_prefill_is_bit_identical(name):
+def test_decode_steps_match_the_fused_kernel_and_prefill_is_bit_identical(name, monkeypatch):
+    # chunks of 2…8 tokens take the few-token path otherwise (tests/test_few_tokens.py): here every chunk longer than one
+    # token runs the fused kernel, so the prefill must be bit-identical
+    monkeypatch.setattr(decode_graph, "FEW_TOKENS", 1)
     with mock.patch.object(runner_module, "one_token_deltanet", lambda model: 0):
         plain = ModelRunner(model_dir(name))
     rewritten = ModelRunner(model_dir(name))
@@ -55,7 +58,7 @@ def test_decode_steps_match_the_fused_kernel_and_prefill_is_bit_identical(name):
     assert 0.0 < worst < TOLERANCE, worst  # > 0: the steps really ran the other arithmetic
 
 
-def test_one_token_infers_give_the_fused_kernel_no_rows():
+def test_one_token_and_few_token_infers_give_the_fused_kernel_no_rows():
     model = slice_to_last_position(ov.Core().read_model(model_dir("qwen35-text") / "openvino_model.xml"))
     layers = [decode_graph._match(op) for op in model.get_ordered_ops() if op.get_type_name() == "Loop"]
     assert len(layers) == _linear_layers("qwen35-text")
@@ -74,7 +77,9 @@ def test_one_token_infers_give_the_fused_kernel_no_rows():
 
     assert all(shape[0] == 1 and shape[2] == len(PROMPT) for shape in run(PROMPT, 0))
     assert all(shape[0] == 0 for shape in run([PROMPT[0]], len(PROMPT)))  # one token: the kernel gets no rows
-    assert all(shape[0] == 1 and shape[2] == 4 for shape in run(PROMPT[:4], len(PROMPT) + 1))
+    few = decode_graph.FEW_TOKENS
+    assert all(shape[0] == 0 for shape in run(PROMPT[:4], len(PROMPT) + 1))  # 2…8 tokens: the few-token path's
+    assert all(shape[0] == 1 and shape[2] == few + 1 for shape in run(PROMPT[: few + 1], len(PROMPT) + 5))
 
 
 def test_the_rewrite_applies_once_and_leaves_other_loops_alone():

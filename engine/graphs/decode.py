@@ -14,11 +14,12 @@ torch_recurrent_gated_delta_rule; q and k l2-normalised with the exported eps, q
     S'       = exp(g)·S + k ⊗ delta     (one fused eltwise node: S read once, S' written once)
     o        = exp(g)·qS + (q·k)·delta  (= qᵀS', without reading S' again)
 
-Both paths stay in one graph: one compiled model and one infer request keep the state (a second compile for decode
-would hold a second copy of the repacked weights, +847 MiB at 0.8B int8, and copy every state between requests). The
-batch rows route the work. For a one-token infer every input of the fused kernel is cut to zero rows, so it has no
-work, and the one-token path computes the row; for a longer chunk it is the other way round, and the chunk runs
-exactly as exported (bit-identical logits). The plugin's fusion needs its Loop, the q/k normalisation in front of it
+The paths stay in one graph, so one compiled model serves every shape (where the plan gives steps a compile of their
+own, engine/graphs/one_token.py cuts the one-token path out of this graph: +847 MiB of repacked weights at 0.8B int8,
+bought for a step without the dynamic graph's bookkeeping). The batch rows route the work. For a one-token infer every input of the fused kernel is cut to zero rows, so it has no
+work, and the one-token path computes the row; a chunk of 2…FEW_TOKENS tokens (a verify forward, a prompt's short
+tail) takes a third path, the same update in matrix form over the chunk (engine/graphs/few_tokens.py); a longer chunk
+runs exactly as exported (bit-identical logits). The plugin's fusion needs its Loop, the q/k normalisation in front of it
 and the flattening Concat behind it as exported (another reader of the normalised q or k stops it: measured with
 OpenVINO 2026.4.1), so the rows are cut before the normalisation and the transposes, and the one-token path reads q
 and k before their normalisation and normalises its one token itself.
@@ -41,6 +42,7 @@ import openvino.opset13 as ops
 
 from .building import END, cut, first_rows, i64, is_op, merge_rows
 from .conv_step import conv_windows, shift_conv_windows, window_input
+from .few_tokens import FEW_TOKENS, few_tokens
 
 @dataclass(frozen=True)
 class _Normalised:
@@ -166,12 +168,17 @@ def _last_token(x, rows) -> ov.Output:
     return ops.transpose(last, i64(order)).output(0)
 
 
-def _normalise_one(norm: _Normalised, rows) -> ov.Node:
-    """norm.raw's last token for `rows` rows, normalised as exported, head-first [rows, H, 1, D]."""
-    last = _last_token(norm.raw, rows)
-    total = ops.reduce_sum(ops.multiply(last, last), i64([-1]), True)
+def _every_token(x, rows) -> ov.Output:
+    """x [B, S, H(, D)] → every token for `rows` rows, head-first [rows, H, S(, D)]."""
+    rank = x.get_partial_shape().rank.get_length()
+    return ops.transpose(first_rows(x, rows), i64([0, 2, 1, 3] if rank == 4 else [0, 2, 1])).output(0)
+
+
+def _normalise(norm: _Normalised, x: ov.Output) -> ov.Node:
+    """x (head-first tokens of norm.raw) normalised as exported."""
+    total = ops.reduce_sum(ops.multiply(x, x), i64([-1]), True)
     rsqrt = ops.divide(ops.constant(np.array(1.0, dtype=np.float32)), ops.sqrt(ops.add(total, norm.eps)))
-    out = ops.multiply(last, rsqrt)
+    out = ops.multiply(x, rsqrt)
     return ops.divide(out, norm.divisor) if norm.divisor is not None else out
 
 
@@ -205,8 +212,10 @@ class _Routing:
     """Which rows each path computes, from the infer's [batch, tokens]: one set for every layer."""
 
     tokens: ov.Node  # [1]
-    loop_rows: ov.Node  # the fused kernel's rows: none for one token
-    step_rows: ov.Node  # the one-token path's rows: none for a longer chunk
+    loop_rows: ov.Node  # the fused kernel's rows: a chunk of more than FEW_TOKENS tokens
+    few_rows: ov.Node  # the few-token path's rows (few_tokens.py): 2…FEW_TOKENS tokens
+    step_rows: ov.Node  # the one-token path's rows
+    sequence_rows: ov.Node  # the exported conv window's rows: more than one token
 
     @classmethod
     def of(cls, sequence: ov.Output) -> "_Routing":
@@ -214,8 +223,12 @@ class _Routing:
         shape = ops.shape_of(sequence)
         batch = ops.gather(shape, i64([0]), i64(0))
         tokens = ops.gather(shape, i64([1]), i64(0))
-        loop_rows = ops.select(ops.equal(tokens, i64([1])), i64([0]), batch)
-        return cls(tokens, loop_rows, ops.subtract(batch, loop_rows))
+        none = i64([0])
+        step_rows = ops.select(ops.equal(tokens, i64([1])), batch, none)
+        few = ops.logical_and(ops.greater(tokens, i64([1])), ops.less_equal(tokens, i64([FEW_TOKENS])))
+        few_rows = ops.select(few, batch, none)
+        sequence_rows = ops.subtract(batch, step_rows)
+        return cls(tokens, ops.subtract(sequence_rows, few_rows), few_rows, step_rows, sequence_rows)
 
 
 def _rewrite(layer: _Layer, routing: _Routing) -> None:
@@ -223,7 +236,7 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
     state = loop.input_value(7)
     o_readers = list(layer.o_out.output(0).get_target_inputs())
     state_readers = list(layer.state_out.output(0).get_target_inputs())
-    tokens, loop_rows, step_rows = routing.tokens, routing.loop_rows, routing.step_rows
+    tokens, loop_rows, few_rows, step_rows = routing.tokens, routing.loop_rows, routing.few_rows, routing.step_rows
     zero, one = i64([0]), i64([1])
 
     # Every input of the fused kernel gets loop_rows rows; the sources are cut before the normalisation and the
@@ -243,7 +256,8 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
 
     v, g, beta = (_last_token(source, step_rows) for source in sources)
     out, new_state = _one_token(
-        _normalise_one(layer.q, step_rows), _normalise_one(layer.k, step_rows), v, g, beta,
+        _normalise(layer.q, _last_token(layer.q.raw, step_rows)), _normalise(layer.k, _last_token(layer.k.raw, step_rows)),
+        v, g, beta,
         # the state whole, not cut to step_rows (a copy of it): its one row broadcasts against the step's rows (none or one)
         state,
     )
@@ -255,8 +269,12 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
         tail = cut(ops.shape_of(out), i64([1]), i64([END]), 0)
         head_dim, value_dim = cut(tail, zero, one, 0), cut(tail, i64([2]), i64([3]), 0)
     out = ops.reshape(out, ops.concat([step_rows, head_dim, tokens, value_dim], 0), False)
-    merge_rows(layer.o_out.output(0), out.output(0), o_readers)
-    merge_rows(layer.state_out.output(0), new_state.output(0), state_readers)
+    # 2…FEW_TOKENS tokens (a verify forward, a short chunk): the chunk form, reading the state whole like the step
+    few_out, few_state = few_tokens(
+        _normalise(layer.q, _every_token(layer.q.raw, few_rows)), _normalise(layer.k, _every_token(layer.k.raw, few_rows)),
+        *(_every_token(source, few_rows) for source in sources), state)
+    merge_rows(layer.o_out.output(0), [few_out.output(0), out.output(0)], o_readers)
+    merge_rows(layer.state_out.output(0), [few_state.output(0), new_state.output(0)], state_readers)
 
 
 def _drop_state_reorders(model: ov.Model) -> None:
@@ -293,6 +311,6 @@ def one_token_deltanet(model: ov.Model, shift_conv: bool = True) -> int:
     routing = _Routing.of(window_input(windows[0]) if windows else layers[0].sequences[0].get_source_output())
     for layer in layers:
         _rewrite(layer, routing)
-    shift_conv_windows(windows, routing.tokens.output(0), routing.loop_rows.output(0), routing.step_rows.output(0))
+    shift_conv_windows(windows, routing.tokens.output(0), routing.sequence_rows.output(0), routing.step_rows.output(0))
     model.validate_nodes_and_infer_types()
     return len(layers)

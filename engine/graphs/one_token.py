@@ -6,10 +6,10 @@ infer. On a one-token step that bookkeeping is a fifth of the step at 0.8B (issu
 the same graph fixed at one token, 1 thread, paired; the widened projections 66.3 → 57.1). Only the attention
 mask and the full-attention caches still grow; every other node is static and prepared once.
 
-Fixed at one token, the routed graph's other path (engine/graphs/decode.py: the fused kernel's rows, the exported
-conv window's) has no rows at all, yet each merge of the two paths still ran as a Concat copying the step path's
+Fixed at one token, the routed graph's other paths (engine/graphs/decode.py: the fused kernel's rows, the few-token
+path's, the exported conv window's) have no rows at all, yet each merge of the two paths still ran as a Concat copying the step path's
 whole DeltaNet state (two per layer). A Concat one of whose inputs is statically empty along its axis is dropped here,
-its readers reading the other input; the empty path then has no reader and leaves the graph.
+its readers reading the other input; the empty paths then have no reader and leave the graph.
 """
 
 from __future__ import annotations
@@ -41,19 +41,19 @@ def _empty_along(output: ov.Output, axis: int) -> bool:
 
 
 def drop_empty_merges(model: ov.Model) -> int:
-    """Bypass every Concat of two inputs one of which is statically empty along its axis; return how many."""
+    """Bypass every Concat all of whose inputs but one are statically empty along its axis; return how many."""
     dropped = 0
     for node in model.get_ordered_ops():
-        if node.get_type_name() != "Concat" or node.get_input_size() != 2:
+        if node.get_type_name() != "Concat" or node.get_input_size() < 2:
             continue
         rank = node.get_output_partial_shape(0).rank
         if rank.is_dynamic:
             continue
         axis = node.get_attributes()["axis"] % rank.get_length()
-        empty = [_empty_along(node.input_value(i), axis) for i in (0, 1)]
-        if empty.count(True) != 1:
+        full = [i for i in range(node.get_input_size()) if not _empty_along(node.input_value(i), axis)]
+        if len(full) != 1:
             continue
-        kept = node.input_value(empty.index(False))
+        kept = node.input_value(full[0])
         if kept.get_partial_shape() != node.get_output_partial_shape(0):
             continue
         for reader in list(node.output(0).get_target_inputs()):
