@@ -72,7 +72,7 @@ def test_the_check_can_fail_past_eight_tokens():
     assert np.abs(got_out[0] - want_out).max() > 1e-3 * np.abs(want_out).max()
 
 
-@pytest.mark.parametrize("name", ["qwen35-text-int8", "qwen35-moe-text"])
+@pytest.mark.parametrize("name", ["qwen35-text-int8", "qwen35-vl", "qwen35-moe-text"])
 def test_few_token_forwards_give_the_fused_kernels_logits(monkeypatch, name):
     """Verify-shaped forwards (a token and its drafts) through the few-token path, against the same forwards with the
     path off (every chunk longer than one token through the fused kernel, as before)."""
