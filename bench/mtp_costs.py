@@ -88,8 +88,8 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
         runner.verify(list(range(200, 200 + n)), n)
         runner.rewind()
 
-    def rollback() -> None:
-        runner.verify([11], 1)
+    def rollback(n: int) -> None:  # of a verify of n tokens (on the compile such verifies run on)
+        runner.verify(list(range(300, 300 + n)), n)
         begin = time.perf_counter()
         runner.rewind()
         times.setdefault("rollback", []).append(time.perf_counter() - begin)
@@ -99,14 +99,16 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
             timed("step", lambda: runner.step(11))
             timed("draft step", lambda: runner.mtp.step(*window))
             timed(f"draft step trimmed {trim}", lambda: trimmed.step(*window))
-        for n in (2, 3, 4, 5):
+    for n in (2, 3, 4, 5):
+        runner.prepare_verify(n)  # as a drafted loop of n - 1 drafts does: the verifies' own compile, where planned
+        for _ in range(rounds):
             # the last of three: a drafted loop verifies at one width back to back (no step between, the state
-            # stays in the runner's request); the first of a width also prepares the dynamic graph for its shape
+            # stays where the verifies run); the first of a width on the dynamic compile also prepares its shape
             for _ in range(2):
                 verify(n)
             timed(f"verify{n}", lambda n=n: runner.verify(list(range(200, 200 + n)), n))
             runner.rewind()  # timed on its own below: the projection adds it where a draft is rejected
-        rollback()
+            rollback(n)
     medians = {name: _median(v) for name, v in times.items()}
     return {"medians_s": medians, "ratio_to_step": {k: v / medians["step"] for k, v in medians.items()},
             "projected": {"full vocabulary": projected(medians, "draft step"),

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from support.models import MODELS, reference
+from decider.engine.generation.drafts import PromptLookup
 from decider.engine.generation.generate import generate_step, make_rng
 from decider.engine.generation.sampling import make_sampler
 from decider.engine.core.logprobs import log_softmax
@@ -53,6 +54,37 @@ def test_greedy_generation_matches_transformers_top5_at_every_step(runner_and_re
             diffs = [abs(t.logprob - w[1]) for t, w in zip(got.entry.top, want["top"])]
             worst = max(worst, *diffs, abs(got.entry.logprob - want["logprob"]))
     assert worst < TOLERANCE, worst
+
+
+class _ReferenceDrafts(PromptLookup):
+    """Drafts the reference's own greedy continuation, every third token wrong: most tokens come from verify rows
+    (on their own compile where the plan says so: engine/runners/runner.prepare_verify), and rollbacks run too."""
+
+    def __init__(self, want: list[int], prompt_length: int) -> None:
+        super().__init__()
+        self.want, self.prompt_length = want, prompt_length
+
+    def propose(self, limit: int) -> list[int]:
+        done = len(self.tokens) - self.prompt_length
+        drafts = self.want[done : done + min(limit, self.max_draft)]
+        return [t + 1 if (done + i) % 3 == 2 else t for i, t in enumerate(drafts)]
+
+
+def test_drafted_greedy_generation_matches_transformers_top5(runner_and_reference):
+    runner, ref = runner_and_reference
+    if not runner.verifies:
+        pytest.skip("this runner cannot verify drafts")
+    worst, checked = 0.0, 0
+    for case in (c for c in ref["cases"] if c["kind"] == "greedy"):
+        runner.reset()
+        drafter = _ReferenceDrafts([s["token"] for s in case["steps"]], len(case["prompt_ids"]))
+        steps = list(generate_step(runner, case["prompt_ids"], make_sampler(GREEDY_NO_PENALTIES, make_rng(0)),
+                                   max_tokens=len(case["steps"]), top_logprobs=5, drafter=drafter))
+        for got, want in zip(steps, case["steps"]):
+            assert got.token_id == want["token"], case["name"]
+            diffs = [abs(t.logprob - w[1]) for t, w in zip(got.entry.top, want["top"])]
+            worst, checked = max(worst, *diffs, abs(got.entry.logprob - want["logprob"])), checked + 1
+    assert checked and worst < TOLERANCE, worst
 
 
 def test_full_distribution_matches_transformers(runner_and_reference):

@@ -21,6 +21,8 @@ WIDENED = "widened to f32"
 STEP_GRAPH_ENV = "DECIDER_STEP_GRAPH"  # =shared: one-token steps on the runner's own compile (a bench's peer)
 ONE_TOKEN = "a compile of its own, one token"
 SHARED = "the runner's compile"
+VERIFY_GRAPH_ENV = "DECIDER_VERIFY_GRAPH"  # =shared: verify forwards on the runner's own compile (a bench's peer)
+FIXED_WIDTH = "a compile of its own at the drafts' width, made by the first request that drafts"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class CompilePlan:
     # Where one-token decode steps run (engine/graphs/one_token.py): value "a compile of its own, one token" or "the
     # runner's compile", with why; None where the question does not arise (GPU, NPU, the static path).
     step_graph: Property | None = None
+    # Where a drafted loop's verify forwards run (engine/graphs/one_token.fixed_width_graph): FIXED_WIDTH or SHARED,
+    # with why; None where the question does not arise (as for step_graph).
+    verify_graph: Property | None = None
 
     @property
     def integer_pieces(self) -> bool:
@@ -91,6 +96,10 @@ class CompilePlan:
     @property
     def one_token_steps(self) -> bool:
         return self.step_graph is not None and self.step_graph.value == ONE_TOKEN
+
+    @property
+    def own_verifies(self) -> bool:
+        return self.verify_graph is not None and self.verify_graph.value == FIXED_WIDTH
 
     @property
     def device(self) -> str:
@@ -112,5 +121,5 @@ class CompilePlan:
             lines += [f"  Core CPU {s.name}={s.value}: {s.reason}" for s in target.host]
             lines += [f"  {s.name}={s.value}: {s.reason}" for s in target.settings]
             if target is self.language:
-                lines += [f"  {p.name}: {p.value}: {p.reason}" for p in (self.int8_projections, self.step_graph) if p is not None]
+                lines += [f"  {p.name}: {p.value}: {p.reason}" for p in (self.int8_projections, self.step_graph, self.verify_graph) if p is not None]
         return lines

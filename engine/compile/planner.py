@@ -23,7 +23,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .plan import (INTEGER_PIECES, ONE_TOKEN, PROJECTIONS_ENV, SHARED, STEP_GRAPH_ENV, WIDENED, CompilePlan, CompileTarget, Host,
+from .plan import (FIXED_WIDTH, INTEGER_PIECES, ONE_TOKEN, PROJECTIONS_ENV, SHARED, STEP_GRAPH_ENV, VERIFY_GRAPH_ENV, WIDENED, CompilePlan, CompileTarget, Host,
                    Property)
 from .devices import DeviceOptions, choose_device, npuw_devices_override, vision_candidates, visible_devices
 from .measurements import Subject, Tuning, cache_file, cached, read_host
@@ -130,6 +130,22 @@ def _step_graph(options: DeviceOptions, path: str, twin: bool) -> Property | Non
                     f"state moved to it and back once per prompt ({STEP_GRAPH_ENV}=shared: steps on the runner's compile)")
 
 
+def _verify_graph(options: DeviceOptions, path: str, twin: bool) -> Property | None:
+    """Where the CPU's verify forwards (a token and its drafts) run: on a compile fixed at the drafts' width, made when
+    a request first drafts, unless DECIDER_VERIFY_GRAPH=shared or the runner is a twin."""
+    if options.device.split(".")[0] != "CPU" or path != "dynamic":
+        return None
+    if os.environ.get(VERIFY_GRAPH_ENV, "").strip().lower() == "shared":
+        return Property("verify forwards", SHARED, f"{VERIFY_GRAPH_ENV}=shared")
+    if twin:
+        return Property("verify forwards", SHARED, "a twin's verifies share its compile (it already holds the weights twice)")
+    return Property("verify forwards", FIXED_WIDTH,
+                    "the same graph with its shapes fixed at the width a drafted loop verifies at: a 4-token forward "
+                    "costs ~1.2x a step there against ~1.6x on the runner's compile (0.8B, 1 thread); its own packed "
+                    f"weights (0.8B: +0.85 GiB resident) only once a request drafts ({VERIFY_GRAPH_ENV}=shared: verifies "
+                    "on the runner's compile)")
+
+
 def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:
     """What the Core's CPU properties are set to before an NPU compile: NPUW's CPU partitions compile with them (its own
     configuration does not reach them, measured with OpenVINO 2026.4.1)."""
@@ -225,7 +241,8 @@ def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tunin
     vision = _vision(options, host, vision_devices)
     return CompilePlan(options, path, _target("language model", device, settings, options, core_cpu), fallback, table, vision,
                        tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None,
-                       _int8_projections(options, host, path), _step_graph(options, path, overrides is not None))
+                       _int8_projections(options, host, path), _step_graph(options, path, overrides is not None),
+                       _verify_graph(options, path, overrides is not None))
 
 
 def compile_properties(device: str, options: DeviceOptions, capabilities: Sequence[str] = (), host: Host | None = None,

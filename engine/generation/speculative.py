@@ -104,6 +104,7 @@ def drafted_loop(
     """step_loop with drafts: the same tokens' distribution, fewer forwards where drafts are kept."""
     check_order(processors)
     rules = _Rules(processors, stop_ids, end_ids, max_tokens, top_logprobs)
+    runner.prepare_verify(drafter.max_draft + 1)  # the width _verify pads every forward to
     rows = runner.prefill(prompt_ids, checkpoints)[None, :]
     drafter.start(prompt_ids)
     drafter.attach(sampler)
@@ -111,8 +112,7 @@ def drafted_loop(
     real = 0  # of the drafts, how many the drafter proposed (the rest pad the forward to its fixed width)
     pending: list[int] = []  # kept tokens the state lost to a rollback: fed at the front of the next forward
     outstanding = False  # a verify whose tokens are not all settled yet (rewind() undoes it)
-    started = 0.0  # when this round's forward started (auto compares drafted and plain rounds' speed)
-    plain_before = False  # the last forward was a one-token step
+    started, plain_before = 0.0, False  # this round's start (auto compares round speeds); the last forward: a step
     try:
         while True:
             hidden = runner.hidden_rows(len(rows)) if drafter.wants_hidden else None  # each row's, for the MTP head

@@ -270,9 +270,10 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
         head_dim, value_dim = cut(tail, zero, one, 0), cut(tail, i64([2]), i64([3]), 0)
     out = ops.reshape(out, ops.concat([step_rows, head_dim, tokens, value_dim], 0), False)
     # 2…FEW_TOKENS tokens (a verify forward, a short chunk): the chunk form, reading the state whole like the step
+    few_v, few_g, few_beta = (_every_token(source, few_rows) for source in sources)
     few_out, few_state = few_tokens(
         _normalise(layer.q, _every_token(layer.q.raw, few_rows)), _normalise(layer.k, _every_token(layer.k.raw, few_rows)),
-        *(_every_token(source, few_rows) for source in sources), state)
+        few_v, few_g, few_beta, state)
     merge_rows(layer.o_out.output(0), [few_out.output(0), out.output(0)], o_readers)
     merge_rows(layer.state_out.output(0), [few_state.output(0), new_state.output(0)], state_readers)
 

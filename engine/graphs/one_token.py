@@ -19,13 +19,13 @@ import openvino as ov
 TOKEN_INPUTS = ("input_ids", "inputs_embeds")  # [B, T] or [B, T, H]
 
 
-def _fixed(name: str, shape: ov.PartialShape) -> ov.PartialShape | None:
-    """The input's shape for one token at batch one; None: an input left as it is (already static)."""
+def _fixed(name: str, shape: ov.PartialShape, tokens: int) -> ov.PartialShape | None:
+    """The input's shape for `tokens` tokens at batch one; None: an input left as it is (already static)."""
     dims = [shape[i] for i in range(shape.rank.get_length())]
     if name in TOKEN_INPUTS:
-        dims[0], dims[1] = 1, 1
+        dims[0], dims[1] = 1, tokens
     elif name == "position_ids":  # [B, T], or [3|4, B, T] for Qwen3.5's multimodal rotary positions
-        dims[-2], dims[-1] = 1, 1
+        dims[-2], dims[-1] = 1, tokens
     elif name == "attention_mask":  # [B, past + T]: its length grows with the conversation
         dims[0] = 1
     elif name == "beam_idx":
@@ -63,14 +63,19 @@ def drop_empty_merges(model: ov.Model) -> int:
 
 
 def one_token_graph(model: ov.Model, drop_merges: bool = True) -> ov.Model:
-    """A copy of `model` (already edited as the runner compiles it) for one-token steps: its token and batch axes
-    fixed at 1, its states' batch at 1 too (a state of open batch feeding a MatMul makes the CPU plugin's
-    MatMul-to-FullyConnected pass throw once the other side is static). `drop_merges` off (only to measure without
-    it) keeps the routed graph's empty path."""
+    """A copy of `model` (already edited as the runner compiles it) for one-token steps: fixed_width_graph at one
+    token. `drop_merges` off (only to measure without it) keeps the routed graph's empty paths."""
+    return fixed_width_graph(model, 1, drop_merges)
+
+
+def fixed_width_graph(model: ov.Model, tokens: int, drop_merges: bool = True) -> ov.Model:
+    """A copy of `model` with its token axis fixed at `tokens` and its batch at 1, its states' batch at 1 too (a state
+    of open batch feeding a MatMul makes the CPU plugin's MatMul-to-FullyConnected pass throw once the other side is
+    static); the routed graph's paths that get no rows at this width leave it."""
     step = model.clone()
     shapes = {}
     for port in step.inputs:
-        fixed = _fixed(port.get_any_name(), port.get_partial_shape())
+        fixed = _fixed(port.get_any_name(), port.get_partial_shape(), tokens)
         if fixed is not None:
             shapes[port] = fixed
     step.reshape(shapes)

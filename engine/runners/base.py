@@ -97,6 +97,10 @@ class RunnerBase:
         """A forward can return logits at several last positions and roll back (speculative decoding)."""
         return False
 
+    def prepare_verify(self, width: int) -> None:
+        """A drafted loop is about to verify `width` tokens at a time: a runner may prepare for that width (the CPU
+        runner compiles its graph fixed at it, where its plan says so). Nothing here."""
+
     mtp: MtpHead | None = None  # the checkpoint's MTP draft head, where the export kept one and the runner runs it
 
     def hidden_rows(self, count: int) -> np.ndarray | None:

@@ -20,7 +20,8 @@ from ..compile.devices import DeviceOptions, device_caps, npu_emulated
 from ..core.errors import DeviceError, ModelError
 from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from ..graphs.decode import one_token_deltanet
-from ..graphs.one_token import one_token_graph
+from ..graphs.few_tokens import FEW_TOKENS
+from ..graphs.one_token import fixed_width_graph
 from ..graphs.int8_pieces import DESCRIPTION as PIECES_DESCRIPTION, rewrite_int8_projections
 from ..graphs.logits import (LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, lm_head_weight, slice_to_counted_positions,
                              slice_to_last_position)
@@ -128,6 +129,11 @@ class ModelRunner(RunnerBase):
     _embeddings: ov.CompiledModel | None  # the text embeddings of a vision-language export
     _layout: _TextLayout | _VisionLanguageLayout
 
+    # Verify forwards' own compile (prepare_verify), made once a request drafts; the width it is fixed at (or was
+    # refused at: not tried again)
+    _verifier: StepRequest | None = None
+    _verify_width = 0
+
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
         *, plan: CompilePlan | None = None, _twin_of: ModelRunner | None = None,
@@ -206,7 +212,8 @@ class ModelRunner(RunnerBase):
         self._take_request()
         self._adopt_kernel(compiled)
         # One-token steps on a compile of their own where the plan says so (our kernel, where routed, takes them instead)
-        self._stepper = self._compile_step(model, properties) if self.plan.one_token_steps and not self.kernel_plan.routed else None
+        self._properties = properties  # what the side compiles (steps, verifies) are compiled with too
+        self._stepper = self._compile_step(model, 1) if self.plan.one_token_steps and not self.kernel_plan.routed else None
 
     def _edit_graph(self, model: ov.Model, hidden: bool) -> None:
         """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step."""
@@ -223,24 +230,60 @@ class ModelRunner(RunnerBase):
         if self.plan.integer_pieces and not kernel_asked_for():  # our VNNI kernel, where asked for, takes them instead
             self.int8_pieces = rewrite_int8_projections(model)
 
-    def _compile_step(self, model: ov.Model, properties: dict) -> StepRequest | None:
-        """The edited graph fixed at one token (engine/graphs/one_token.py), compiled as the runner's own was. One that
-        does not compile is a notice: steps then run on the runner's compile."""
+    def _compile_step(self, model: ov.Model, tokens: int) -> StepRequest | None:
+        """The edited graph fixed at `tokens` tokens (engine/graphs/one_token.py), compiled as the runner's own was. One
+        that does not compile is a notice: those forwards then run on the runner's compile."""
         try:
-            compiled, _ = safe_compile(self, one_token_graph(model), properties, self.plan.twin)
+            compiled, _ = safe_compile(self, fixed_width_graph(model, tokens), self._properties, self.plan.twin)
         except RuntimeError as exc:
-            self.notices.append(f"one-token steps run on the main compile: their own did not compile ({first_line(exc)})")
+            what = "one-token steps" if tokens == 1 else f"{tokens}-token verifies"
+            self.notices.append(f"{what} run on the main compile: their own did not compile ({first_line(exc)})")
             return None
         return StepRequest(compiled)
 
+    def prepare_verify(self, width: int) -> None:
+        """Verify forwards of `width` tokens (a drafted loop's fixed width) on a compile of their own, where the plan
+        says so: made here, once (the IR read and edited again where the runner let its model go)."""
+        if not self.plan.own_verifies or self.kernel_plan.routed or width == self._verify_width or not 2 <= width <= FEW_TOKENS:
+            return
+        if self._verifier is not None:
+            self._verifier.give_back(self._request)
+        self._verifier, self._verify_width = None, width
+        self._verifier = self._compile_step(self._model if self._model is not None else self._edited_again(), width)
+
+    def _edited_again(self) -> ov.Model:
+        """The IR read and edited as at load (its graph edits only: what they noted about the runner stays)."""
+        noted = self._lm_head, self.int8_pieces
+        model = self._read(self._core, self.folder.language_ir)
+        self._edit_graph(model, self.mtp is not None)
+        self._lm_head, self.int8_pieces = noted
+        return model
+
     @property
     def compiles(self) -> tuple[ov.CompiledModel, ...]:
-        """Every compile of the language model that runs forwards: its own, and the one-token steps' where planned."""
-        return (self.compiled,) if self._stepper is None else (self.compiled, self._stepper.compiled)
+        """Every compile of the language model that runs forwards: its own, the one-token steps' and the verifies' where
+        planned."""
+        return (self.compiled, *(side.compiled for side in self._sides()))
+
+    def _sides(self) -> tuple[StepRequest, ...]:
+        return tuple(side for side in (self._stepper, self._verifier) if side is not None)
 
     def _main(self) -> ov.InferRequest:
-        """The runner's own infer request, holding the conversation's state (moved back from the step compile's)."""
-        return self._stepper.give_back(self._request) if self._stepper is not None else self._request
+        """The runner's own infer request, holding the conversation's state (moved back from a side compile's)."""
+        for side in self._sides():
+            side.give_back(self._request)
+        return self._request
+
+    def _holding(self, side: StepRequest) -> ov.InferRequest:
+        """`side`'s request, holding the conversation's state (moved from wherever it is)."""
+        for other in self._sides():
+            if other is not side:
+                other.give_back(self._request)
+        return side.take(self._request)
+
+    def _live(self) -> ov.InferRequest:
+        """The request holding the state now, without moving it."""
+        return next((side.request for side in self._sides() if side.live), self._request)
 
     def _load_mtp(self, core: ov.Core, model: ov.Model, properties: dict) -> MtpHead | None:
         """The draft head on this runner's device, compiled as the main model is (it only drafts: its precision
@@ -315,8 +358,8 @@ class ModelRunner(RunnerBase):
     # ----- hooks -----
     def _clear_state(self) -> None:
         self._request.reset_state()
-        if self._stepper is not None:
-            self._stepper.forget()
+        for side in self._sides():
+            side.forget()
 
     def _capture_state(self) -> dict[str, np.ndarray]:
         return {s.name: s.state.data.copy() for s in self._main().query_state()}
@@ -333,8 +376,8 @@ class ModelRunner(RunnerBase):
 
     def _restore_state(self, states: dict[str, np.ndarray]) -> None:
         self._hidden_fresh = False
-        if self._stepper is not None:
-            self._stepper.forget()  # every state is overwritten here
+        for side in self._sides():
+            side.forget()  # every state is overwritten here
         for state in self._request.query_state():
             # The snapshot's own memory: set_state copies it in (the plugin never writes into what it is given:
             # tests/test_prompt_cache checks it, as a snapshot may be restored again). A copy here cost a second pass.
@@ -356,7 +399,7 @@ class ModelRunner(RunnerBase):
         return self._logits()
 
     def _start(self, token: int, past: int) -> None:
-        request = self._stepper.take(self._request) if self._stepper is not None else self._request
+        request = self._holding(self._stepper) if self._stepper is not None else self._request
         self._last = request
         request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history))
 
@@ -368,17 +411,19 @@ class ModelRunner(RunnerBase):
     def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
         # start_async + wait, not infer(): on the demo model a synchronous infer of the same feed measured 5-8 ms
         # against ~1 ms (the plugin's executor thread instead of the caller's; bench/w_draft --task costs)
-        request = self._last = self._main()
+        verifier = self._verifier if self._verifier is not None and len(ids) == self._verify_width else None
+        request = self._last = self._holding(verifier) if verifier is not None else self._main()
         request.start_async(self._layout.inputs(ids, past, self.history[:past], positions))
         request.wait()
         self._hidden_fresh = True
         return request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
 
     def _recurrent_states(self) -> dict[str, np.ndarray]:
-        return {s.name: s.state.data.copy() for s in self._main().query_state() if not is_kv_state(s.name)}
+        # where the state is: a verify then takes it along (consecutive verifies of a drafted loop never move it)
+        return {s.name: s.state.data.copy() for s in self._live().query_state() if not is_kv_state(s.name)}
 
     def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
-        for state in self._main().query_state():
+        for state in self._live().query_state():  # the request the verify ran on
             if is_kv_state(state.name):
                 # [B, heads, seq, dim]; shared: the trimmed copy is made here, set_state copies it in
                 state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]), shared_memory=True)
