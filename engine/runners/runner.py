@@ -380,7 +380,7 @@ class ModelRunner(RunnerBase):
             side.forget()  # every state is overwritten here
         for state in self._request.query_state():
             # The snapshot's own memory: set_state copies it in (the plugin never writes into what it is given:
-            # tests/test_prompt_cache checks it, as a snapshot may be restored again). A copy here cost a second pass.
+            # tests/test_runner.py checks it, as a snapshot may be restored again). A copy here cost a second pass.
             state.state = ov.Tensor(states[state.name], shared_memory=True)
 
     def _run(self, ids: np.ndarray | list[Item], past: int) -> np.ndarray:

@@ -1,10 +1,12 @@
-"""Where the conversation's state lives when two compiles share it: the runner's (prefill, verify, snapshots) and
-the one-token step's (engine/graphs/one_token.py).
+"""Where the conversation's state lives when compiles share it: the runner's (prefill chunks, snapshots, verifies of
+another width) and its side compiles fixed at one width (engine/graphs/one_token.py): the one-token steps', and the
+verifies' once a request drafts (runner.prepare_verify).
 
 Each compile's infer request keeps states of its own. The state is live in exactly one of them; it moves (every
-state copied across, once) when the other one is next needed: into the step request before the first step after a
-prefill, back before the next prefill, verify, snapshot or rollback. A think decision moves it twice (the prompt,
-then the reasoning steps; the forced close, then the answer), not once per token.
+state copied across, once) when another one is next needed: into the step request before the first step after a
+prefill, back before the next prefill or snapshot; into the verify request before the first verify of a drafted loop,
+where it stays while verifies follow each other (a rollback trims it there). A think decision moves it twice (the
+prompt, then the reasoning steps; the forced close, then the answer), not once per token.
 """
 
 from __future__ import annotations
