@@ -115,35 +115,36 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property
                     "the plugin's f32 path)")
 
 
+def _side_graph(name: str, env: str, own: str, why: str, options: DeviceOptions, path: str, twin: bool) -> Property | None:
+    """Where some of the CPU's forwards run: on a compile of their own (`own`, because `why`) unless `env`=shared or
+    the runner is a twin (a fast-reasoning twin or a tuning candidate: already a second copy of the weights)."""
+    if options.device.split(".")[0] != "CPU" or path != "dynamic":
+        return None
+    if os.environ.get(env, "").strip().lower() == "shared":
+        return Property(name, SHARED, f"{env}=shared")
+    if twin:
+        return Property(name, SHARED, "a twin's forwards share its compile (it already holds the weights twice)")
+    return Property(name, own, why)
+
+
 def _step_graph(options: DeviceOptions, path: str, twin: bool) -> Property | None:
     """Where the CPU's one-token steps run: on a compile of the same graph with its shapes fixed at one token
     (engine/graphs/one_token.py), unless DECIDER_STEP_GRAPH=shared or the runner is a twin."""
-    if options.device.split(".")[0] != "CPU" or path != "dynamic":
-        return None
-    if os.environ.get(STEP_GRAPH_ENV, "").strip().lower() == "shared":
-        return Property("decode steps", SHARED, f"{STEP_GRAPH_ENV}=shared")
-    if twin:  # a fast-reasoning twin or a tuning candidate: already a second copy of the weights
-        return Property("decode steps", SHARED, "a twin's steps share its compile (it already holds the weights twice)")
-    return Property("decode steps", ONE_TOKEN,
-                    "the same graph with its shapes fixed at one token: the plugin prepares its nodes once instead of at "
-                    "every step (0.8B: 65 → 55 ms at one thread); its own packed weights (0.8B: +0.85 GiB resident), the "
-                    f"state moved to it and back once per prompt ({STEP_GRAPH_ENV}=shared: steps on the runner's compile)")
+    return _side_graph("decode steps", STEP_GRAPH_ENV, ONE_TOKEN,
+                       "the same graph with its shapes fixed at one token: the plugin prepares its nodes once instead of "
+                       "at every step (0.8B: 65 → 55 ms at one thread); its own packed weights (0.8B: +0.85 GiB resident), "
+                       f"the state moved to it and back once per prompt ({STEP_GRAPH_ENV}=shared: steps on the runner's "
+                       "compile)", options, path, twin)
 
 
 def _verify_graph(options: DeviceOptions, path: str, twin: bool) -> Property | None:
     """Where the CPU's verify forwards (a token and its drafts) run: on a compile fixed at the drafts' width, made when
     a request first drafts, unless DECIDER_VERIFY_GRAPH=shared or the runner is a twin."""
-    if options.device.split(".")[0] != "CPU" or path != "dynamic":
-        return None
-    if os.environ.get(VERIFY_GRAPH_ENV, "").strip().lower() == "shared":
-        return Property("verify forwards", SHARED, f"{VERIFY_GRAPH_ENV}=shared")
-    if twin:
-        return Property("verify forwards", SHARED, "a twin's verifies share its compile (it already holds the weights twice)")
-    return Property("verify forwards", FIXED_WIDTH,
-                    "the same graph with its shapes fixed at the width a drafted loop verifies at: a 4-token forward "
-                    "costs ~1.2x a step there against ~1.6x on the runner's compile (0.8B, 1 thread); its own packed "
-                    f"weights (0.8B: +0.85 GiB resident) only once a request drafts ({VERIFY_GRAPH_ENV}=shared: verifies "
-                    "on the runner's compile)")
+    return _side_graph("verify forwards", VERIFY_GRAPH_ENV, FIXED_WIDTH,
+                       "the same graph with its shapes fixed at the width a drafted loop verifies at: a 4-token forward "
+                       "costs ~1.2x a step there against ~1.6x on the runner's compile (0.8B, 1 thread); its own packed "
+                       f"weights (0.8B: +0.85 GiB resident) only once a request drafts ({VERIFY_GRAPH_ENV}=shared: "
+                       "verifies on the runner's compile)", options, path, twin)
 
 
 def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:

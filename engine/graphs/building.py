@@ -30,9 +30,9 @@ def first_rows(x, rows) -> ov.Node:
     return cut(x, i64([0]), rows, 0)
 
 
-def merge_rows(exported: ov.Output, others: ov.Output | list[ov.Output], readers: Iterable[ov.Input]) -> None:
+def merge_rows(exported: ov.Output, others: list[ov.Output], readers: Iterable[ov.Input]) -> None:
     """The exported path's rows followed by the other paths' (all but one have none), read by `readers` in place
     of the exported result."""
-    merged = ops.concat([exported, *(others if isinstance(others, list) else [others])], 0)
+    merged = ops.concat([exported, *others], 0)
     for reader in readers:
         reader.replace_source_output(merged.output(0))

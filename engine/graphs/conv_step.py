@@ -139,8 +139,8 @@ def _rewrite(window: _Window, tokens: ov.Output, loop_rows: ov.Output, step_rows
     cut = ops.transpose(first_rows(window.transpose.input_value(0), loop_rows).output(0), window.transpose.input_value(1))
     window.concat.input(1).replace_source_output(cut.output(0))
     _shapes_without(window.transpose)
-    merge_rows(window.back.output(0), out, back_readers)
-    merge_rows(window.keep.output(0), new_state, keep_readers)
+    merge_rows(window.back.output(0), [out], back_readers)
+    merge_rows(window.keep.output(0), [new_state], keep_readers)
 
 
 def conv_windows(model: ov.Model) -> list[_Window]:

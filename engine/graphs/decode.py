@@ -16,10 +16,11 @@ torch_recurrent_gated_delta_rule; q and k l2-normalised with the exported eps, q
 
 The paths stay in one graph, so one compiled model serves every shape (where the plan gives steps a compile of their
 own, engine/graphs/one_token.py cuts the one-token path out of this graph: +847 MiB of repacked weights at 0.8B int8,
-bought for a step without the dynamic graph's bookkeeping). The batch rows route the work. For a one-token infer every input of the fused kernel is cut to zero rows, so it has no
-work, and the one-token path computes the row; a chunk of 2…FEW_TOKENS tokens (a verify forward, a prompt's short
-tail) takes a third path, the same update in matrix form over the chunk (engine/graphs/few_tokens.py); a longer chunk
-runs exactly as exported (bit-identical logits). The plugin's fusion needs its Loop, the q/k normalisation in front of it
+bought for a step without the dynamic graph's bookkeeping). The batch rows route the work. For a one-token infer every
+input of the fused kernel is cut to zero rows, so it has no work, and the one-token path computes the row; a chunk of
+2…FEW_TOKENS tokens (a verify forward, a prompt's short tail) takes a third path, the same update in matrix form over
+the chunk (engine/graphs/few_tokens.py); a longer chunk runs exactly as exported (bit-identical logits). The plugin's
+fusion needs its Loop, the q/k normalisation in front of it
 and the flattening Concat behind it as exported (another reader of the normalised q or k stops it: measured with
 OpenVINO 2026.4.1), so the rows are cut before the normalisation and the transposes, and the one-token path reads q
 and k before their normalisation and normalises its one token itself.
