@@ -120,13 +120,15 @@ def decider_generate(runner, ids: list[int], tokens: int, sampling) -> tuple[lis
 def task_decode(args, prompts) -> dict:
     sampling = _sampling()
     ids = list(prompts["think"]["ids"])
-    engines = {
-        "exact": decider_runner(args.model, args.device, True, args.threads),
-        "widened": decider_runner(args.model, args.device, True, args.threads, widened=True),
-        "shared": decider_runner(args.model, args.device, True, args.threads, shared_steps=True),
-        "fast": decider_runner(args.model, args.device, False, args.threads),
-        "llama": load_llama(args.gguf, args.threads),
+    loaders = {
+        "exact": lambda: decider_runner(args.model, args.device, True, args.threads),
+        "widened": lambda: decider_runner(args.model, args.device, True, args.threads, widened=True),
+        "shared": lambda: decider_runner(args.model, args.device, True, args.threads, shared_steps=True),
+        "fast": lambda: decider_runner(args.model, args.device, False, args.threads),
+        "llama": lambda: load_llama(args.gguf, args.threads),
     }
+    engines = {name: load() for name, load in loaders.items() if name in args.engines or name == "llama"}
+    peers = [name for name in engines if name != "llama"]
     times: dict[str, list[float]] = {name: [] for name in engines}
     drawn: dict[str, int] = {}
     order = list(engines)
@@ -145,9 +147,9 @@ def task_decode(args, prompts) -> dict:
                                                           "frequency_penalty", "presence_penalty")},
            "step_ms": {n: summary([t * 1e3 for t in v]) for n, v in times.items()},
            "tokens_per_s": {n: summary([1 / t for t in v]) for n, v in times.items()},
-           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in ("exact", "widened", "shared", "fast")},
-           "labels": {n: engines[n].precision.label for n in ("exact", "widened", "shared", "fast")},
-           "steps": {n: engines[n].plan.step_graph.value for n in ("exact", "widened", "shared", "fast")}}
+           "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in peers},
+           "labels": {n: engines[n].precision.label for n in peers},
+           "steps": {n: engines[n].plan.step_graph.value for n in peers}}
     out["weight_bytes"] = sum(f.stat().st_size for f in Path(args.model).glob("openvino_model.bin"))
     out["gguf_bytes"] = Path(args.gguf).stat().st_size
     return out
@@ -247,6 +249,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--reasoning", default="128,512")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--engines", type=lambda text: text.split(","), default=["exact", "widened", "shared", "fast", "llama"],
+                        help="decode: which of exact,widened,shared,fast,llama to load (llama is the ratios' peer: "
+                             "always kept); fewer fit a larger model in memory")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     args.reasoning = [int(x) for x in args.reasoning.split(",") if x]

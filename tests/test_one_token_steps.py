@@ -109,16 +109,27 @@ def test_a_state_left_behind_is_caught(monkeypatch):
     assert max(float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)) > 1e-2
 
 
+def _then(runner: ModelRunner, keep: int, tokens: list[int]) -> list[np.ndarray]:
+    """Roll the last verify back to its first `keep` tokens, then verify `tokens` (after the kept ones the state lacks,
+    where the runner restores a snapshot): the rows of `tokens`."""
+    lost = runner.rewind(keep=keep)
+    return list(runner.verify(lost + tokens, len(tokens)))
+
+
 def _drafted_conversation(runner: ModelRunner) -> list[np.ndarray]:
-    """A drafted loop's moves: verifies at the drafts' width back to back (kept, rewound), a plain step between, a
-    verify of another width (the runner's compile), a prompt that reuses a snapshot."""
+    """A drafted loop's moves: verifies at the drafts' width back to back (kept whole, in part, or none), a plain step
+    between, a verify of another width (the runner's compile), a prompt that reuses a snapshot."""
     prompt = list(range(30, 70))
     runner.prepare_verify(4)
     out = [runner.prefill(prompt, checkpoints=[len(prompt)])]
     out += list(runner.verify([5, 6, 7, 8], 4))
-    runner.rewind()
-    out += list(runner.verify([5, 6, 9, 10], 4))  # kept
+    out += _then(runner, 0, [5, 6, 9, 10])
+    out += _then(runner, 2, [22, 23])  # two kept: the next forward commits them first (or feeds them again)
+    out += list(runner.verify([24, 25, 26, 27], 4))  # kept whole
     out.append(runner.step(11))
+    out += list(runner.verify([12, 13, 14, 15], 4))
+    lost = runner.rewind(keep=3)  # then a step: the state leaves the verify compile with three tokens pending
+    out.append([runner.step(t) for t in lost + [31]][-1])
     out += list(runner.verify([12, 13, 14, 15], 4))
     runner.rewind()
     out += list(runner.verify([12, 13, 16], 3))  # another width: the runner's own compile
@@ -145,10 +156,28 @@ def test_verifies_at_the_drafts_width_run_on_their_own_compile_and_give_the_runn
     assert mine._last is mine._verifier.request
 
 
+def test_the_verify_compile_commits_only_the_tokens_kept(monkeypatch):
+    """The check above can fail on the lazy commits too: a rollback the verify compile is not told of (its whole chunk
+    committed) gives other logits; without it, both runners' histories also agree."""
+    from decider.engine.runners.lazy_verify import LazyVerifyRequest
+
+    mine, shared = _runner(monkeypatch, "qwen35-text-int8", shared=False), _runner(monkeypatch, "qwen35-text-int8", shared=True)
+    mine.prepare_verify(4)
+    assert isinstance(mine._verifier, LazyVerifyRequest) and mine.plan.lazy_commits
+    mine.prefill(list(range(30, 70)))
+    mine.verify([5, 6, 7, 8], 4)
+    assert mine.rewind(keep=2) == [] and mine.history[-2:] == [5, 6]  # held: nothing to feed again
+    monkeypatch.setattr(LazyVerifyRequest, "keep", lambda self, count: None)
+    got, want = _drafted_conversation(mine), _drafted_conversation(shared)
+    assert max(float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)) > 1e-2
+
+
 def test_a_verify_compile_left_without_the_state_is_caught(monkeypatch):
     mine, shared = _runner(monkeypatch, "qwen35-text-int8", shared=False), _runner(monkeypatch, "qwen35-text-int8", shared=True)
     mine.prepare_verify(4)
     assert mine._verifier is not None
-    monkeypatch.setattr(mine._verifier, "take", lambda main: mine._verifier.request)
+    verifier = mine._verifier
+    # live, yet the state never copied in
+    monkeypatch.setattr(verifier, "take", lambda main: (setattr(verifier, "live", True), verifier.request)[1])
     got, want = _drafted_conversation(mine), _drafted_conversation(shared)
     assert max(float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)) > 1e-2

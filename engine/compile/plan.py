@@ -21,8 +21,10 @@ WIDENED = "widened to f32"
 STEP_GRAPH_ENV = "DECIDER_STEP_GRAPH"  # =shared: one-token steps on the runner's own compile (a bench's peer)
 ONE_TOKEN = "a compile of its own, one token"
 SHARED = "the runner's compile"
-VERIFY_GRAPH_ENV = "DECIDER_VERIFY_GRAPH"  # =shared: verify forwards on the runner's own compile (a bench's peer)
-FIXED_WIDTH = "a compile of its own at the drafts' width, made by the first request that drafts"
+# =shared: verify forwards on the runner's own compile; =snapshot: on their own, rolled back by a snapshot (benches' peers)
+VERIFY_GRAPH_ENV = "DECIDER_VERIFY_GRAPH"
+FIXED_WIDTH = "a compile of its own at the drafts' width, made by the first request that drafts; kept tokens committed lazily"
+FIXED_WIDTH_SNAPSHOTS = "a compile of its own at the drafts' width, made by the first request that drafts; rolled back from snapshots"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,11 @@ class CompilePlan:
 
     @property
     def own_verifies(self) -> bool:
+        return self.verify_graph is not None and self.verify_graph.value in (FIXED_WIDTH, FIXED_WIDTH_SNAPSHOTS)
+
+    @property
+    def lazy_commits(self) -> bool:
+        """Verify forwards leave their chunk pending until the next says how much was kept (engine/graphs/lazy_commit.py)."""
         return self.verify_graph is not None and self.verify_graph.value == FIXED_WIDTH
 
     @property

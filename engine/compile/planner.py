@@ -23,7 +23,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .plan import (FIXED_WIDTH, INTEGER_PIECES, ONE_TOKEN, PROJECTIONS_ENV, SHARED, STEP_GRAPH_ENV, VERIFY_GRAPH_ENV, WIDENED, CompilePlan, CompileTarget, Host,
+from .plan import (FIXED_WIDTH, FIXED_WIDTH_SNAPSHOTS, INTEGER_PIECES, ONE_TOKEN, PROJECTIONS_ENV, SHARED, STEP_GRAPH_ENV, VERIFY_GRAPH_ENV, WIDENED, CompilePlan, CompileTarget, Host,
                    Property)
 from .devices import DeviceOptions, choose_device, npuw_devices_override, vision_candidates, visible_devices
 from .measurements import Subject, Tuning, cache_file, cached, read_host
@@ -140,11 +140,17 @@ def _step_graph(options: DeviceOptions, path: str, twin: bool) -> Property | Non
 def _verify_graph(options: DeviceOptions, path: str, twin: bool) -> Property | None:
     """Where the CPU's verify forwards (a token and its drafts) run: on a compile fixed at the drafts' width, made when
     a request first drafts, unless DECIDER_VERIFY_GRAPH=shared or the runner is a twin."""
+    why = ("the same graph with its shapes fixed at the width a drafted loop verifies at: a 4-token forward costs ~1.3x a "
+           "step there against ~1.6x on the runner's compile (0.8B, 1 thread); its own packed weights (0.8B: +0.85 GiB "
+           f"resident) only once a request drafts ({VERIFY_GRAPH_ENV}=shared: verifies on the runner's compile)")
+    if os.environ.get(VERIFY_GRAPH_ENV, "").strip().lower() == "snapshot":
+        return _side_graph("verify forwards", VERIFY_GRAPH_ENV, FIXED_WIDTH_SNAPSHOTS,
+                           f"{VERIFY_GRAPH_ENV}=snapshot: {why}; each verify copies the DeltaNet states first, a rollback "
+                           "restores them and the kept tokens are fed again", options, path, twin)
     return _side_graph("verify forwards", VERIFY_GRAPH_ENV, FIXED_WIDTH,
-                       "the same graph with its shapes fixed at the width a drafted loop verifies at: a 4-token forward "
-                       "costs ~1.2x a step there against ~1.6x on the runner's compile (0.8B, 1 thread); its own packed "
-                       f"weights (0.8B: +0.85 GiB resident) only once a request drafts ({VERIFY_GRAPH_ENV}=shared: "
-                       "verifies on the runner's compile)", options, path, twin)
+                       f"{why}; a verify leaves its tokens pending in the DeltaNet states and the next forward commits "
+                       "the ones kept: a rejected draft costs no state copy and no replay "
+                       f"({VERIFY_GRAPH_ENV}=snapshot: snapshots and restores)", options, path, twin)
 
 
 def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:

@@ -12,10 +12,11 @@ draws from p without d (engine/generation/sampling.py verify_point_mass), so eve
 plain draw from the same logits. The first token that is not the draft ends the round and is the next t; when
 every draft is kept, the row after dk draws the next t freely.
 
-A round that did not keep all of its tokens rolls the state back (runner.rewind: full-attention KV caches
-trimmed, the DeltaNet recurrent and conv states restored from the copy taken before the forward). The kept
-tokens are not replayed on their own: they are fed again at the front of the next round's forward, where a
-few more tokens cost little. A round without drafts and nothing to replay is a plain one-token step; a round with any is padded to a fixed width
+A round that did not keep all of its tokens rolls the state back to its last kept token (runner.rewind(keep):
+full-attention KV caches trimmed; on the verify compile the DeltaNet states commit only the kept tokens at the next
+forward, engine/graphs/lazy_commit.py). Where a runner restores a snapshot instead, the kept tokens are not
+replayed on their own: they are fed again at the front of the next round's forward, where a few more tokens cost
+little. A round without drafts and nothing to replay is a plain one-token step; a round with any is padded to a fixed width
 (MAX_DRAFT + 1 tokens, logits at all of them; drafts.PromptLookup.fill), so the plugin sees two shapes only.
 
 The logits a verify returns are the same model's over the same tokens, computed in one multi-token forward
@@ -77,14 +78,14 @@ class _Rules:
 
 
 def _verify(runner: RunnerBase, drafter: PromptLookup, fed: list[int], drafts: list[int], room: int,
-            ) -> tuple[list[int], np.ndarray]:
-    """One forward of `fed` and the drafts padded to the drafter's fixed width: (the drafts as fed, the rows that
-    check them and the one after)."""
+            ) -> tuple[int, list[int], np.ndarray]:
+    """One forward of `fed` and the drafts padded to the drafter's fixed width: (how many tokens came before the drafts,
+    the drafts as fed, the rows that check them and the one after)."""
     drafts = drafter.fill(drafts, min(room, drafter.max_draft + 1 - len(fed)))
     width = len(fed) + len(drafts)
     # every position of a full-width forward has logits: one shape for the head too
     positions = width if width == drafter.max_draft + 1 else len(drafts) + 1
-    return drafts, runner.verify(fed + drafts, positions)[-(len(drafts) + 1):]
+    return len(fed), drafts, runner.verify(fed + drafts, positions)[-(len(drafts) + 1):]
 
 
 def drafted_loop(
@@ -112,7 +113,8 @@ def drafted_loop(
     real = 0  # of the drafts, how many the drafter proposed (the rest pad the forward to its fixed width)
     pending: list[int] = []  # kept tokens the state lost to a rollback: fed at the front of the next forward
     outstanding = False  # a verify whose tokens are not all settled yet (rewind() undoes it)
-    started, plain_before = 0.0, False  # this round's start (auto compares round speeds); the last forward: a step
+    # this round's start (auto compares round speeds); the last forward: a step; the last verify's tokens before its drafts
+    started, plain_before, fed = 0.0, False, 0
     try:
         while True:
             hidden = runner.hidden_rows(len(rows)) if drafter.wants_hidden else None  # each row's, for the MTP head
@@ -129,8 +131,7 @@ def drafted_loop(
             kept = i if draft is not None else len(drafts)
             drafter.record(real, min(real, kept + (draft is not None and step.token_id == draft)))  # pads not counted
             if draft is not None:  # a draft was not kept (or ended the text): back to the last kept token
-                fed = runner.rewind()
-                pending = fed[: len(fed) - (len(drafts) - kept)]
+                pending = runner.rewind(keep=fed + kept)
             if outstanding:  # a verify round: its forward, the tokens it yielded and the rollback
                 drafter.timed(True, i + 1, time.perf_counter() - started)
             outstanding = False
@@ -146,7 +147,7 @@ def drafted_loop(
             real = len(drafts)
             try:
                 if drafts or pending:
-                    drafts, rows = _verify(runner, drafter, pending + [token], drafts, room)
+                    fed, drafts, rows = _verify(runner, drafter, pending + [token], drafts, room)
                     real = min(real, len(drafts))
                     outstanding, pending = True, []
                 else:

@@ -28,6 +28,7 @@ import openvino as ov
 import openvino.opset13 as ops
 
 from .building import END, first_rows, i64, is_op, merge_rows
+from .lazy_commit import CONV_PARTS, tag, variable_of
 
 def _readers(output: ov.Output) -> list[ov.Node]:
     return [target.get_node() for target in output.get_target_inputs()]
@@ -133,10 +134,13 @@ def _rewrite(window: _Window, tokens: ov.Output, loop_rows: ov.Output, step_rows
     # [step_rows, C, 1] → [step_rows, S, C], token-major as the exported Transpose hands it on: the same elements, in
     # the same order (none for a longer chunk, S = 1 otherwise)
     out = ops.reshape(out, ops.concat([step_rows, tokens, i64([window.channels])], 0), False).output(0)
+    variable = variable_of(window.concat.input_value(0))  # the state the window reads (before its rows are cut)
     # The exported window gets loop_rows rows (none for one token: the plugin then skips it).
     window.concat.input(0).replace_source_output(first_rows(window.concat.input_value(0), loop_rows).output(0))
     # A Transpose of its own: the exported one has other readers (the exporter sizes the attention mask by its shape).
     cut = ops.transpose(first_rows(window.transpose.input_value(0), loop_rows).output(0), window.transpose.input_value(1))
+    if variable is not None:  # a verify compile keeps the chunk's inputs pending (engine/graphs/lazy_commit.py)
+        tag(cut, variable, CONV_PARTS[0])
     window.concat.input(1).replace_source_output(cut.output(0))
     _shapes_without(window.transpose)
     merge_rows(window.back.output(0), [out], back_readers)

@@ -44,6 +44,7 @@ import openvino.opset13 as ops
 from .building import END, cut, first_rows, i64, is_op, merge_rows
 from .conv_step import conv_windows, shift_conv_windows, window_input
 from .few_tokens import FEW_TOKENS, few_tokens
+from .lazy_commit import RECURRENT_PARTS, tag, variable_of
 
 @dataclass(frozen=True)
 class _Normalised:
@@ -272,11 +273,14 @@ def _rewrite(layer: _Layer, routing: _Routing) -> None:
     out = ops.reshape(out, ops.concat([step_rows, head_dim, tokens, value_dim], 0), False)
     # 2…FEW_TOKENS tokens (a verify forward, a short chunk): the chunk form, reading the state whole like the step
     few_v, few_g, few_beta = (_every_token(source, few_rows) for source in sources)
-    few_out, few_state = few_tokens(
-        _normalise(layer.q, _every_token(layer.q.raw, few_rows)), _normalise(layer.k, _every_token(layer.k.raw, few_rows)),
-        few_v, few_g, few_beta, state)
-    merge_rows(layer.o_out.output(0), [few_out.output(0), out.output(0)], o_readers)
-    merge_rows(layer.state_out.output(0), [few_state.output(0), new_state.output(0)], state_readers)
+    few_k = _normalise(layer.k, _every_token(layer.k.raw, few_rows))
+    few = few_tokens(_normalise(layer.q, _every_token(layer.q.raw, few_rows)), few_k, few_v, few_g, few_beta, state)
+    variable = variable_of(state)
+    if variable is not None:  # what a verify compile keeps pending instead of writing the new state (lazy_commit.py)
+        for node, part in zip((few_k, few.deltas, few.cumulative), RECURRENT_PARTS):
+            tag(node, variable, part)
+    merge_rows(layer.o_out.output(0), [few.out.output(0), out.output(0)], o_readers)
+    merge_rows(layer.state_out.output(0), [few.state.output(0), new_state.output(0)], state_readers)
 
 
 def _drop_state_reorders(model: ov.Model) -> None:

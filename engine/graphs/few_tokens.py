@@ -24,6 +24,8 @@ recurrence: f32 rounding apart, the same numbers (tests/test_few_tokens.py: floa
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
@@ -47,9 +49,16 @@ def _triangles(g: ov.Output) -> tuple[ov.Node, ov.Node]:
     return on_and_below, below
 
 
-def few_tokens(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
-    """(o [r,H,T,Dv], the state after the chunk [r,H,Dk,Dv]) from q, k [r,H,T,Dk] (normalised, q scaled), v
-    [r,H,T,Dv], g, beta [r,H,T] and the state before it [1 or r,H,Dk,Dv] (its one row broadcasts against r = 0 or 1)."""
+class Chunk(NamedTuple):
+    out: ov.Node  # o [r,H,T,Dv]
+    state: ov.Node  # the state after the chunk [r,H,Dk,Dv]
+    deltas: ov.Node  # Δ [r,H,T,Dv] and G [r,H,T]: with k, the state after any prefix of the chunk (lazy_commit.py)
+    cumulative: ov.Node
+
+
+def few_tokens(q, k, v, g, beta, state) -> Chunk:
+    """The chunk's outputs from q, k [r,H,T,Dk] (normalised, q scaled), v [r,H,T,Dv], g, beta [r,H,T] and the state
+    before it [1 or r,H,Dk,Dv] (its one row broadcasts against r = 0 or 1)."""
     last = i64([-1])
     cumulative = ops.cumsum(g, i64(-1))  # G [r,H,T]
     on_and_below, below = _triangles(g)
@@ -73,4 +82,4 @@ def few_tokens(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
     carried = ops.unsqueeze(ops.exp(ops.subtract(final, cumulative)), last)  # e^(G_T − G_j) [r,H,T,1]
     new_state = ops.add(ops.multiply(state, ops.unsqueeze(ops.exp(final), last)),
                         ops.matmul(k, ops.multiply(carried, deltas), True, False))
-    return out, new_state
+    return Chunk(out, new_state, deltas, cumulative)

@@ -52,7 +52,8 @@ class _Snapshot:
 class _Mark:
     past: int  # tokens the state held before the verify
     fed: int  # tokens the verify fed
-    recurrent: dict[str, np.ndarray]  # the DeltaNet states before it (KV caches are trimmed instead)
+    # the DeltaNet states before it (KV caches are trimmed instead); None: the verify left its tokens pending
+    recurrent: dict[str, np.ndarray] | None
 
 
 @dataclass
@@ -136,12 +137,15 @@ class RunnerBase:
         """One forward over ids after `past` tokens; the logits of its last `positions` positions [positions, vocab]."""
         raise NotImplementedError
 
-    def _recurrent_states(self) -> dict[str, np.ndarray]:
-        """A copy of the states a rollback cannot trim (the DeltaNet layers' recurrent and conv states)."""
+    def _rollback_point(self, width: int) -> dict[str, np.ndarray] | None:
+        """Before a verify of `width` tokens: a copy of the states a rollback cannot trim (the DeltaNet layers' recurrent
+        and conv states), or None where the verify leaves its tokens pending until told how many were kept."""
         raise NotImplementedError
 
-    def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
-        """The state as it held `past` tokens: KV caches trimmed to it, the recurrent states restored."""
+    def _roll_back(self, past: int, keep: int, recurrent: dict[str, np.ndarray] | None) -> int:
+        """After a verify from `past` tokens, of which the first `keep` stay: KV caches trimmed, the recurrent states
+        restored from `recurrent` (then it holds `past` tokens) or told to commit only `keep` (it holds past + keep).
+        Returns how many of the kept tokens the state holds."""
         raise NotImplementedError
 
     # ----- loading checks shared by every runner -----
@@ -398,24 +402,28 @@ class RunnerBase:
         past = len(self.history)
         if past + len(tokens) >= self.context_length:
             raise ContextLimitError(f"the conversation reached the context limit of {self.context_length} tokens")
-        self._mark = _Mark(past, len(tokens), self._recurrent_states())
+        self._mark = _Mark(past, len(tokens), self._rollback_point(len(tokens)))
         logits = self._run_counted(np.asarray(tokens, dtype=np.int64), past, positions)
         self.stats.forwards += 1
         self.stats.infers += 1
         self.history.extend(int(t) for t in tokens)
         return logits
 
-    def rewind(self) -> list[int]:
-        """Undo the last verify(): the state and history as before it. Returns the tokens it had fed (a caller
-        feeds the ones it keeps again, with its next forward: no forward is spent on the replay alone)."""
+    def rewind(self, keep: int = 0) -> list[int]:
+        """Undo the last verify() but for its first `keep` tokens. Returns the kept tokens the state does not hold:
+        where the verify left its tokens pending, none (the state and history hold the kept ones); else all of them,
+        the state and history being as before the verify (a caller feeds them again with its next forward: no forward
+        is spent on the replay alone)."""
         mark = self._mark
         if mark is None or len(self.history) != mark.past + mark.fed:
             raise RuntimeError("nothing to rewind: the state changed since the last verify")
-        self._roll_back(mark.past, mark.recurrent)
+        if not 0 <= keep <= mark.fed:
+            raise ValueError(f"keep must be in 0..{mark.fed} (got {keep})")
+        held = self._roll_back(mark.past, keep, mark.recurrent)
         fed = [t for t in self.history[mark.past :] if not isinstance(t, ImageToken)]  # verify fed token ids only
-        self.history = self.history[: mark.past]
+        self.history = self.history[: mark.past + held]
         self._mark = None
-        return fed
+        return fed[held:keep]
 
     def settle(self) -> None:
         """A step a caller started and abandoned completes first: the state then matches the history."""

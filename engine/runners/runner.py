@@ -21,6 +21,7 @@ from ..core.errors import DeviceError, ModelError
 from ..compile.probe import safe_compile  # never a compile that killed a test process, or one OpenVINO dies of
 from ..graphs.decode import one_token_deltanet
 from ..graphs.few_tokens import FEW_TOKENS
+from ..graphs.lazy_commit import commit_lazily
 from ..graphs.one_token import fixed_width_graph
 from ..graphs.int8_pieces import DESCRIPTION as PIECES_DESCRIPTION, rewrite_int8_projections
 from ..graphs.logits import (LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, lm_head_weight, slice_to_counted_positions,
@@ -35,6 +36,7 @@ from ..compile.planner import plan_for
 from ..compile.precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .base import RunnerBase, RunnerStats, first_line
+from .lazy_verify import LazyVerifyRequest
 from .step_request import StepRequest
 from ..vision.device import apply_host, open_vision_encoder
 from ..vision.encoder import VisionEncoder
@@ -234,12 +236,14 @@ class ModelRunner(RunnerBase):
         """The edited graph fixed at `tokens` tokens (engine/graphs/one_token.py), compiled as the runner's own was. One
         that does not compile is a notice: those forwards then run on the runner's compile."""
         try:
-            compiled, _ = safe_compile(self, fixed_width_graph(model, tokens), self._properties, self.plan.twin)
+            graph = fixed_width_graph(model, tokens)
+            pending = commit_lazily(graph, tokens) if tokens > 1 and self.plan.lazy_commits else []
+            compiled, _ = safe_compile(self, graph, self._properties, self.plan.twin)
         except RuntimeError as exc:
             what = "one-token steps" if tokens == 1 else f"{tokens}-token verifies"
             self.notices.append(f"{what} run on the main compile: their own did not compile ({first_line(exc)})")
             return None
-        return StepRequest(compiled)
+        return LazyVerifyRequest(compiled, pending, tokens) if pending else StepRequest(compiled)
 
     def prepare_verify(self, width: int) -> None:
         """Verify forwards of `width` tokens (a drafted loop's fixed width) on a compile of their own, where the plan
@@ -408,27 +412,50 @@ class ModelRunner(RunnerBase):
         self._hidden_fresh = True
         return self._logits()
 
+    def _verify_request(self, width: int) -> ov.InferRequest:
+        """The request a verify of `width` tokens runs on (its own compile's at the drafts' width), holding the state."""
+        verifier = self._verifier if self._verifier is not None and width == self._verify_width else None
+        return self._holding(verifier) if verifier is not None else self._main()
+
+    def _lazy(self, request: ov.InferRequest) -> LazyVerifyRequest | None:
+        verifier = self._verifier
+        return verifier if isinstance(verifier, LazyVerifyRequest) and request is verifier.request else None
+
     def _run_counted(self, ids: np.ndarray, past: int, positions: int) -> np.ndarray:
         # start_async + wait, not infer(): on the demo model a synchronous infer of the same feed measured 5-8 ms
         # against ~1 ms (the plugin's executor thread instead of the caller's; bench/w_draft --task costs)
-        verifier = self._verifier if self._verifier is not None and len(ids) == self._verify_width else None
-        request = self._last = self._holding(verifier) if verifier is not None else self._main()
-        request.start_async(self._layout.inputs(ids, past, self.history[:past], positions))
+        request = self._last = self._verify_request(len(ids))
+        inputs = self._layout.inputs(ids, past, self.history[:past], positions)
+        lazy = self._lazy(request)
+        request.start_async(lazy.feed(inputs) if lazy is not None else inputs)
         request.wait()
+        if lazy is not None:
+            lazy.received()
         self._hidden_fresh = True
         return request.get_tensor("logits").data[0, -positions:, : self.vocab_size].astype(np.float64)
 
-    def _recurrent_states(self) -> dict[str, np.ndarray]:
-        # where the state is: a verify then takes it along (consecutive verifies of a drafted loop never move it)
-        return {s.name: s.state.data.copy() for s in self._live().query_state() if not is_kv_state(s.name)}
+    def _rollback_point(self, width: int) -> dict[str, np.ndarray] | None:
+        # the state moved first to where the verify runs (consecutive verifies of a drafted loop never move it)
+        request = self._verify_request(width)
+        if self._lazy(request) is not None:
+            return None  # the verify leaves its tokens pending: nothing to copy
+        return {s.name: s.state.data.copy() for s in request.query_state() if not is_kv_state(s.name)}
 
-    def _roll_back(self, past: int, recurrent: dict[str, np.ndarray]) -> None:
-        for state in self._live().query_state():  # the request the verify ran on
+    def _roll_back(self, past: int, keep: int, recurrent: dict[str, np.ndarray] | None) -> int:
+        request = self._live()  # the request the verify ran on
+        lazy = self._lazy(request)
+        if recurrent is None and lazy is None:
+            raise RuntimeError("nothing to rewind: the state moved since the last verify")
+        held = keep if recurrent is None else 0
+        for state in request.query_state():
             if is_kv_state(state.name):
                 # [B, heads, seq, dim]; shared: the trimmed copy is made here, set_state copies it in
-                state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, :past]), shared_memory=True)
-            else:
+                state.state = ov.Tensor(np.ascontiguousarray(state.state.data[:, :, : past + held]), shared_memory=True)
+            elif recurrent is not None:
                 state.state = ov.Tensor(recurrent[state.name], shared_memory=True)
+        if lazy is not None:
+            lazy.keep(keep)  # the next forward commits these first; the rest of the chunk is dropped
+        return held
 
     def _logits(self) -> np.ndarray:
         return self._last.get_tensor("logits").data[0, -1, : self.vocab_size].astype(np.float64)

@@ -1,0 +1,151 @@
+"""Drafted decoding at a set acceptance, measured end to end at any geometry: what the loop costs, not a formula.
+
+    python -m bench.w_acceptance --model IR_DIR --out result.json [--threads 1] [--tokens 128] [--rounds 3]
+                                 [--acceptance 0.5,0.65,0.8] [--drafts 2,3] [--commits lazy,snapshot]
+
+Random weights accept nothing a real drafter proposes, so the drafts here come from an oracle: the greedy plain
+continuation, each draft right with probability `a` (seeded; a wrong one is the right token + 1). The drafted loop
+(engine/generation/speculative.py) then runs as it does for a user — verifies at its fixed width, rollbacks, the state
+moving between compiles — and its tokens are checked equal to plain decoding's. Per setting: tokens per second
+relative to plain decoding in the same round (rounds interleave every setting), forwards, measured acceptance.
+
+An MTP head's drafts cost a head step each: the runner's own head (random weights; the bench makes one from the
+checkpoint, as bench/mtp_costs does, where `--checkpoint` is given) is timed over the same rounds and each setting's
+`with_mtp` ratio adds (drafts proposed × one head step) to its loop time: measured parts composed, marked as such.
+`--commits` compares the verify compile's lazy commits with snapshots and restores (DECIDER_VERIFY_GRAPH=snapshot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from unittest.mock import patch
+
+import numpy as np
+
+from .common import finish, log, stamp, summary
+
+
+def _oracle(reference: list[int], prompt_length: int, acceptance: float, drafts: int, seed: int):
+    from decider.engine.generation.drafts import PromptLookup
+
+    class Oracle(PromptLookup):
+        """The reference continuation, each draft right with probability `acceptance`."""
+
+        def __init__(self) -> None:
+            super().__init__(max_draft=drafts)
+            self.rng = np.random.default_rng(seed)
+            self.proposed = 0
+
+        def propose(self, limit: int) -> list[int]:
+            done = len(self.tokens) - prompt_length
+            out = [t if self.rng.random() < acceptance else t + 1 for t in reference[done : done + min(limit, drafts)]]
+            self.proposed += len(out)
+            return out
+
+    return Oracle()
+
+
+def _runner(model: str, threads: int, commits: str):
+    import openvino as ov
+
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.compile.plan import VERIFY_GRAPH_ENV
+    from decider.engine.runners.runner import ModelRunner
+
+    core = ov.Core()
+    core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
+    with patch.dict(os.environ, {VERIFY_GRAPH_ENV: commits}):  # "snapshot", or the default: any other word
+        return ModelRunner(model, DeviceOptions(device="CPU", exact=True), core=core)
+
+
+def _generate(runner, prompt: list[int], tokens: int, drafter=None) -> tuple[list[int], float, int]:
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.generation.generate import generate_step, make_rng
+
+    greedy = SamplingSettings(temperature=0.0, top_k=0, top_p=1.0, seed=0)
+    runner.reset()
+    runner.clear_snapshots()
+    forwards = runner.stats.forwards
+    out, first = [], None
+    for step in generate_step(runner, prompt, greedy, make_rng(0), max_tokens=tokens, drafter=drafter):
+        out.append(step.token_id)
+        if first is None:
+            first = time.perf_counter()
+    return out, time.perf_counter() - first, runner.stats.forwards - forwards
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.w_acceptance", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--acceptance", default="0.5,0.65,0.8")
+    parser.add_argument("--drafts", default="2,3")
+    parser.add_argument("--commits", default="lazy,snapshot")
+    parser.add_argument("--checkpoint", type=Path, help="the HF checkpoint: time an MTP head step (bench/mtp_costs)")
+    args = parser.parse_args(argv)
+    result = stamp(model=args.model, threads=args.threads, tokens=args.tokens, rounds=args.rounds)
+    rates = [float(a) for a in args.acceptance.split(",")]
+    widths = [int(k) for k in args.drafts.split(",")]
+    runners = {commits: _runner(args.model, args.threads, commits) for commits in args.commits.split(",")}
+    head_step = _head_step(args) if args.checkpoint else None
+    prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 64)]
+    plain_runner = next(iter(runners.values()))
+    reference, _, _ = _generate(plain_runner, prompt, args.tokens)
+    settings = [(c, k, a) for c in runners for k in widths for a in rates]
+    times: dict[str, list[float]] = {}
+    facts: dict[str, dict] = {}
+    for rnd in range(args.rounds + 1):  # the first round compiles the verify widths and is dropped
+        order = settings if rnd % 2 == 0 else settings[::-1]
+        _, plain, _ = _generate(plain_runner, prompt, args.tokens)
+        for commits, k, a in order:
+            drafter = _oracle(reference, len(prompt), a, k, seed=rnd)
+            out, seconds, forwards = _generate(runners[commits], prompt, args.tokens, drafter)
+            name = f"{commits} k={k} a={a}"
+            if rnd:
+                times.setdefault(name, []).append(plain / seconds)
+                facts.setdefault(name, {"identical": True, "forwards": [], "kept": [], "proposed": []})
+                entry = facts[name]
+                entry["identical"] &= out == reference
+                entry["forwards"].append(forwards)
+                entry["kept"].append(drafter.kept / max(drafter.drafted, 1))
+                entry["proposed"].append(drafter.proposed)
+                if head_step is not None:
+                    times.setdefault(name + " with_mtp", []).append(plain / (seconds + drafter.proposed * head_step))
+        if rnd:
+            log(f"round {rnd}: plain {plain * 1e3 / (args.tokens - 1):.1f} ms/token; "
+                + ", ".join(f"{n} ×{v[-1]:.2f}" for n, v in times.items() if not n.endswith("with_mtp")))
+    result.update({"ratio_to_plain": {n: summary(v) for n, v in times.items()},
+                   "facts": {n: {"identical": f["identical"], "forwards": summary(f["forwards"]),
+                                 "measured_acceptance": summary(f["kept"]), "proposed": summary(f["proposed"])}
+                             for n, f in facts.items()},
+                   "mtp_head_step_s": head_step,
+                   "plans": {c: r.plan.verify_graph.value for c, r in runners.items()}})
+    finish(args.out, result)
+    return 0
+
+
+def _head_step(args) -> float:
+    """One MTP head step's median time on the runner's geometry (a random head built from the checkpoint)."""
+    from .mtp_costs import WINDOW, head_folder
+
+    runner = _runner(str(head_folder(Path(args.model).expanduser(), args.checkpoint.expanduser())), args.threads, "lazy")
+    runner.prefill([int(t) for t in np.random.default_rng(3).integers(100, 5000, 64)])
+    hidden = runner.hidden_rows(1)[0]
+    window = (np.arange(300, 300 + WINDOW), np.repeat(hidden[None], WINDOW, 0), np.arange(50, 50 + WINDOW))
+    times = []
+    for _ in range(20):
+        begin = time.perf_counter()
+        runner.mtp.step(*window)
+        times.append(time.perf_counter() - begin)
+    del runner  # its compiles' memory, before the rounds
+    return float(np.median(times[5:]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
