@@ -701,3 +701,17 @@ def test_every_weight_format_is_offered_by_the_cli_and_the_convert_dialog():
         assert build_parser().parse_args(["convert", "in", "out", "--weights", weights]).weights == weights
     with pytest.raises(SystemExit):
         build_parser().parse_args(["convert", "in", "out", "--weights", "int3"])
+
+
+def test_doctor_states_the_draft_heads_arithmetic(capsys, tmp_path):
+    from decider.engine.compile.precision import cpu_capabilities, fast_inference
+    from support.mtp_reference import folder_with_mtp
+    import openvino as ov
+
+    folder = folder_with_mtp("qwen35-text", tmp_path / "qwen35-text")
+    code, out, _ = run(capsys, "doctor", str(folder))
+    assert code == 0, out
+    hint = fast_inference(cpu_capabilities(ov.Core()))
+    assert f"MTP draft head: {hint} arithmetic (drafts only" in out
+    code, out, _ = run(capsys, "doctor", str(EXPORT))
+    assert "MTP draft head" not in out  # no head, no line

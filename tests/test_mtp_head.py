@@ -148,8 +148,15 @@ def test_runner_exposes_hidden_states_without_changing_logits(runners):
     with_head.rewind(), plain.rewind()
 
 
+def _f32_head(runner, vocabulary=None):
+    from decider.engine.runners.mtp_head import load_head
+
+    return load_head(runner._core, runner.folder.mtp_ir, runner._model, None, "CPU", EXACT, runner.vocab_size, vocabulary)
+
+
 def test_head_logits_match_reference(runners):
-    """The joined head (the export's layer + the main model's embedding and lm head) against the float64 reference."""
+    """The joined head (the export's layer + the main model's embedding and lm head), compiled in f32, against the
+    float64 reference."""
     with_head, _ = runners
     with_head.prefill(list(range(5, 30)))
     hidden = with_head.hidden_rows(1)
@@ -158,7 +165,7 @@ def test_head_logits_match_reference(runners):
                            ["lm_head.weight", "model.language_model.embed_tokens.weight"])
     ids, positions = np.array([17, 23]), np.array([25, 26])
     second = np.random.default_rng(1).standard_normal((1, 64))
-    logits, state = with_head.mtp.step(ids, np.concatenate([hidden, second]).astype(np.float32), positions)
+    logits, state = _f32_head(with_head).step(ids, np.concatenate([hidden, second]).astype(np.float32), positions)
     embeds = tensors["model.language_model.embed_tokens.weight"][ids].astype(np.float64)
     want = mtp_forward(weights, config, embeds, np.concatenate([hidden, second]).astype(np.float64), positions * 1.0)
     assert np.max(np.abs(state - want[-1])) < 2e-2  # the export's f16 weights
@@ -167,17 +174,29 @@ def test_head_logits_match_reference(runners):
     assert int(np.argmax(logits)) == int(np.argmax(want_logits[: logits.size]))
 
 
-def test_a_trimmed_head_gives_the_full_heads_logits_at_its_ids(runners):
-    from decider.engine.runners.mtp_head import load_head
+def test_the_runners_head_drafts_in_the_cpus_fastest_arithmetic(runners):
+    """Drafts only: the runner compiles its head in bf16 where the CPU has it (stated); its logits stay those of the
+    f32 head to that arithmetic's rounding, and the exact model's are untouched (the test above)."""
+    from decider.engine.compile.precision import cpu_capabilities, fast_inference
 
     with_head, _ = runners
+    assert with_head.mtp.inference == fast_inference(cpu_capabilities(with_head._core))
+    feed = (np.array([5, 9, 14]), np.random.default_rng(4).standard_normal((3, 64)).astype(np.float32), np.arange(3))
+    fast, _ = with_head.mtp.step(*feed)
+    exact, _ = _f32_head(with_head).step(*feed)
+    gap = np.max(np.abs(fast - exact))
+    assert gap < 0.05 * np.max(np.abs(exact))  # bf16 keeps 8 bits: ~1e-2 relative
+    if with_head.mtp.inference != "f32":
+        assert gap > 1e-6  # the check can fail: another arithmetic ran
+
+
+def test_a_trimmed_head_gives_the_full_heads_logits_at_its_ids(runners):
+    with_head, _ = runners
     keep = np.arange(0, with_head.vocab_size, 3)
-    trimmed = load_head(with_head._core, with_head.folder.mtp_ir, with_head._model, None, "CPU", EXACT,
-                        with_head.vocab_size, keep)
     rng = np.random.default_rng(2)
     feed = (np.array([5, 9, 14]), rng.standard_normal((3, 64)).astype(np.float32), np.arange(3))
-    full, state = with_head.mtp.step(*feed)
-    cut, cut_state = trimmed.step(*feed)
+    full, state = _f32_head(with_head).step(*feed)
+    cut, cut_state = _f32_head(with_head, keep).step(*feed)
     assert np.array_equal(state, cut_state)
     assert np.max(np.abs(cut[keep] - full[keep])) < 1e-5
     assert np.all(np.isneginf(np.delete(cut, keep)))

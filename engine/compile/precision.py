@@ -54,6 +54,18 @@ def fast_inference(capabilities: Sequence[str]) -> str:
     return "f32"
 
 
+def draft_properties(properties: dict[str, object], capabilities: Sequence[str]) -> dict[str, object]:
+    """A CPU draft head's compile (engine/runners/mtp_head.py): the runner's properties in the CPU's fastest float
+    arithmetic, stated. A draft only changes which tokens are proposed, never which are kept nor their logprobs (the
+    exact model verifies each, sampled drafts against the head's own q). Its cache gets a subfolder of its own: the
+    plugin's cache key leaves the precision hint out."""
+    hint = fast_inference(capabilities)
+    out = {**properties, "INFERENCE_PRECISION_HINT": hint}
+    if out.get("CACHE_DIR"):
+        out["CACHE_DIR"] = os.path.join(str(out["CACHE_DIR"]), f"draft-head-{hint}")
+    return out
+
+
 def cpu_properties(exact: bool, capabilities: Sequence[str] = ()) -> dict[str, object]:
     """The CPU plugin's precision properties: exact, or the fast compile spelled out (never the plugin's choice)."""
     if exact:

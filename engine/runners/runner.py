@@ -33,7 +33,8 @@ from ..kernels.projection_op import KERNEL_TOKENS
 from ..model.folder import ModelFolder, inspect_folder
 from .mtp_head import MtpHead, load_head
 from ..compile.planner import plan_for
-from ..compile.precision import gpu_precision, int8_activations_run, npu_precision, read_cpu_precision
+from ..compile.precision import (cpu_capabilities, draft_properties, gpu_precision, int8_activations_run, npu_precision,
+                                 read_cpu_precision)
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .base import RunnerBase, RunnerStats, first_line
 from .lazy_verify import LazyVerifyRequest
@@ -290,10 +291,12 @@ class ModelRunner(RunnerBase):
         return next((side.request for side in self._sides() if side.live), self._request)
 
     def _load_mtp(self, core: ov.Core, model: ov.Model, properties: dict) -> MtpHead | None:
-        """The draft head on this runner's device, compiled as the main model is (it only drafts: its precision
-        changes which drafts are proposed, never which tokens are kept). A head that cannot load is a notice: the
+        """The draft head on this runner's device, compiled as the main model is but in the CPU's fastest float arithmetic
+        (it only drafts: its precision changes which drafts are proposed, never which tokens are kept). A head that cannot load is a notice: the
         model runs without it (--draft mtp then says so)."""
         embeddings = self._read(core, self.folder.embeddings_ir) if self.folder.embeddings_ir is not None else None
+        if self.device.startswith("CPU"):  # drafts only: the CPU's fastest float arithmetic, stated
+            properties = draft_properties(properties, cpu_capabilities(core))
         try:
             return load_head(core, self.folder.mtp_ir, model, embeddings, self.device, properties, self.vocab_size,
                              head=self._lm_head)
