@@ -244,8 +244,9 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
         report.add("info", "compile plan:\n    " + "\n    ".join(plan.describe()))
     head = getattr(runner, "mtp", None)  # the MTP draft head, where the export has one (engine/runners/mtp_head.py)
     if head is not None:
-        report.add("info", f"MTP draft head: {head.inference or 'the device default'} arithmetic (drafts only: every kept "
-                           "token and every logprob is the exact model's)")
+        ids = f"the first {len(head.vocabulary):,} of {head.vocab_size:,} ids" if head.vocabulary is not None else "every id"
+        report.add("info", f"MTP draft head: {head.inference or 'the device default'} arithmetic, {ids} (drafts only: "
+                           "every kept token and every logprob is the exact model's)")
     kernel_note = getattr(runner, "kernel_note", None)  # the dynamic runner's; the static path has no kernel
     if kernel_note:
         report.add("info", f"exact int8 kernel (few-token infers): {kernel_note}")

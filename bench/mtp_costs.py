@@ -60,6 +60,7 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
     from decider.engine.compile.devices import DeviceOptions
     from decider.engine.runners.mtp_head import load_head
     from decider.engine.compile.planner import compile_properties
+    from decider.engine.compile.precision import cpu_capabilities, draft_properties
     from decider.engine.graphs.logits import slice_to_counted_positions
     from decider.engine.runners.runner import ModelRunner
 
@@ -67,11 +68,14 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
     runner = ModelRunner(folder, DeviceOptions(device="CPU", exact=True))
     load_s = time.perf_counter() - started
     assert runner.mtp is not None, runner.notices
-    # the export as read, its head sliced as the runner's is (the runner lets its edited model go after compiling)
+    # the export as read, its head sliced as the runner's is (the runner lets its edited model go after compiling); both
+    # heads in the arithmetic the runner drafts in (engine/compile/precision.draft_properties)
     model = runner._read(runner._core, runner.folder.language_ir)
     slice_to_counted_positions(model)
-    trimmed = load_head(runner._core, runner.folder.mtp_ir, model, None, "CPU",
-                        compile_properties("CPU", runner.options), runner.vocab_size, np.arange(min(trim, runner.vocab_size)))
+    properties = draft_properties(compile_properties("CPU", runner.options), cpu_capabilities(runner._core))
+    full = load_head(runner._core, runner.folder.mtp_ir, model, None, "CPU", properties, runner.vocab_size)
+    trimmed = load_head(runner._core, runner.folder.mtp_ir, model, None, "CPU", properties, runner.vocab_size,
+                        np.arange(min(trim, runner.vocab_size)))
     prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 256)]
     runner.prefill(prompt)
     runner.step(11)
@@ -97,7 +101,7 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
     for _ in range(rounds):
         for _ in range(3):
             timed("step", lambda: runner.step(11))
-            timed("draft step", lambda: runner.mtp.step(*window))
+            timed("draft step", lambda: full.step(*window))
             timed(f"draft step trimmed {trim}", lambda: trimmed.step(*window))
     for n in (2, 3, 4, 5):
         runner.prepare_verify(n)  # as a drafted loop of n - 1 drafts does: the verifies' own compile, where planned
@@ -113,7 +117,8 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
     return {"medians_s": medians, "ratio_to_step": {k: v / medians["step"] for k, v in medians.items()},
             "projected": {"full vocabulary": projected(medians, "draft step"),
                           f"trimmed to {trim}": projected(medians, f"draft step trimmed {trim}")},
-            "load_s": load_s, "rounds": rounds, "precision": runner.precision.label, "kernel": runner.kernel_note}
+            "load_s": load_s, "rounds": rounds, "precision": runner.precision.label, "kernel": runner.kernel_note,
+            "draft_arithmetic": full.inference}
 
 
 def projected(medians: dict[str, float], draft: str) -> dict[str, float]:

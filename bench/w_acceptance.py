@@ -9,9 +9,10 @@ continuation, each draft right with probability `a` (seeded; a wrong one is the 
 moving between compiles — and its tokens are checked equal to plain decoding's. Per setting: tokens per second
 relative to plain decoding in the same round (rounds interleave every setting), forwards, measured acceptance.
 
-An MTP head's drafts cost a head step each: the runner's own head (random weights; the bench makes one from the
-checkpoint, as bench/mtp_costs does, where `--checkpoint` is given) is timed over the same rounds and each setting's
-`with_mtp` ratio adds (drafts proposed × one head step) to its loop time: measured parts composed, marked as such.
+An MTP head's drafts cost a head step each: the runner's own head (random weights, in the arithmetic and over the
+vocabulary the runner drafts with; the bench makes one from the checkpoint, as bench/mtp_costs does, where
+`--checkpoint` is given) is timed before the rounds and each setting's `with_mtp` ratio adds (drafts proposed × one
+head step) to its loop time: measured parts composed, marked as such.
 `--commits` compares the verify compile's lazy commits with snapshots and restores (DECIDER_VERIFY_GRAPH=snapshot).
 """
 
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 entry["kept"].append(drafter.kept / max(drafter.drafted, 1))
                 entry["proposed"].append(drafter.proposed)
                 if head_step is not None:
-                    times.setdefault(name + " with_mtp", []).append(plain / (seconds + drafter.proposed * head_step))
+                    drafting = drafter.proposed * head_step["seconds"]
+                    times.setdefault(name + " with_mtp", []).append(plain / (seconds + drafting))
         if rnd:
             log(f"round {rnd}: plain {plain * 1e3 / (args.tokens - 1):.1f} ms/token; "
                 + ", ".join(f"{n} ×{v[-1]:.2f}" for n, v in times.items() if not n.endswith("with_mtp")))
@@ -124,14 +126,15 @@ def main(argv: list[str] | None = None) -> int:
                    "facts": {n: {"identical": f["identical"], "forwards": summary(f["forwards"]),
                                  "measured_acceptance": summary(f["kept"]), "proposed": summary(f["proposed"])}
                              for n, f in facts.items()},
-                   "mtp_head_step_s": head_step,
+                   "mtp_head_step": head_step,
                    "plans": {c: r.plan.verify_graph.value for c, r in runners.items()}})
     finish(args.out, result)
     return 0
 
 
-def _head_step(args) -> float:
-    """One MTP head step's median time on the runner's geometry (a random head built from the checkpoint)."""
+def _head_step(args) -> dict:
+    """One MTP head step's median time on the runner's geometry (a random head built from the checkpoint), as the
+    runner drafts: its arithmetic and vocabulary (engine/runners/mtp_head.py)."""
     from .mtp_costs import WINDOW, head_folder
 
     runner = _runner(str(head_folder(Path(args.model).expanduser(), args.checkpoint.expanduser())), args.threads, "lazy")
@@ -143,8 +146,11 @@ def _head_step(args) -> float:
         begin = time.perf_counter()
         runner.mtp.step(*window)
         times.append(time.perf_counter() - begin)
-    del runner  # its compiles' memory, before the rounds
-    return float(np.median(times[5:]))
+    head = runner.mtp
+    described = {"seconds": float(np.median(times[5:])), "arithmetic": head.inference,
+                 "ids": len(head.vocabulary) if head.vocabulary is not None else head.vocab_size}
+    del runner, head  # their compiles' memory, before the rounds
+    return described
 
 
 if __name__ == "__main__":

@@ -212,3 +212,43 @@ def test_a_fast_twin_drafts_with_its_parents_head(runners):
     twin.prefill(list(range(5, 30)))
     with_head.prefill(list(range(5, 30)))
     assert np.max(np.abs(twin.hidden_rows(1) - with_head.hidden_rows(1))) < 1e-4
+
+
+def test_the_draft_vocabulary_is_the_first_ids_unless_asked_otherwise(monkeypatch):
+    from decider.engine.core.errors import ModelError
+    from decider.engine.runners.mtp_head import DRAFT_VOCABULARY, DRAFT_VOCABULARY_ENV, draft_vocabulary
+
+    monkeypatch.delenv(DRAFT_VOCABULARY_ENV, raising=False)
+    assert np.array_equal(draft_vocabulary(248_320), np.arange(DRAFT_VOCABULARY))
+    assert draft_vocabulary(DRAFT_VOCABULARY) is None  # nothing to cut
+    monkeypatch.setenv(DRAFT_VOCABULARY_ENV, "0")
+    assert draft_vocabulary(248_320) is None
+    monkeypatch.setenv(DRAFT_VOCABULARY_ENV, "lots")
+    with pytest.raises(ModelError, match=DRAFT_VOCABULARY_ENV):
+        draft_vocabulary(248_320)
+
+
+def test_a_runner_drafts_over_the_vocabulary_asked_for(monkeypatch, tmp_path):
+    """The runner's head cut to the ids asked for: its logits are the whole head's there, and drafted greedy decoding
+    keeps plain decoding's tokens (the verifier decides)."""
+    from decider.engine.compile.devices import DeviceOptions
+    from decider.engine.core.settings import SamplingSettings
+    from decider.engine.generation.generate import generate_step, make_rng
+    from decider.engine.generation.mtp_drafts import MtpDrafts
+    from decider.engine.runners.mtp_head import DRAFT_VOCABULARY_ENV
+    from decider.engine.runners.runner import ModelRunner
+    from support.mtp_reference import folder_with_mtp
+
+    greedy = SamplingSettings(temperature=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+    folder = folder_with_mtp("qwen35-text", tmp_path / "qwen35-text")
+    monkeypatch.setenv(DRAFT_VOCABULARY_ENV, "1000")
+    runner = ModelRunner(folder, DeviceOptions(device="CPU", exact=True))
+    assert runner.mtp is not None and np.array_equal(runner.mtp.vocabulary, np.arange(1000))
+    feed = (np.array([5, 9, 14]), np.random.default_rng(5).standard_normal((3, 64)).astype(np.float32), np.arange(3))
+    cut, _ = runner.mtp.step(*feed)
+    assert np.all(np.isneginf(cut[1000:])) and np.all(np.isfinite(cut[:1000]))
+    prompt = list(range(5, 40))
+    plain = [s.token_id for s in generate_step(runner, prompt, greedy, make_rng(0), max_tokens=16)]
+    drafter = MtpDrafts(runner.mtp)
+    drafted = [s.token_id for s in generate_step(runner, prompt, greedy, make_rng(0), max_tokens=16, drafter=drafter)]
+    assert drafted == plain and drafter.drafted > 0

@@ -24,7 +24,8 @@ class LazyVerifyRequest(StepRequest):
         self.width = width
         self.pending = pending
         shapes = {port.get_any_name(): port.get_partial_shape() for port in compiled.inputs}
-        self._parts = {name: np.zeros(shapes[name].to_shape(), dtype=np.float32) for state in pending for name in state.inputs}
+        names = [name for state in pending for name in state.inputs]
+        self._parts = {name: np.zeros(shapes[name].to_shape(), dtype=np.float32) for name in names}
         self._kept = np.zeros(1, dtype=np.int64)  # of the pending chunk's tokens, how many the conversation has
 
     def feed(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -77,8 +78,8 @@ class LazyVerifyRequest(StepRequest):
 
 
 def _recurrent(state: np.ndarray, parts: list[np.ndarray], count: int) -> np.ndarray:
-    """S_n = e^(G_n)·S_0 + K[:n]ᵀ·(e^(G_n − G[:n]) ⊙ Δ[:n]) (engine/graphs/lazy_commit.py; parts K, Δ, G), in f32
-    as the graph."""
+    """S_n = e^(G_n)·S_0 + K[:n]ᵀ·(e^(G_n − G[:n]) ⊙ Δ[:n]) (engine/graphs/lazy_commit.py; parts K, Δ, G), in
+    f32 as the graph."""
     keys, deltas, cumulative = parts
     reached = cumulative[:, :, count - 1 : count]  # G_n [1,H,1]
     weights = np.exp(np.minimum(reached - cumulative[:, :, :count], np.float32(0)))  # [1,H,n]

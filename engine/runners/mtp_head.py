@@ -14,12 +14,14 @@ On the CPU the head computes in the CPU's fastest float arithmetic (bf16 where t
 draft_properties): a draft changes which tokens are proposed, never which are kept or their logprobs. At the 0.8B
 geometry (1 thread, AMX) a draft step took 42 → 33 ms with the full vocabulary and 16 → 7 ms trimmed to 32,768 ids.
 
-`vocabulary` (ids) trims the head to those rows: a cheaper draft step over fewer logits, a measured choice
-(bench/mtp_costs.py), not the default. Drafts never need the head's padding rows.
+`vocabulary` (ids) trims the head to those rows: a cheaper draft step over fewer logits. The runner's head is trimmed
+to DRAFT_VOCABULARY ids by default, a measured choice (below and BENCHMARKS.md, "Ninth pass"). Drafts never need the
+head's padding rows.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -32,6 +34,24 @@ from ..graphs.logits import lm_head_weight
 from ..graphs.mtp_graph import EMBEDS, HIDDEN, OUTPUT, POSITIONS
 
 INPUT_IDS = "input_ids"
+
+# The draft head's vocabulary by default: the first 32,768 ids. Qwen's byte-pair ids come in merge order, the most
+# frequent first: they are 93.6–95.6 % of the tokens of English prose and Python code (this repository's docs, README
+# and engine through the real Qwen3.5 tokenizer). A draft step then reads 32,768 rows of the head instead of 248,320:
+# at 0.8B (1 thread, AMX, bf16 head) 7 ms instead of 33, a plain step being 87 ms — with the whole vocabulary drafting
+# cost more than it saved at acceptance 0.65 (bench/w_acceptance.py). A token outside them is never drafted: a greedy
+# draft misses there, sampled ones stay exact (q is 0 there). DECIDER_DRAFT_VOCABULARY=N: N ids (0: every id).
+DRAFT_VOCABULARY = 32768
+DRAFT_VOCABULARY_ENV = "DECIDER_DRAFT_VOCABULARY"
+
+
+def draft_vocabulary(vocab_size: int) -> np.ndarray | None:
+    """The ids the runner's draft head keeps (None: all of them): DRAFT_VOCABULARY_ENV's count, else DRAFT_VOCABULARY."""
+    raw = os.environ.get(DRAFT_VOCABULARY_ENV, "").strip()
+    if raw and not raw.isdigit():
+        raise ModelError(f"{DRAFT_VOCABULARY_ENV} must be a whole number of ids (0: every id), not {raw!r}")
+    limit = int(raw) if raw else DRAFT_VOCABULARY
+    return np.arange(limit) if 0 < limit < vocab_size else None
 
 
 _ELEMENTWISE = {"Subtract": ops.subtract, "Multiply": ops.multiply, "Add": ops.add}

@@ -31,7 +31,7 @@ from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels.projection_op import KERNEL_TOKENS
 from ..model.folder import ModelFolder, inspect_folder
-from .mtp_head import MtpHead, load_head
+from .mtp_head import MtpHead, draft_vocabulary, load_head
 from ..compile.planner import plan_for
 from ..compile.precision import (cpu_capabilities, draft_properties, gpu_precision, int8_activations_run, npu_precision,
                                  read_cpu_precision)
@@ -291,15 +291,18 @@ class ModelRunner(RunnerBase):
         return next((side.request for side in self._sides() if side.live), self._request)
 
     def _load_mtp(self, core: ov.Core, model: ov.Model, properties: dict) -> MtpHead | None:
-        """The draft head on this runner's device, compiled as the main model is but in the CPU's fastest float arithmetic
-        (it only drafts: its precision changes which drafts are proposed, never which tokens are kept). A head that cannot load is a notice: the
-        model runs without it (--draft mtp then says so)."""
+        """The draft head on this runner's device, compiled as the main model is but in the CPU's fastest float
+        arithmetic and over the most frequent ids (engine/runners/mtp_head.py: it only drafts, so both change which
+        drafts are proposed, never which tokens are kept). A head that cannot load is a notice: the model runs without
+        it (--draft mtp then says so)."""
         embeddings = self._read(core, self.folder.embeddings_ir) if self.folder.embeddings_ir is not None else None
         if self.device.startswith("CPU"):  # drafts only: the CPU's fastest float arithmetic, stated
             properties = draft_properties(properties, cpu_capabilities(core))
         try:
+            # the head's rows can be cut only where it is stored [vocabulary, hidden] (as optimum exports it)
+            vocabulary = draft_vocabulary(self.vocab_size) if self._lm_head is not None and self._lm_head[1] else None
             return load_head(core, self.folder.mtp_ir, model, embeddings, self.device, properties, self.vocab_size,
-                             head=self._lm_head)
+                             vocabulary, head=self._lm_head)
         except (RuntimeError, ModelError) as exc:
             self.notices.append(f"the MTP draft head was not loaded: {first_line(exc)}")
             return None
