@@ -212,7 +212,7 @@ def test_auto_times_plain_steps_first_and_pauses_a_head_slower_than_them():
     for _ in range(4):  # the head always has a draft: plain steps come first, to time them
         assert auto.propose(3) == []
         auto.timed(False, 1, 0.1)
-    assert auto.propose(3) == [7, 7]
+    assert auto.propose(3) == [7, 7, 7]  # as many as lookup's: one verify width for every drafter
     auto.record(12, 12)  # every draft kept, but a round yielding 3 tokens took 1 s: slower than 10 steps a second
     auto.timed(True, 3, 1.0)
     assert auto.propose(3) == [] and auto.off
@@ -225,7 +225,14 @@ def test_auto_takes_lookups_free_drafts_where_the_text_repeats_and_the_heads_els
     for _ in range(4):
         assert auto.propose(3) == []
         auto.timed(False, 1, 0.1)
-    assert auto.propose(3) == [3, 1] and auto.q(0) is None  # lookup: a point mass, at the head's draft count
+    assert auto.propose(3) == [3, 1, 2] and auto.q(0) is None  # lookup: a point mass, at the head's draft count
     auto.push(9)  # "… 1 2 9": nothing earlier continues it
     auto.seen(np.zeros(4))
-    assert auto.propose(3) == [7, 7]  # no repeat: the head's drafts
+    assert auto.propose(3) == [7, 7, 7]  # no repeat: the head's drafts
+
+
+def test_every_drafter_verifies_at_one_width():
+    """One verify compile serves lookup, the head and auto (the runner compiles again for another width)."""
+    head = _FixedHead()
+    widths = {make_drafter(draft, head=head).max_draft + 1 for draft in ("lookup", "mtp", "auto")}  # type: ignore[arg-type]
+    assert widths == {AutoLookup().max_draft + 1}

@@ -21,16 +21,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .drafts import AUTO_MIN_STEPS, AutoLookup, PromptLookup
+from .drafts import AUTO_MIN_STEPS, MAX_DRAFT, AutoLookup, PromptLookup
 from ..core.logprobs import Distribution
 from ..runners.mtp_head import MtpHead
 from .sampling import Candidates, Chain, draw
 from ..model.vision_tokens import Item
 
 WINDOW = 16  # positions of exact hidden states the head attends over (its layer is recomputed over them per step)
-# Drafts per verify. Each costs a head step (0.29x a plain step at 0.8B int8, full vocabulary: bench/mtp_costs.py),
-# so fewer than lookup's free drafts: at per-draft acceptance 0.65 the measured costs project k=2 ahead of k=3.
-MTP_MAX_DRAFT = 2
+# Drafts per verify: as many as lookup's, so every drafter verifies at one width and one verify compile serves them
+# all (engine/runners/runner.prepare_verify compiles again for another width: alternating `lookup` and `mtp` requests
+# measured 0.40x plain decoding on the demo). Each costs a head step (0.08x a plain step at 0.8B int8 with the runner's
+# bf16 head over 32,768 ids, 0.38x over every id: engine/runners/mtp_head.py); with it added, 3 drafts measured as fast
+# as 2 at per-draft acceptance 0.65 at one thread and ~5 % faster at two (bench/w_acceptance.py).
+MTP_MAX_DRAFT = MAX_DRAFT
 
 
 class MtpDrafts(PromptLookup):
