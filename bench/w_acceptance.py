@@ -19,14 +19,13 @@ head step) to its loop time: measured parts composed, marked as such.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
-from unittest.mock import patch
 
 import numpy as np
 
 from .common import finish, log, stamp, summary
+from .w_paired import decider_runner
 
 
 def _oracle(reference: list[int], prompt_length: int, acceptance: float, drafts: int, seed: int):
@@ -50,16 +49,8 @@ def _oracle(reference: list[int], prompt_length: int, acceptance: float, drafts:
 
 
 def _runner(model: str, threads: int, commits: str):
-    import openvino as ov
-
-    from decider.engine.compile.devices import DeviceOptions
-    from decider.engine.compile.plan import VERIFY_GRAPH_ENV
-    from decider.engine.runners.runner import ModelRunner
-
-    core = ov.Core()
-    core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
-    with patch.dict(os.environ, {VERIFY_GRAPH_ENV: commits}):  # "snapshot", or the default: any other word
-        return ModelRunner(model, DeviceOptions(device="CPU", exact=True), core=core)
+    """An exact CPU runner whose verifies commit lazily (the plan's default) or roll back from snapshots."""
+    return decider_runner(model, "CPU", True, threads, verify_graph="snapshot" if commits == "snapshot" else "")
 
 
 def _generate(runner, prompt: list[int], tokens: int, drafter=None) -> tuple[list[int], float, int]:

@@ -36,20 +36,23 @@ import numpy as np
 from .common import finish, read_json, stamp, summary
 
 
-def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False, shared_steps: bool = False):
+def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False, shared_steps: bool = False,
+                   verify_graph: str | None = None):
     """widened: the exact compile with int8 weights widened to f32 (the plugin's path before integer pieces);
-    shared_steps: one-token steps on the runner's own compile (before engine/graphs/one_token.py)."""
+    shared_steps: one-token steps on the runner's own compile (before engine/graphs/one_token.py); verify_graph:
+    DECIDER_VERIFY_GRAPH's value for this runner ("" the plan's default, "snapshot", "shared")."""
     import openvino as ov
 
     from decider.engine.compile.devices import DeviceOptions
-    from decider.engine.compile.plan import PROJECTIONS_ENV, STEP_GRAPH_ENV
+    from decider.engine.compile.plan import PROJECTIONS_ENV, STEP_GRAPH_ENV, VERIFY_GRAPH_ENV
     from decider.engine.runners.runner import ModelRunner
 
     core = ov.Core()
     if device.upper().startswith("CPU"):
         core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
     # the plan reads the switch when the runner is built
-    env = {**({PROJECTIONS_ENV: "widened"} if widened else {}), **({STEP_GRAPH_ENV: "shared"} if shared_steps else {})}
+    env = {**({PROJECTIONS_ENV: "widened"} if widened else {}), **({STEP_GRAPH_ENV: "shared"} if shared_steps else {}),
+           **({VERIFY_GRAPH_ENV: verify_graph} if verify_graph is not None else {})}
     with patch.dict(os.environ, env):
         return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
 

@@ -144,13 +144,13 @@ def _verify_graph(options: DeviceOptions, path: str, twin: bool) -> Property | N
            "step there against ~1.6x on the runner's compile (0.8B, 1 thread); its own packed weights (0.8B: +0.85 GiB "
            f"resident) only once a request drafts ({VERIFY_GRAPH_ENV}=shared: verifies on the runner's compile)")
     if os.environ.get(VERIFY_GRAPH_ENV, "").strip().lower() == "snapshot":
-        return _side_graph("verify forwards", VERIFY_GRAPH_ENV, FIXED_WIDTH_SNAPSHOTS,
-                           f"{VERIFY_GRAPH_ENV}=snapshot: {why}; each verify copies the DeltaNet states first, a rollback "
-                           "restores them and the kept tokens are fed again", options, path, twin)
-    return _side_graph("verify forwards", VERIFY_GRAPH_ENV, FIXED_WIDTH,
-                       f"{why}; a verify leaves its tokens pending in the DeltaNet states and the next forward commits "
-                       "the ones kept: a rejected draft costs no state copy and no replay "
-                       f"({VERIFY_GRAPH_ENV}=snapshot: snapshots and restores)", options, path, twin)
+        own, why = FIXED_WIDTH_SNAPSHOTS, (f"{VERIFY_GRAPH_ENV}=snapshot: {why}; each verify copies the DeltaNet states "
+                                           "first, a rollback restores them and the kept tokens are fed again")
+    else:
+        own, why = FIXED_WIDTH, (f"{why}; a verify leaves its tokens pending in the DeltaNet states and the next forward "
+                                 "commits the ones kept: a rejected draft costs no state copy and no replay "
+                                 f"({VERIFY_GRAPH_ENV}=snapshot: snapshots and restores)")
+    return _side_graph("verify forwards", VERIFY_GRAPH_ENV, own, why, options, path, twin)
 
 
 def _host(device: str, exact: bool, host: Host) -> tuple[Property, ...]:

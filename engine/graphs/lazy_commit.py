@@ -109,8 +109,7 @@ def commit_lazily(step: ov.Model, width: int) -> list[PendingState]:
     named = {op.get_friendly_name(): op for op in step.get_ordered_ops()}
     plan: list[tuple[str, str, list[ov.Node]]] = []
     for variable_id, read in reads.items():
-        shape = _static(read.output(0))
-        if shape is None:
+        if _static(read.output(0)) is None:
             continue  # a full-attention cache (it grows): trimmed, never pending
         for kind, parts in (("recurrent", RECURRENT_PARTS), ("conv", CONV_PARTS)):
             nodes = [named[name] for part in parts if (name := pending_name(variable_id, part)) in named]
