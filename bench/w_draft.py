@@ -54,7 +54,7 @@ def _generate(runner, prompt: list[int], draft: str, tokens: int, temperature: f
     runner.reset()
     runner.clear_snapshots()
     sampling = SamplingSettings(temperature=temperature, seed=1, draft=draft)
-    drafter = make_drafter(draft, head=runner.mtp)
+    drafter = make_drafter(draft, head=runner.mtp, states=runner.auto_states)  # kept across requests, as the app does
     forwards = runner.stats.forwards
     started = time.perf_counter()
     ids = [s.token_id for s in generate_step(runner, prompt, sampling, make_rng(1), max_tokens=tokens, drafter=drafter)]

@@ -407,3 +407,28 @@ def test_a_consumer_that_stops_mid_draft_leaves_the_state_in_step(how):
     logits = runner.prefill(history + rest[:1]) if rest else None
     if logits is not None:
         assert int(np.argmax(logits)) == plain[len(history) - len(prompt) + 1]
+
+
+def test_auto_keeps_its_pause_for_the_runners_next_request():
+    """A runner's next request starts where auto left off (its AutoState): drafting that did not pay stays paused
+    instead of being probed again at every request; without the runner's states each request starts afresh."""
+    from decider.engine.generation.drafts import AUTO_RETRY
+
+    states: dict = {}
+    first = make_drafter("auto", states=states)
+    first.start([1, 2, 3, 1, 2])
+    assert first.propose(3) == [3, 1, 2]
+    first.record(4, 0)  # rejected: paused
+    for _ in range(10):
+        assert first.propose(3) == []
+    second = make_drafter("auto", states=states)
+    second.start([1, 2, 3, 1, 2])
+    assert second.off and second.state is first.state
+    waited = 0
+    while second.propose(3) == []:
+        waited += 1
+    assert waited == AUTO_RETRY - 10  # the pause went on counting from where the first request left it
+    fresh = make_drafter("auto")
+    fresh.start([1, 2, 3, 1, 2])
+    assert fresh.propose(3) == [3, 1, 2] and not fresh.off
+    assert make_drafter("auto", states=states).state is make_drafter("auto", states=states).state

@@ -236,3 +236,38 @@ def test_every_drafter_verifies_at_one_width():
     head = _FixedHead()
     widths = {make_drafter(draft, head=head).max_draft + 1 for draft in ("lookup", "mtp", "auto")}  # type: ignore[arg-type]
     assert widths == {AutoLookup().max_draft + 1}
+
+
+def test_auto_pauses_a_head_that_does_not_pay_and_keeps_lookups_drafts():
+    """Each source is judged on its own rounds: a head whose drafts are rejected is paused while lookup's drafts,
+    which pay, go on (judged together, the head's slow rounds paused lookup too: 0.95x on the demo)."""
+    auto = AutoMtp(_FixedHead())  # type: ignore[arg-type]
+    auto.start([1, 2, 3, 1, 2])
+    auto.seen(np.zeros(4))
+    for _ in range(4):
+        assert auto.propose(3) == []
+        auto.timed(False, 1, 0.1)
+    assert auto.propose(3) == [3, 1, 2]  # lookup
+    auto.record(3, 3)
+    auto.timed(True, 4, 0.1)  # 40 tokens/s against plain steps' 10
+    for token in (9, 8):  # "… 9", "… 9 8": nothing earlier continues them, the head drafts
+        auto.push(token)
+        auto.seen(np.zeros(4))
+        assert auto.propose(3) == [7, 7, 7]
+        auto.record(3, 0)
+        auto.timed(True, 1, 0.2)
+    auto.push(5)
+    auto.seen(np.zeros(4))
+    assert auto.propose(3) == [] and auto.off and not auto.state.off  # the head paused, lookup not
+    for token in (1, 2):
+        auto.push(token)
+        auto.seen(np.zeros(4))
+    assert auto.propose(3) == [9, 8, 5]  # "… 1 2" repeats (its latest continuation): lookup drafts, the head paused
+
+
+def test_auto_keeps_both_sources_states_on_the_runner():
+    states: dict = {}
+    first = make_drafter("auto", head=_FixedHead(), states=states)  # type: ignore[arg-type]
+    second = make_drafter("auto", head=_FixedHead(), states=states)  # type: ignore[arg-type]
+    assert first.state is second.state is states["lookup"] and first.head_state is second.head_state is states["mtp"]
+    assert states["lookup"] is not states["mtp"]

@@ -84,7 +84,7 @@ def _read_letters(
         for step in generate_step(
             reasoner.runner, prompt.ids, sampling, rng, max_tokens=request.reasoning_budget, stop_ids=tokenizer.stop_ids,
             end_ids=close, checkpoints=prompt.checkpoints[:-1], should_stop=should_stop,
-            drafter=make_drafter(sampling.draft, runner.folder.name, reasoner.runner.mtp),
+            drafter=make_drafter(sampling.draft, runner.folder.name, reasoner.runner.mtp, reasoner.runner.auto_states),
         ):
             generated.append(step.token_id)
             if tally is not None:

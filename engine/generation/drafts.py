@@ -7,18 +7,19 @@ verifier (engine/generation/speculative.py) accepts it with the exact model's pr
 is drawn from is the exact model's whatever the drafts are.
 
 `auto` is lookup's drafts, and where the export kept an MTP head the head's when lookup has none
-(engine/generation/mtp_drafts.AutoMtp), pausing for AUTO_RETRY tokens (doubling while probes keep failing) whenever
-drafting is measured not to pay: its
-drafts mostly rejected, or its verify rounds yielding fewer tokens per second than the request's plain steps (a
-verify of k drafts costs more than a one-token step: at 0.8B on a CPU 2 tokens 1.39×, 4 tokens 1.55×; on a tiny
-model a multi-token forward costs several steps). The timing makes auto's choice depend on the machine: a seed
+(engine/generation/mtp_drafts.AutoMtp), pausing a source for AUTO_RETRY tokens (doubling while probes keep failing)
+whenever its drafts are measured not to pay (`gated`): mostly rejected, or its verify rounds yielding fewer tokens
+per second than plain steps (a verify of k drafts costs more than a one-token step: at 0.8B on a CPU 4 tokens
+1.3×; on a tiny model a multi-token forward costs several steps). What auto measured (AutoState, per source) is
+kept on the runner for its next request. The timing makes auto's choice depend on the machine: a seed
 repeats greedy text under auto, but sampled text only under `none` or `lookup` (drafting changes which random
 numbers a draw uses, never the distribution).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ..model.vision_tokens import Item
 
@@ -108,46 +109,75 @@ class PromptLookup:
         return None
 
 
+@dataclass
+class AutoState:
+    """What auto has measured on one runner, kept across its requests (the runner's `auto_states`): whether drafting
+    is paused and for how long, the recent drafts' acceptance, the speeds of plain steps and verify rounds. Why across
+    requests: a model and machine on which drafting does not pay (a tiny model, where a verify round costs several
+    steps) made every request probe again — on the demo model auto measured 0.86–0.98x plain decoding (bench/w_draft,
+    ninth pass), where the doubling pauses keep one long request near 1.0x."""
+
+    off: bool = False
+    idle: int = 0  # tokens decoded plainly since drafting paused
+    window: list[int] = field(default_factory=lambda: [0, 0])  # drafted, kept: recent drafts (halved as it grows)
+    rates: dict[bool, list[float]] = field(default_factory=lambda: {True: [0, 0.0], False: [0, 0.0]})  # drafted? → [tokens, seconds]
+    steps: int = 0  # plain steps timed
+    retry: int = AUTO_RETRY  # plain tokens before the next probe (doubles while probes fail)
+
+
+def gated(state: AutoState, propose: Callable[[], list[int]]) -> list[int]:
+    """`propose()`'s drafts unless `state` says drafting does not pay now: paused, or just judged (after AUTO_PROBE
+    drafts, or AUTO_EARLY all rejected) mostly rejected or slower than plain steps. A pause ends with a probe after
+    `retry` tokens; a probe that fails too doubles the next pause (probes cost verify rounds)."""
+    if state.off:
+        state.idle += 1
+        if state.idle < state.retry:
+            return []
+        state.retry = min(2 * state.retry, AUTO_RETRY_MAX)
+        state.off, state.idle, state.window, state.rates[True] = False, 0, [0, 0], [0, 0.0]
+    drafted, kept = state.window
+    if drafted >= AUTO_PROBE:
+        (drafted_tokens, drafted_s), (plain_tokens, plain_s) = state.rates[True], state.rates[False]
+        slower = state.steps >= AUTO_MIN_STEPS and drafted_tokens * plain_s < plain_tokens * drafted_s
+        state.off = kept < AUTO_MIN_ACCEPTANCE * drafted or slower
+        if not state.off:
+            state.retry = AUTO_RETRY
+        if drafted >= 4 * AUTO_PROBE:
+            state.window = [drafted // 2, kept // 2]
+    elif drafted >= AUTO_EARLY and kept == 0:
+        state.off = True
+    return [] if state.off else propose()
+
+
 class AutoLookup(PromptLookup):
     """Prompt lookup that pauses drafting while it is measured not to pay, and tries again after AUTO_RETRY tokens
-    (a text often starts repeating itself only after a while)."""
+    (a text often starts repeating itself only after a while). `state`: the runner's AutoState for lookup (a request
+    then starts where the runner's last one left off); None: this request's own."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, state: AutoState | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.off = False
-        self._idle = 0  # tokens decoded plainly since drafting paused
-        self._window = [0, 0]  # drafted, kept: recent drafts (halved as it grows)
-        self._rates = {True: [0, 0.0], False: [0, 0.0]}  # drafted? → [tokens, seconds]
-        self._steps = 0
-        self._retry = AUTO_RETRY  # plain tokens before the next probe (doubles while probes fail)
+        self.state = state if state is not None else AutoState()
+        self._round = self.state  # the state whose drafts the round in flight verifies
+
+    @property
+    def off(self) -> bool:
+        return self.state.off
+
+    def states(self) -> tuple[AutoState, ...]:
+        """Every source's state (a plain step's speed is every source's yardstick)."""
+        return (self.state,)
 
     def record(self, drafted: int, kept: int) -> None:
         super().record(drafted, kept)
-        self._window[0] += drafted
-        self._window[1] += kept
+        self._round.window[0] += drafted
+        self._round.window[1] += kept
 
     def timed(self, drafted: bool, tokens: int, seconds: float) -> None:
-        self._rates[drafted][0] += tokens
-        self._rates[drafted][1] += seconds
-        self._steps += not drafted
+        for state in (self._round,) if drafted else self.states():
+            state.rates[drafted][0] += tokens
+            state.rates[drafted][1] += seconds
+            state.steps += not drafted
 
     def propose(self, limit: int) -> list[int]:
-        if self.off:
-            self._idle += 1
-            if self._idle < self._retry:
-                return []
-            # a probe: should it fail too, the pause after it is twice as long (probes cost verify rounds)
-            self._retry = min(2 * self._retry, AUTO_RETRY_MAX)
-            self.off, self._idle, self._window, self._rates[True] = False, 0, [0, 0], [0, 0.0]
-        drafted, kept = self._window
-        if drafted >= AUTO_PROBE:
-            (drafted_tokens, drafted_s), (plain_tokens, plain_s) = self._rates[True], self._rates[False]
-            slower = self._steps >= AUTO_MIN_STEPS and drafted_tokens * plain_s < plain_tokens * drafted_s
-            self.off = kept < AUTO_MIN_ACCEPTANCE * drafted or slower
-            if not self.off:
-                self._retry = AUTO_RETRY
-            if drafted >= 4 * AUTO_PROBE:
-                self._window = [drafted // 2, kept // 2]
-        elif drafted >= AUTO_EARLY and kept == 0:
-            self.off = True
-        return [] if self.off else super().propose(limit)
+        self._round = self.state
+        return gated(self.state, lambda: PromptLookup.propose(self, limit))

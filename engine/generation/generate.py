@@ -317,7 +317,7 @@ def stream_generation(
     completion = Completion(prompt_tokens=len(request.prompt_ids))
     assembler = _Assembler(runner, request, completion)
     grammar = grammar_mask(request.response_format, runner.tokenizer) if request.response_format is not None else None
-    drafter = make_drafter(request.sampling.draft, runner.folder.name, runner.mtp)
+    drafter = make_drafter(request.sampling.draft, runner.folder.name, runner.mtp, runner.auto_states)
     started = time.perf_counter()
     first_token_at = None
     steps = generate_step(

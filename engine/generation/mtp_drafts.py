@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .drafts import AUTO_MIN_STEPS, MAX_DRAFT, AutoLookup, PromptLookup
+from .drafts import AUTO_MIN_STEPS, MAX_DRAFT, AutoLookup, AutoState, PromptLookup, gated
 from ..core.logprobs import Distribution
 from ..runners.mtp_head import MtpHead
 from .sampling import Candidates, Chain, draw
@@ -93,29 +93,35 @@ class MtpDrafts(PromptLookup):
         return drafts
 
 
-class LookupFirstMtp(MtpDrafts):
-    """Prompt lookup's drafts where the text so far repeats itself (free: a dictionary lookup, point masses), else
-    the head's (a head step each). Measured on the demo (bench/w_draft, 2026-12-05): lookup alone 1.43x plain
-    tokens/s at acceptance 0.70, the head alone 0.67x at 0.49."""
+class AutoMtp(AutoLookup, MtpDrafts):
+    """`--draft auto` where the export has an MTP head: lookup's drafts where the text repeats (free: a dictionary
+    lookup, point masses), else the head's (a head step each), each source paused on its own whenever its rounds
+    (draft steps included) are measured slower than plain steps or its drafts mostly rejected (drafts.gated), so a
+    head that does not pay on this model and machine leaves lookup's drafts on. Measured on the demo (bench/w_draft,
+    tenth pass): lookup 1.21–1.24x plain, the head 0.44–0.46x; judged together, as before, auto ran 0.95x.
+    `state` / `head_state`: the runner's AutoStates for lookup and for the head (drafter_choice.make_drafter)."""
 
-    def propose(self, limit: int) -> list[int]:
-        drafts = PromptLookup.propose(self, limit)
-        if drafts:
-            self._q = []  # point masses
-            return drafts
-        return super().propose(limit)
+    def __init__(self, head: MtpHead, state: AutoState | None = None, head_state: AutoState | None = None) -> None:
+        super().__init__(head, state=state)
+        self.head_state = head_state if head_state is not None else AutoState()
 
+    @property
+    def off(self) -> bool:
+        """The head's drafts are paused (lookup's pause: `state.off`)."""
+        return self.head_state.off
 
-class AutoMtp(AutoLookup, LookupFirstMtp):
-    """`--draft auto` where the export has an MTP head: lookup's drafts where the text repeats, else the head's,
-    paused whenever the rounds (draft steps included) are measured slower than plain steps or the drafts mostly
-    rejected (AutoLookup's rule, its pauses doubling while probes fail), so drafts that do not pay on this model and
-    machine cost a short probe now and then, not every token."""
+    def states(self) -> tuple[AutoState, ...]:
+        return (self.state, self.head_state)
 
     def propose(self, limit: int) -> list[int]:
         # The head always has a draft, so plain steps would never be timed and auto could not compare: the first
         # few tokens of a request are plain steps (measured on the demo: without them auto ran its head at 0.48x
         # plain decoding's tokens per second, the head's rounds never compared with a step).
-        if self._steps < AUTO_MIN_STEPS:
+        if self.head_state.steps < AUTO_MIN_STEPS:
             return []
-        return super().propose(limit)
+        drafts = super().propose(limit)  # lookup's, where the text repeats and lookup is not paused
+        if drafts:
+            self._q = []  # point masses
+            return drafts
+        self._round = self.head_state
+        return gated(self.head_state, lambda: MtpDrafts.propose(self, limit))

@@ -92,6 +92,9 @@ class RunnerBase:
         self._mark: _Mark | None = None  # where the last verify() started: what rewind() goes back to
         self.stats = RunnerStats()
         self.notices: list[str] = []  # things the user should see (e.g. a device fallback)
+        # What `--draft auto` measured on this runner, kept for its next request: kind → engine/generation/drafts.
+        # AutoState (held here, typed loosely: the runners sit below the generation layer)
+        self.auto_states: dict = {}
 
     @property
     def verifies(self) -> bool:
