@@ -71,6 +71,10 @@ def measure(model: str, drafts: list[str], tokens: int, rounds: int, temperature
     prompts = _prompts(runner)
     for prompt in prompts:  # warm-up: first-infer costs stay out of the timing
         _generate(runner, prompt, "none", 8, temperature)
+    if any(draft != "none" for draft in drafts):  # and the verify compile the first drafted request makes
+        from decider.engine.generation.drafts import MAX_DRAFT
+
+        runner.prepare_verify(MAX_DRAFT + 1)
     per_round: dict[str, list[dict]] = {d: [] for d in drafts}
     identical = {d: True for d in drafts}
     for r in range(rounds):
