@@ -30,9 +30,10 @@ from ..model.vision_tokens import Item
 WINDOW = 16  # positions of exact hidden states the head attends over (its layer is recomputed over them per step)
 # Drafts per verify: as many as lookup's, so every drafter verifies at one width and one verify compile serves them
 # all (engine/runners/runner.prepare_verify compiles again for another width: alternating `lookup` and `mtp` requests
-# measured 0.40x plain decoding on the demo). Each costs a head step (0.08x a plain step at 0.8B int8 with the runner's
-# bf16 head over 32,768 ids, 0.38x over every id: engine/runners/mtp_head.py); with it added, 3 drafts measured as fast
-# as 2 at per-draft acceptance 0.65 at one thread and ~5 % faster at two (bench/w_acceptance.py).
+# measured 0.40x plain decoding on the demo). Each costs a head step: ~0.12x a plain step at 0.8B int8 right after a
+# verify (bf16 head over 32,768 ids; ~0.07x back to back: engine/runners/mtp_head.py). Measured with the head's real
+# steps in the loop at per-draft acceptance 0.65 (bench/w_acceptance.py, tenth pass): 2 drafts 1.34x plain, 3 drafts
+# 1.22x at one thread (rounds overlapping: 1.14-1.42 / 1.20-1.31), 1.14x / 1.15x at two; at 0.8, 1.44x / 1.59x.
 MTP_MAX_DRAFT = MAX_DRAFT
 
 
