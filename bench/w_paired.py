@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 import sys
 import time
 from pathlib import Path
@@ -214,7 +215,8 @@ def task_think(args, prompts) -> dict:
                  "fast_reasoning": "measured" if fast else "not in this engine yet (DecisionRequest has no fast_reasoning)"}
     for budget in args.reasoning:
         request = DecisionRequest(item["question"], tuple(options), think=True, reasoning_budget=budget, sampling=sampling)
-        engines = ["exact", "llama"] + (["fast"] if fast else [])
+        drafted = [f"exact+{d}" for d in args.drafts if d != "none"]  # drafted reasoning (#36), the same request
+        engines = ["exact", *drafted, "llama"] + (["fast"] if fast else [])
         times: dict[str, list[float]] = {n: [] for n in engines}
         details: dict[str, dict] = {}
         for rnd in range(args.repeats + (1 if args.repeats > 1 else 0)):
@@ -225,8 +227,12 @@ def task_think(args, prompts) -> dict:
                 else:
                     runner.reset()
                     runner.clear_snapshots()
-                    result = decide(runner, fast(request, name == "fast") if fast else request)
+                    asked = (replace(request, sampling=replace(sampling, draft=name.split("+")[1])) if "+" in name
+                             else fast(request, name == "fast") if fast else request)
+                    forwards = runner.stats.forwards
+                    result = decide(runner, asked)
                     details[name] = {"completion_tokens": result.usage.get("completion_tokens"), "reasoning_chars": len(result.reasoning or ""),
+                                     "forwards": runner.stats.forwards - forwards,  # tokens per weight read: tokens / forwards
                                      "logprobs": [o.logprob for o in result.options],
                                      "reasoning_precision": getattr(result, "reasoning_precision", "exact")}
                 if rnd or args.repeats <= 1:
@@ -255,6 +261,9 @@ def main(argv=None) -> int:
     parser.add_argument("--engines", type=lambda text: text.split(","), default=["exact", "widened", "shared", "fast", "llama"],
                         help="decode: which of exact,widened,shared,fast,llama to load (llama is the ratios' peer: "
                              "always kept); fewer fit a larger model in memory")
+    parser.add_argument("--drafts", type=lambda text: text.split(","), default=["none"],
+                        help="think: also reason with these drafters (lookup,mtp,auto; mtp and auto's head need a model "
+                             "folder with openvino_mtp_model.xml), each as the engine exact+DRAFT")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     args.reasoning = [int(x) for x in args.reasoning.split(",") if x]

@@ -114,8 +114,8 @@ class AutoState:
     """What auto has measured on one runner, kept across its requests (the runner's `auto_states`): whether drafting
     is paused and for how long, the recent drafts' acceptance, the speeds of plain steps and verify rounds. Why across
     requests: a model and machine on which drafting does not pay (a tiny model, where a verify round costs several
-    steps) made every request probe again — on the demo model auto measured 0.86–0.98x plain decoding (bench/w_draft,
-    ninth pass), where the doubling pauses keep one long request near 1.0x."""
+    steps; a head whose drafts are rejected) made every request probe again, where the doubling pauses keep one long
+    request near 1.0x (bench/w_draft, tenth pass: at 0.8B with a random head auto went 0.86x → 0.99x plain decoding)."""
 
     off: bool = False
     idle: int = 0  # tokens decoded plainly since drafting paused

@@ -115,8 +115,8 @@ class AutoMtp(AutoLookup, MtpDrafts):
         return (self.state, self.head_state)
 
     def propose(self, limit: int) -> list[int]:
-        # The head always has a draft, so plain steps would never be timed and auto could not compare: the first
-        # few tokens of a request are plain steps (measured on the demo: without them auto ran its head at 0.48x
+        # The head always has a draft, so plain steps would never be timed and auto could not compare: the runner's
+        # first few tokens under auto are plain steps (measured on the demo: without them auto ran its head at 0.48x
         # plain decoding's tokens per second, the head's rounds never compared with a step).
         if self.head_state.steps < AUTO_MIN_STEPS:
             return []
