@@ -117,8 +117,11 @@ class EngineService:
         top_logprobs: int | None,
         stop: tuple[str, ...] = (),
         tools: tuple[Tool, ...] = (),
+        image_pixels: int | None = None,
     ) -> GenerationRequest:
-        prompt = build_chat_prompt(self.runner.tokenizer, messages, think, see=self.runner.image_tokens, tools=tools)
+        """image_pixels: the pictures' pixel budget (None: the model's own)."""
+        see = self.runner.image_tokens_within(image_pixels)
+        prompt = build_chat_prompt(self.runner.tokenizer, messages, think, see=see, tools=tools)
         # A snapshot at the prompt's end too: another draw from the same prompt (n > 1, the next request) costs no prefill.
         return GenerationRequest(
             tuple(prompt.ids), sampling, max_tokens, think=think, top_logprobs=top_logprobs, stop=stop,

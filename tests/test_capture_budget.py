@@ -94,6 +94,41 @@ def test_the_api_takes_the_budget_and_refuses_one_out_of_range():
         server.stop()
 
 
+def test_chat_and_its_token_count_take_the_budget():
+    """A game may send its screenshot as an OpenAI image_url part: chat completions and /tokenize's chat form take
+    the same image_pixels as /v1/decide (absent: the model's own budget), and count the same tokens."""
+    from decider.app.api.server import ApiServer
+    from decider.app.service import EngineService
+    from test_api import assert_error, call
+    from test_api_frames import data_url
+
+    service = EngineService(model_dir("qwen35-vl"), DeviceOptions(device="CPU"))
+    service.runner.vision.processor = replace(service.runner.vision.processor, max_pixels=QWEN_MAX_PIXELS)  # as real Qwen3.5
+    server = ApiServer(service, "127.0.0.1", 0)
+    server.start()
+    try:
+        picture = {"type": "image_url", "image_url": {"url": data_url(game_screen(640, 360))}}
+        messages = [{"role": "user", "content": [picture, {"type": "text", "text": "What now?"}]}]
+        counts = {}
+        for budget in (None, 65536):
+            given = {} if budget is None else {"image_pixels": budget}
+            status, _, counted = call(server.port, "POST", "/tokenize", {"messages": messages, **given})
+            assert status == 200, counted
+            status, _, reply = call(server.port, "POST", "/v1/chat/completions",
+                                    {"model": "decider", "messages": messages, "max_tokens": 1, **given})
+            assert status == 200, reply
+            assert reply["usage"]["prompt_tokens"] == counted["count"]
+            counts[budget] = counted["count"]
+        assert counts[65536] < counts[None]  # 640×360 scaled into 256² pixels: fewer image tokens
+        status, _, data = call(server.port, "POST", "/v1/chat/completions",
+                               {"model": "decider", "messages": messages, "max_tokens": 1, "image_pixels": 1000})
+        assert_error(status, data, 400, param="image_pixels")
+        status, _, data = call(server.port, "POST", "/tokenize", {"prompt": "hi", "image_pixels": 65536})
+        assert_error(status, data, 400, param="messages")
+    finally:
+        server.stop()
+
+
 def test_the_cli_flag_and_the_gui_setting_carry_it(tmp_path):
     from decider.app.cli_parser import build_parser
     from decider.app.preferences import GuiSettings

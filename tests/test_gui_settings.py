@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -80,12 +81,14 @@ def test_settings_panel_refuses_invalid_values_and_persists_valid_ones(qtbot, ma
 
 
 def test_model_defaults_button_restores_the_models_sampling(qtbot, make_window):
-    window = make_window(GuiSettings(device="CPU", temperature=1.9, top_k=3, presence_penalty=-1.0))
+    window = make_window(GuiSettings(device="CPU", temperature=1.9, top_k=3, presence_penalty=-1.0, draft="auto", seed=7))
     assert not window.settings_panel.defaults_button.isEnabled()
     info = load(qtbot, window)
     assert window.settings_panel.defaults_button.isEnabled()
     qtbot.mouseClick(window.settings_panel.defaults_button, Qt.LeftButton)
-    assert window.settings.sampling() == info.defaults
+    # the distribution's settings are the model's; drafts (speed only) and the seed stay the user's
+    assert window.settings.sampling() == replace(info.defaults, draft="auto", seed=7)
+    assert info.defaults.draft != "auto" and info.defaults.seed != 7
     assert window.settings_panel.fields["temperature"].value() == pytest.approx(info.defaults.temperature)
 
 

@@ -230,5 +230,6 @@ class WindowModels:
         w = self.window
         if w.model_info is None:
             return
-        w.update_settings(settings=w.settings.with_sampling(w.model_info.defaults))
-        w.show_message("Sampling restored to the model's defaults", 4000)
+        restored = w.settings.sampling().with_model_defaults(w.model_info.defaults)
+        w.update_settings(settings=w.settings.with_sampling(restored))
+        w.show_message("Sampling restored to the model's defaults (drafts and seed kept)", 4000)

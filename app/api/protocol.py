@@ -31,7 +31,7 @@ from .tool_checks import check_tool_messages, check_tool_schemas
 from .fields import (
     Boolean, Ignored, Metadata, Name, Refused, Strict, Text, absent, empty, int_in, one, refused,
 )
-from .setting_fields import DecisionFields, SamplingFields
+from .setting_fields import DecisionFields, ImagePixels, SamplingFields
 
 MODEL_ALIAS = "decider"  # always accepted as the model name, whatever model is loaded
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -198,6 +198,7 @@ class ChatCompletionRequest(_Generation):
     tools: Annotated[tuple[Tool, ...] | None, BeforeValidator(_tools)] = None
     tool_choice: Annotated[str | None, BeforeValidator(_tool_choice)] = None
     parallel_tool_calls: Boolean = None
+    image_pixels: ImagePixels = None  # Decider's extension: the pictures' pixel budget (absent: the model's own)
     functions: Annotated[Refused, refused(empty([]), "the deprecated functions field: use tools")]
     function_call: Annotated[Refused, refused(empty("none"), "the deprecated function_call field: use tool_choice")]
     _tool_format: ResponseFormat | None = PrivateAttr(None)
@@ -289,7 +290,7 @@ class ChatCompletionRequest(_Generation):
         top = (self.top_logprobs or 0) if self.logprobs else None
         messages = [m.to_message() for m in self.messages]
         request = service.chat_request(messages, self.thinking, _sampling(self, service.defaults), self.limit or 1, top, self.stop,
-                                       tools=self.tools or ())
+                                       tools=self.tools or (), image_pixels=self.image_pixels)
         runner = service.runner
         runner.check_prompt(request.prompt_ids)
         request = replace(request, **self._output_controls(runner.tokenizer, runner.vocab_size))
@@ -453,14 +454,16 @@ class TokenizeRequest(Strict):
     chat_template_kwargs: ChatTemplateKwargs | None = None
     add_special_tokens: Boolean = None
     return_token_strs: Boolean = None
+    image_pixels: ImagePixels = None  # as a chat request's: the counts match what it would prefill
 
     @model_validator(mode="after")
     def _one_form(self) -> "TokenizeRequest":
         if (self.prompt is None) == (self.messages is None):
             raise field_error("invalid_value", "give prompt or messages (the chat form), one of them", "prompt")
         if self.messages is None and (self.tools is not None or self.add_generation_prompt is not None
-                                      or self.chat_template_kwargs is not None):
-            raise field_error("invalid_value", "tools, add_generation_prompt and chat_template_kwargs go with messages", "messages")
+                                      or self.chat_template_kwargs is not None or self.image_pixels is not None):
+            raise field_error("invalid_value", "tools, add_generation_prompt, chat_template_kwargs and image_pixels go with "
+                              "messages", "messages")
         if self.messages is not None:
             check_tool_messages(self.messages)
             if self.tools is not None:

@@ -11,12 +11,14 @@ refusal names the setting as every other surface does.
 from __future__ import annotations
 
 import types
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from decider.engine.core.settings import DECISION_SETTINGS, IMAGE_PIXELS_DEFAULT, SAMPLING_SETTINGS, Setting
+from decider.engine.core.errors import SettingsError
+from decider.engine.core.settings import DECISION_SETTINGS, IMAGE_PIXELS_DEFAULT, SAMPLING_SETTINGS, SETTINGS, Setting
 
+from .errors import field_error
 from .fields import Boolean, EngineFloat, EngineInt, Strict, Text
 
 _SCHEMA_KEY = "x-decider-setting"  # where a field keeps the declaration it restates (also shown in a JSON schema)
@@ -56,6 +58,20 @@ class DecisionFields(SamplingFields):
     fast_reasoning: Boolean = declared(True)
     alternatives: EngineInt = declared(10, 0, 20)
     image_pixels: EngineInt = declared(IMAGE_PIXELS_DEFAULT, 256 * 256, 4096 * 4096)  # chosen by measurement
+
+
+def _image_pixels(value: int | None) -> int | None:
+    try:
+        SETTINGS["image_pixels"].check(value)
+    except SettingsError as exc:
+        raise field_error("invalid_value", str(exc)) from None
+    return value
+
+
+# A chat request's pixel budget (/v1/decide's image_pixels, for chat completions and the chat form of /tokenize):
+# the decision setting's range; absent means the model's own budget (an OpenAI client's pictures at full detail),
+# not the capture default a screen decision uses.
+ImagePixels = Annotated[EngineInt, AfterValidator(_image_pixels)]
 
 
 def _kind(annotation: object) -> type:

@@ -74,7 +74,7 @@ def chat_tokenize(runner, parsed) -> dict:
     think = bool(kwargs and kwargs.enable_thinking)
     try:
         prompt = build_chat_prompt(runner.tokenizer, [m.to_message() for m in parsed.messages], think,
-                                   see=runner.image_tokens, tools=parsed.tools or ())
+                                   see=runner.image_tokens_within(parsed.image_pixels), tools=parsed.tools or ())
     except SettingsError as exc:
         raise ApiError("invalid_value", str(exc), param="messages") from None
     items = prompt.ids

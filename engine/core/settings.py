@@ -200,6 +200,11 @@ class SamplingSettings:
         return {s.remote_name(server_kind): getattr(self, s.name) for s in SAMPLING_SETTINGS
                 if s.exposed and not s.local and getattr(self, s.name) is not None and (s.tool_calls or not tool_calls)}
 
+    def with_model_defaults(self, defaults: "SamplingSettings") -> "SamplingSettings":
+        """A model's defaults (for_model) for every setting that shapes the distribution; draft (speed only: the
+        text's distribution is the exact model's either way) and seed (repeatability) stay as the user set them."""
+        return replace(defaults, draft=self.draft, seed=self.seed)
+
     @classmethod
     def for_model(cls, generation_config: dict) -> "SamplingSettings":
         """Qwen3.5 defaults, overridden by the model's generation_config.json where it has a value."""

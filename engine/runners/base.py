@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -202,6 +202,10 @@ class RunnerBase:
         if self.vision is None:
             raise SettingsError(self._no_vision())
         return self.vision.tokens(pixels, max_pixels)
+
+    def image_tokens_within(self, max_pixels: int | None = None) -> Callable[[np.ndarray], list[ImageToken]]:
+        """image_tokens with a pixel budget fixed: what a chat prompt's builder calls for each picture."""
+        return lambda pixels: self.image_tokens(pixels, max_pixels)
 
     def _no_vision(self) -> str:
         if not self.folder.has_vision:
