@@ -3,6 +3,8 @@ projection, within the exact bound on a real export, the plan's choice and the l
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
@@ -133,8 +135,13 @@ def test_the_plan_uses_pieces_only_for_exact_cpu_compiles_with_int8_dot_products
     plan = plan_compile(exact, amx, path="dynamic")
     assert plan.integer_pieces and plan.int8_projections.value == INTEGER_PIECES
     assert "int8 projections: integer pieces" in "\n".join(plan.describe())
-    # VNNI without AMX: widened by default (the pieces measured slower at two threads), pieces where asked for
+    # VNNI without AMX: widened by default (the pieces measured slower at two threads), pieces at one thread per
+    # inference (faster there) and where asked for
     assert plan_compile(exact, vnni, path="dynamic").int8_projections.value == WIDENED
+    assert plan_compile(exact, replace(vnni, threads=2), path="dynamic").int8_projections.value == WIDENED
+    one = plan_compile(exact, replace(vnni, threads=1), path="dynamic").int8_projections
+    assert one.value == INTEGER_PIECES and "one thread" in one.reason
+    assert not plan_compile(exact, replace(avx2, threads=1), path="dynamic").integer_pieces
     monkeypatch.setenv(PROJECTIONS_ENV, "pieces")
     assert plan_compile(exact, vnni, path="dynamic").integer_pieces
     assert not plan_compile(exact, avx2, path="dynamic").integer_pieces  # never without int8 dot products
@@ -146,6 +153,15 @@ def test_the_plan_uses_pieces_only_for_exact_cpu_compiles_with_int8_dot_products
     assert plan_compile(DeviceOptions(device="GPU", exact=True), vnni, path="dynamic").int8_projections is None
     monkeypatch.setenv(PROJECTIONS_ENV, "widened")
     assert plan_compile(exact, amx, path="dynamic").int8_projections.value == WIDENED
+
+
+def test_the_host_says_how_many_threads_an_inference_runs_on():
+    from decider.engine.compile.measurements import read_host
+
+    core = ov.Core()
+    assert read_host(core).threads >= 1  # unset: every core the process may use, as the plugin does
+    core.set_property("CPU", {"INFERENCE_NUM_THREADS": 1})
+    assert read_host(core).threads == 1
 
 
 def _runner(monkeypatch, mode: str, exact: bool = True) -> ModelRunner:

@@ -50,7 +50,19 @@ def read_host(core) -> Host:
         return Host(cpu_capabilities(None), npuw_devices_override(), npuw_precision())
     if "CPU" not in _CAPABILITIES:
         _CAPABILITIES["CPU"] = cpu_capabilities(core)
-    return Host(_CAPABILITIES["CPU"], npuw_devices_override(), npuw_precision())
+    return Host(_CAPABILITIES["CPU"], npuw_devices_override(), npuw_precision(), _cpu_threads(core))
+
+
+def _cpu_threads(core) -> int:
+    """The threads the CPU plugin runs one inference on with this Core (0 where it cannot say): the property where
+    set (the benches, `--threads`), else every core the process may use, as the plugin does."""
+    try:
+        asked = int(core.get_property("CPU", "INFERENCE_NUM_THREADS") or 0)
+    except (RuntimeError, TypeError, ValueError):
+        return 0
+    if asked:
+        return asked
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
 @dataclass

@@ -35,6 +35,7 @@ class Host:
     capabilities: tuple[str, ...] = ()
     npuw_devices: str | None = None
     npuw_precision: str = "f32"
+    threads: int = 0  # the CPU plugin's threads per inference on this Core (its INFERENCE_NUM_THREADS; 0: unknown)
 
 
 @dataclass(frozen=True)

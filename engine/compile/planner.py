@@ -93,10 +93,10 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
 
 def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property | None:
     """How the exact CPU compile multiplies int8 weights: in integer pieces (engine/graphs/int8_pieces.py) where the
-    CPU has AMX's int8 tiles, or where asked for and it has an int8 dot-product instruction; else widened to f32 as
-    the plugin does. Measured (BENCHMARKS.md, sixth and seventh passes), 0.8B exact decode steps: with AMX the pieces
-    won at one and two threads; with AVX-512 VNNI alone (a Zen 4) they won at one thread (55.0 vs 59.2 ms) and lost
-    at two (41.7 vs 37.0), and the app runs on every core."""
+    CPU has AMX's int8 tiles, or an int8 dot-product instruction and one thread per inference, or where asked for;
+    else widened to f32 as the plugin does. Measured (BENCHMARKS.md, sixth, seventh and eleventh passes), 0.8B exact
+    decode steps: with AMX the pieces won at one and two threads; with AVX-512 VNNI alone they won at one thread (Zen 4
+    55.0 vs 59.2 ms, Zen 5 33.6 vs 38.6) and lost at two (Zen 4 41.7 vs 37.0, Zen 5 27.0 vs 25.4)."""
     if options.device.split(".")[0] != "CPU" or path != "dynamic" or not options.exact:
         return None
     asked = os.environ.get(PROJECTIONS_ENV, "").strip().lower()
@@ -105,12 +105,15 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property
     if "VNNI" not in host.capabilities:
         return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
                                                     "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
-    if asked != "pieces" and "AMX_INT8" not in host.capabilities:
+    if asked != "pieces" and "AMX_INT8" not in host.capabilities and host.threads != 1:
         return Property("int8 projections", WIDENED,
                         "int8 dot products here, but no AMX: the integer pieces measured slower than the widened path at "
-                        f"two threads on such a CPU (0.8B: 41.7 vs 37.0 ms a step; {PROJECTIONS_ENV}=pieces asks for them)")
+                        f"two threads on such CPUs (0.8B: 41.7 vs 37.0 ms a step on a Zen 4, 27.0 vs 25.4 on a Zen 5; "
+                        f"{PROJECTIONS_ENV}=pieces asks for them)")
+    why = ("asked for" if asked == "pieces" else "AMX's int8 tiles on this CPU" if "AMX_INT8" in host.capabilities
+           else "int8 dot products and one thread per inference (faster there: 33.6 vs 38.6 ms a step on a Zen 5)")
     return Property("int8 projections", INTEGER_PIECES,
-                    ("asked for" if asked == "pieces" else "AMX's int8 tiles on this CPU") + ": activations in four 8-bit pieces (29 bits), exact int32 "
+                    why + ": activations in four 8-bit pieces (29 bits), exact int32 "
                     f"sums, f32-grade results; the weights stream at the int8 kernels' rate ({PROJECTIONS_ENV}=widened: "
                     "the plugin's f32 path)")
 
