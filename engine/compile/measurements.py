@@ -45,7 +45,8 @@ _CAPABILITIES: dict[str, tuple[str, ...]] = {}
 
 
 def read_host(core) -> Host:
-    """The CPU's capabilities (read from the plugin once per process: they do not change) and the NPU testing aids."""
+    """The CPU's capabilities (read from the plugin once per process: they do not change), the threads an inference
+    runs on with this Core, and the NPU testing aids."""
     if core is None:
         return Host(cpu_capabilities(None), npuw_devices_override(), npuw_precision())
     if "CPU" not in _CAPABILITIES:
