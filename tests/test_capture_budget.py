@@ -125,6 +125,19 @@ def test_chat_and_its_token_count_take_the_budget():
         assert_error(status, data, 400, param="image_pixels")
         status, _, data = call(server.port, "POST", "/tokenize", {"prompt": "hi", "image_pixels": 65536})
         assert_error(status, data, 400, param="messages")
+        # OpenAI's image_url.detail: "low" sees the picture as at most 512×512 pixels, "high"/"auto" as it is
+        screen = data_url(game_screen(1280, 720))
+        seen = {}
+        for detail in ("high", "low"):
+            part = {"type": "image_url", "image_url": {"url": screen, "detail": detail}}
+            status, _, counted = call(server.port, "POST", "/tokenize", {"messages": [{"role": "user", "content": [part]}]})
+            assert status == 200, counted
+            seen[detail] = counted["count"]
+        assert seen["high"] - seen["low"] == 880 - 252  # 1280×704 → 40×22 tokens; 682×384 → 672×384: 21×12
+        part = {"type": "image_url", "image_url": {"url": screen, "detail": "medium"}}
+        status, _, data = call(server.port, "POST", "/v1/chat/completions",
+                               {"model": "decider", "messages": [{"role": "user", "content": [part]}], "max_tokens": 1})
+        assert_error(status, data, 400, param="messages[0].content")
     finally:
         server.stop()
 

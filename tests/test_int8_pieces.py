@@ -135,13 +135,17 @@ def test_the_plan_uses_pieces_only_for_exact_cpu_compiles_with_int8_dot_products
     plan = plan_compile(exact, amx, path="dynamic")
     assert plan.integer_pieces and plan.int8_projections.value == INTEGER_PIECES
     assert "int8 projections: integer pieces" in "\n".join(plan.describe())
-    # VNNI without AMX: widened by default (the pieces measured slower at two threads), pieces at one thread per
-    # inference (faster there) and where asked for
+    # VNNI without AMX: the pieces where each inference thread streams enough weights (they measured faster there),
+    # widened below that and where the share is unknown, pieces where asked for
     assert plan_compile(exact, vnni, path="dynamic").int8_projections.value == WIDENED
-    assert plan_compile(exact, replace(vnni, threads=2), path="dynamic").int8_projections.value == WIDENED
-    one = plan_compile(exact, replace(vnni, threads=1), path="dynamic").int8_projections
-    assert one.value == INTEGER_PIECES and "one thread" in one.reason
-    assert not plan_compile(exact, replace(avx2, threads=1), path="dynamic").integer_pieces
+    small, large = 754_615_338, 1_884_513_322  # the 0.8B and 2B int8 exports' weights files, in bytes
+    two = plan_compile(exact, replace(vnni, threads=2), path="dynamic", weight_bytes=small).int8_projections
+    assert two.value == WIDENED and "360 MiB of weights per thread (2 threads)" in two.reason
+    assert plan_compile(exact, replace(vnni, threads=1), path="dynamic", weight_bytes=small).integer_pieces
+    two_large = plan_compile(exact, replace(vnni, threads=2), path="dynamic", weight_bytes=large).int8_projections
+    assert two_large.value == INTEGER_PIECES and "899 MiB of weights per thread" in two_large.reason
+    assert not plan_compile(exact, replace(vnni, threads=8), path="dynamic", weight_bytes=large).integer_pieces
+    assert not plan_compile(exact, replace(avx2, threads=1), path="dynamic", weight_bytes=large).integer_pieces
     monkeypatch.setenv(PROJECTIONS_ENV, "pieces")
     assert plan_compile(exact, vnni, path="dynamic").integer_pieces
     assert not plan_compile(exact, avx2, path="dynamic").integer_pieces  # never without int8 dot products

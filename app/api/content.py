@@ -4,6 +4,7 @@ order) and /v1/decide's `images` field. Remote image URLs are refused, never fet
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -11,6 +12,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from decider.engine.model.chat_template import Message
 from decider.engine.core.errors import SettingsError
 from decider.engine.constrained.tools import ToolCall
+from decider.engine.vision.preprocess import resize
 
 from ..images import MAX_IMAGES, decode_data_url
 from .errors import field_error, located_error
@@ -19,6 +21,8 @@ from .fields import Strict
 MAX_IMAGES_PER_REQUEST = MAX_IMAGES  # over all the messages: the request's ImageBudget counts them
 
 ROLES = ("system", "user", "assistant", "tool")
+DETAILS = ("auto", "low", "high")  # OpenAI's image_url.detail
+LOW_DETAIL_PIXELS = 512 * 512  # OpenAI's "low": the picture seen as at most 512×512 pixels
 
 
 def _role(value: object) -> str:
@@ -78,10 +82,24 @@ def _image_part(value: object, index: int):
     url = value.get("url") if isinstance(value, dict) else value
     if isinstance(value, dict) and set(value) - {"url", "detail"}:
         raise located_error("invalid_value", f"[{index}].image_url: only url and detail are supported")
+    detail = (value.get("detail") or "auto") if isinstance(value, dict) else "auto"
+    if detail not in DETAILS:
+        raise located_error("invalid_value", f"[{index}].image_url.detail must be auto, low or high (got {detail!r:.20})")
     try:
-        return decode_data_url(url, "image_url")
+        pixels = decode_data_url(url, "image_url")
     except SettingsError as exc:
         raise located_error("invalid_value", f"[{index}].{exc}") from None
+    return _low_detail(pixels) if detail == "low" else pixels
+
+
+def _low_detail(pixels):
+    """A picture scaled (aspect kept) into LOW_DETAIL_PIXELS: fewer image tokens, as OpenAI's "low" promises; the
+    vision encoder's own budget and a request's image_pixels still apply after it."""
+    height, width = pixels.shape[:2]
+    if height * width <= LOW_DETAIL_PIXELS:
+        return pixels
+    factor = math.sqrt(LOW_DETAIL_PIXELS / (height * width))
+    return resize(pixels, max(1, int(height * factor)), max(1, int(width * factor)))
 
 
 def parse_images(value: object) -> tuple:

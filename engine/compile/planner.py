@@ -91,12 +91,18 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
             Property("NPUW_LLM_MIN_RESPONSE_LEN", options.npu_min_response_len, f"{limit} (DeviceOptions.npu_min_response_len)")]
 
 
-def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property | None:
+# Without AMX, the integer pieces pay where the weights dominate what each thread does per token: measured (BENCHMARKS.md,
+# seventh and eleventh passes, 0.8B and 2B exact steps) they won wherever one thread streamed ≥ 720 MiB of the int8
+# export (0.8B at one thread: Zen 4 55.0 vs 59.2 ms, Zen 5 33.6 vs 38.6; 2B at one and two threads on the Zen 5: 66.7 vs
+# 99.2, 44.9 vs 58.4) and lost at 360 MiB (0.8B at two threads: Zen 4 41.7 vs 37.0, Zen 5 27.0 vs 25.4).
+PIECES_BYTES_PER_THREAD = 512 * 2**20
+
+
+def _int8_projections(options: DeviceOptions, host: Host, path: str, weight_bytes: int) -> Property | None:
     """How the exact CPU compile multiplies int8 weights: in integer pieces (engine/graphs/int8_pieces.py) where the
-    CPU has AMX's int8 tiles, or an int8 dot-product instruction and one thread per inference, or where asked for;
-    else widened to f32 as the plugin does. Measured (BENCHMARKS.md, sixth, seventh and eleventh passes), 0.8B exact
-    decode steps: with AMX the pieces won at one and two threads; with AVX-512 VNNI alone they won at one thread (Zen 4
-    55.0 vs 59.2 ms, Zen 5 33.6 vs 38.6) and lost at two (Zen 4 41.7 vs 37.0, Zen 5 27.0 vs 25.4)."""
+    CPU has AMX's int8 tiles, or an int8 dot-product instruction and at least PIECES_BYTES_PER_THREAD of weights per
+    inference thread, or where asked for; else widened to f32 as the plugin does. weight_bytes: the language model's
+    weights file (0: unknown)."""
     if options.device.split(".")[0] != "CPU" or path != "dynamic" or not options.exact:
         return None
     asked = os.environ.get(PROJECTIONS_ENV, "").strip().lower()
@@ -105,13 +111,17 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str) -> Property
     if "VNNI" not in host.capabilities:
         return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
                                                     "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
-    if asked != "pieces" and "AMX_INT8" not in host.capabilities and host.threads != 1:
+    per_thread = weight_bytes // host.threads if host.threads else 0
+    share = f"{per_thread / 2**20:,.0f} MiB of weights per thread ({host.threads} threads)" if per_thread else \
+        "the weights per thread unknown"
+    if asked != "pieces" and "AMX_INT8" not in host.capabilities and per_thread < PIECES_BYTES_PER_THREAD:
         return Property("int8 projections", WIDENED,
-                        "int8 dot products here, but no AMX: the integer pieces measured slower than the widened path at "
-                        f"two threads on such CPUs (0.8B: 41.7 vs 37.0 ms a step on a Zen 4, 27.0 vs 25.4 on a Zen 5; "
-                        f"{PROJECTIONS_ENV}=pieces asks for them)")
+                        f"int8 dot products here, but no AMX and {share}: below {PIECES_BYTES_PER_THREAD // 2**20} MiB the "
+                        "integer pieces measured slower than the widened path (0.8B at two threads: 27.0 vs 25.4 ms a step "
+                        f"on a Zen 5; {PROJECTIONS_ENV}=pieces asks for them)")
     why = ("asked for" if asked == "pieces" else "AMX's int8 tiles on this CPU" if "AMX_INT8" in host.capabilities
-           else "int8 dot products and one thread per inference (faster there: 33.6 vs 38.6 ms a step on a Zen 5)")
+           else f"int8 dot products and {share}: the pieces measured faster there (2B at two threads: 44.9 vs 58.4 ms a "
+                "step on a Zen 5)")
     return Property("int8 projections", INTEGER_PIECES,
                     why + ": activations in four 8-bit pieces (29 bits), exact int32 "
                     f"sums, f32-grade results; the weights stream at the int8 kernels' rate ({PROJECTIONS_ENV}=widened: "
@@ -222,14 +232,15 @@ def vision_targets(options: DeviceOptions, host: Host, available: Sequence[str])
 
 def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tuning | None = None, can_measure: bool = False,
                  overrides: dict[str, object] | None = None, embeddings: bool = False,
-                 vision_devices: Sequence[str] = ()) -> CompilePlan:
+                 vision_devices: Sequence[str] = (), weight_bytes: int = 0) -> CompilePlan:
     """The plan for a runner on options.device (resolved) computing on `path` ("dynamic", "static", "npuw_llm").
 
     tuning: this machine's measurement for the model (None: none); it decides --fast on the CPU's dynamic path.
     can_measure: there is a folder to keep a measurement in (an unmeasured --fast plan then says measure_first).
     overrides: a twin's properties (a tuning candidate, fast reasoning): applied last, no measurement (a twin built from
     a runner uses that runner's embeddings and vision encoder). embeddings: the export has a text embeddings model.
-    vision_devices: the vision encoder's candidate devices in order (empty: no vision encoder)."""
+    vision_devices: the vision encoder's candidate devices in order (empty: no vision encoder). weight_bytes: the
+    language model's weights file (how the exact CPU compile multiplies int8 weights depends on it; 0: unknown)."""
     device = options.device
     core_cpu = _host(device, options.exact, host)
     settings = _language(device, options, host, path)
@@ -251,7 +262,7 @@ def plan_compile(options: DeviceOptions, host: Host, *, path: str, tuning: Tunin
     vision = _vision(options, host, vision_devices)
     return CompilePlan(options, path, _target("language model", device, settings, options, core_cpu), fallback, table, vision,
                        tuning_words(tuning, applies), applies and tuning is None and can_measure, overrides is not None,
-                       _int8_projections(options, host, path), _step_graph(options, path, overrides is not None),
+                       _int8_projections(options, host, path, weight_bytes), _step_graph(options, path, overrides is not None),
                        _verify_graph(options, path, overrides is not None))
 
 
@@ -284,4 +295,11 @@ def plan_for(folder: ModelFolder, options: DeviceOptions, core, *, static: bool 
     vision = vision_candidates(options.vision_device, available) if folder.has_vision else []
     return plan_compile(options, read_host(core), path=path, tuning=cached(subject) if measured else None,
                         can_measure=cache_file(subject) is not None, overrides=overrides,
-                        embeddings=folder.layout == "vl", vision_devices=vision)
+                        embeddings=folder.layout == "vl", vision_devices=vision, weight_bytes=_weight_bytes(folder))
+
+
+def _weight_bytes(folder: ModelFolder) -> int:
+    try:
+        return folder.language_ir.with_suffix(".bin").stat().st_size
+    except OSError:
+        return 0
