@@ -66,7 +66,8 @@ def profile_steps(model, device: str, properties: dict, prefill: dict, step: Cal
         wall.append((time.perf_counter() - started) * 1e3)
         if i == warm - 1:
             warmed = _totals(request, warm)
-    per_node = {key: (total - warmed.get(key, 0.0)) / (steps - warm) for key, total in _totals(request, steps).items()}
+    # max(0, …): a node of a few µs can read a growth of -1e-18 (the counters are means × infers, in floats)
+    per_node = {key: max(0.0, total - warmed.get(key, 0.0)) / (steps - warm) for key, total in _totals(request, steps).items()}
     by_type: dict[str, float] = defaultdict(float)
     by_kernel: dict[str, float] = defaultdict(float)
     by_kind: dict[str, float] = defaultdict(float)

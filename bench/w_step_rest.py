@@ -151,7 +151,8 @@ def run(ir: Path, variants: list[str], prompt: list[int], tokens: list[int], thr
     out: dict = {"reference": reference, "variants": {}}
     for variant in variants:
         totals = _totals(requests[variant], len(tokens))
-        per_node = {key: (total - warmed[variant].get(key, 0.0)) / (len(tokens) - warm) for key, total in totals.items()}
+        # max(0, …): a node of a few µs can read a growth of -1e-18 (the counters are means × infers, in floats)
+        per_node = {key: max(0.0, total - warmed[variant].get(key, 0.0)) / (len(tokens) - warm) for key, total in totals.items()}
         entry = {"step_wall_ms": summary(wall[variant][warm:]), **split(per_node, top)}
         if variant in delta:
             entry["logits_vs_reference"] = {"bit_identical": max(delta[variant]) == 0.0, "max_abs": max(delta[variant])}

@@ -38,4 +38,5 @@ def test_the_one_token_variant_is_profiled_after_a_prefill_on_the_graph_it_was_c
     variants = json.loads(out.read_text())["variants"]
     one = variants["one-token"]
     # the same graph at fixed shapes: its logits follow the same 12-token prompt (a state left empty would not)
-    assert one["logits_vs_reference"]["max_abs"] < 1e-4 and one["projections_ms"] > 0
+    # (the fixture's projections may read 0 µs a step on a fast CPU: the step's nodes as a whole are what must show)
+    assert one["logits_vs_reference"]["max_abs"] < 1e-4 and one["projections_ms"] >= 0 and one["nodes_ms"] > 0

@@ -142,6 +142,7 @@ def test_the_plan_uses_pieces_only_for_exact_cpu_compiles_with_int8_dot_products
     two = plan_compile(exact, replace(vnni, threads=2), path="dynamic", weight_bytes=small).int8_projections
     assert two.value == WIDENED and "360 MiB of weights per thread (2 threads)" in two.reason
     assert plan_compile(exact, replace(vnni, threads=1), path="dynamic", weight_bytes=small).integer_pieces
+    assert "one thread" in plan_compile(exact, replace(vnni, threads=1), path="dynamic").int8_projections.reason
     two_large = plan_compile(exact, replace(vnni, threads=2), path="dynamic", weight_bytes=large).int8_projections
     assert two_large.value == INTEGER_PIECES and "899 MiB of weights per thread" in two_large.reason
     assert not plan_compile(exact, replace(vnni, threads=8), path="dynamic", weight_bytes=large).integer_pieces

@@ -91,17 +91,18 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
             Property("NPUW_LLM_MIN_RESPONSE_LEN", options.npu_min_response_len, f"{limit} (DeviceOptions.npu_min_response_len)")]
 
 
-# Without AMX, the integer pieces pay where the weights dominate what each thread does per token: measured (BENCHMARKS.md,
-# seventh and eleventh passes, 0.8B and 2B exact steps) they won wherever one thread streamed ≥ 720 MiB of the int8
-# export (0.8B at one thread: Zen 4 55.0 vs 59.2 ms, Zen 5 33.6 vs 38.6; 2B at one and two threads on the Zen 5: 66.7 vs
-# 99.2, 44.9 vs 58.4) and lost at 360 MiB (0.8B at two threads: Zen 4 41.7 vs 37.0, Zen 5 27.0 vs 25.4).
+# Without AMX, the integer pieces pay at one thread and where the weights dominate what each thread does per token:
+# measured (BENCHMARKS.md, seventh and eleventh passes, 0.8B and 2B exact steps) they won at every one-thread point and
+# wherever a thread streamed ≥ 720 MiB of the int8 export (0.8B at one thread: Zen 4 55.0 vs 59.2 ms, Zen 5 33.6 vs
+# 38.6; 2B at one and two threads on the Zen 5: 66.7 vs 99.2, 44.9 vs 58.4) and lost at 360 MiB (0.8B at two threads:
+# Zen 4 41.7 vs 37.0, Zen 5 27.0 vs 25.4).
 PIECES_BYTES_PER_THREAD = 512 * 2**20
 
 
 def _int8_projections(options: DeviceOptions, host: Host, path: str, weight_bytes: int) -> Property | None:
     """How the exact CPU compile multiplies int8 weights: in integer pieces (engine/graphs/int8_pieces.py) where the
-    CPU has AMX's int8 tiles, or an int8 dot-product instruction and at least PIECES_BYTES_PER_THREAD of weights per
-    inference thread, or where asked for; else widened to f32 as the plugin does. weight_bytes: the language model's
+    CPU has AMX's int8 tiles, or an int8 dot-product instruction and one thread per inference or at least
+    PIECES_BYTES_PER_THREAD of weights per inference thread, or where asked for; else widened to f32 as the plugin does. weight_bytes: the language model's
     weights file (0: unknown)."""
     if options.device.split(".")[0] != "CPU" or path != "dynamic" or not options.exact:
         return None
@@ -112,9 +113,10 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str, weight_byte
         return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
                                                     "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
     per_thread = weight_bytes // host.threads if host.threads else 0
-    share = f"{per_thread / 2**20:,.0f} MiB of weights per thread ({host.threads} threads)" if per_thread else \
+    share = "one thread per inference" if host.threads == 1 else \
+        f"{per_thread / 2**20:,.0f} MiB of weights per thread ({host.threads} threads)" if per_thread else \
         "the weights per thread unknown"
-    if asked != "pieces" and "AMX_INT8" not in host.capabilities and per_thread < PIECES_BYTES_PER_THREAD:
+    if asked != "pieces" and "AMX_INT8" not in host.capabilities and host.threads != 1 and per_thread < PIECES_BYTES_PER_THREAD:
         return Property("int8 projections", WIDENED,
                         f"int8 dot products here, but no AMX and {share}: below {PIECES_BYTES_PER_THREAD // 2**20} MiB the "
                         "integer pieces measured slower than the widened path (0.8B at two threads: 27.0 vs 25.4 ms a step "
