@@ -273,3 +273,11 @@ def finish(path: Path, result: dict) -> None:
 
 def read_json(path: Path):
     return json.loads(Path(path).read_text())
+
+
+def random_prompt(vocab_size: int, length: int, seed: int = 3) -> list[int]:
+    """`length` seeded ids the model has: in 100..4999, below its vocabulary (a fixture's is 1,856 ids; an id past the
+    embedding table reads outside it, and the prompt's logits are then whatever memory held)."""
+    import numpy as np
+
+    return [int(t) for t in np.random.default_rng(seed).integers(100, min(5000, vocab_size), length)]

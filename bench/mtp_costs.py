@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from .common import finish, log, stamp
+from .common import finish, log, stamp, random_prompt
 
 WINDOW = 16  # engine/generation/mtp_drafts.WINDOW: positions the head attends over per draft step
 
@@ -76,7 +76,7 @@ def measure(folder: Path, rounds: int, trim: int) -> dict:
     full = load_head(runner._core, runner.folder.mtp_ir, model, None, "CPU", properties, runner.vocab_size)
     trimmed = load_head(runner._core, runner.folder.mtp_ir, model, None, "CPU", properties, runner.vocab_size,
                         np.arange(min(trim, runner.vocab_size)))
-    prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 256)]
+    prompt = random_prompt(runner.vocab_size, 256)
     runner.prefill(prompt)
     runner.step(11)
     hidden = runner.hidden_rows(1)[0]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import finish, log, stamp, summary
+from .common import finish, log, stamp, summary, random_prompt
 from .w_paired import decider_runner
 
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     runners = {commits: _runner(model, args.threads, commits) for commits in args.commits.split(",")}
     plain_runner = next(iter(runners.values()))
     head_step = _head_step(plain_runner) if args.checkpoint else None
-    prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 64)]
+    prompt = random_prompt(plain_runner.vocab_size, 64)
     reference, _, _ = _generate(plain_runner, prompt, args.tokens)
     drafters = ("oracle", "mtp") if args.checkpoint else ("oracle",)
     settings = [(c, d, k, a) for c in runners for d in drafters for k in widths for a in rates]
@@ -161,7 +161,7 @@ def _head_step(runner) -> dict:
     its arithmetic and vocabulary (engine/runners/mtp_head.py)."""
     from .mtp_costs import WINDOW
 
-    runner.prefill([int(t) for t in np.random.default_rng(3).integers(100, 5000, 64)])
+    runner.prefill(random_prompt(runner.vocab_size, 64))
     hidden = runner.hidden_rows(1)[0]
     window = (np.arange(300, 300 + WINDOW), np.repeat(hidden[None], WINDOW, 0), np.arange(50, 50 + WINDOW))
     times = []

@@ -31,7 +31,7 @@ import argparse
 import time
 from pathlib import Path
 
-from .common import finish, stamp, summary
+from .common import finish, stamp, summary, random_prompt
 
 QUESTIONS = (
     ("The bridge is out. Which way should the caravan go?", ("North pass", "River ford", "Wait")),
@@ -111,7 +111,7 @@ def _costs(model: str, rounds: int) -> dict:
     from decider.engine.runners.runner import ModelRunner
 
     runner = ModelRunner(model, DeviceOptions(device="CPU", exact=True))
-    prompt = [int(t) for t in np.random.default_rng(3).integers(100, 5000, 256)]
+    prompt = random_prompt(runner.vocab_size, 256)
     runner.prefill(prompt)
     runner.step(11)
     times: dict[str, list[float]] = {}
