@@ -135,6 +135,10 @@ def test_prompt_over_the_context_limit_is_a_clear_error(text_runner, monkeypatch
         text_runner.prefill(PROMPT)
     with pytest.raises(SettingsError, match="empty"):
         text_runner.prefill([])
+    with pytest.raises(SettingsError, match=rf"token id {text_runner.vocab_size}, outside this model's 0\.\."):
+        text_runner.prefill(PROMPT[:3] + [text_runner.vocab_size])
+    with pytest.raises(SettingsError, match="token id -1"):
+        text_runner.prefill([-1])
 
 
 def test_vision_language_layout_loads_and_matches_text_tokens(vl_runner):

@@ -221,6 +221,10 @@ class RunnerBase:
     def check_prompt(self, ids: Sequence[Item]) -> None:
         if len(ids) == 0:
             raise SettingsError("the prompt is empty")
+        # An id past the table would make the embedding lookup read outside it: logits from whatever memory held.
+        bad = next((i for i in ids if not isinstance(i, ImageToken) and not 0 <= i < self.vocab_size), None)
+        if bad is not None:
+            raise SettingsError(f"the prompt has token id {bad}, outside this model's 0..{self.vocab_size - 1}")
         if self.caps.max_prompt_len is not None and len(ids) > self.caps.max_prompt_len:
             raise ContextLimitError(
                 f"the prompt has {len(ids)} tokens; {self.device} was compiled for at most {self.caps.max_prompt_len} "
