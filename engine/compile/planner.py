@@ -99,11 +99,21 @@ def _language(device: str, options: DeviceOptions, host: Host, path: str) -> lis
 PIECES_BYTES_PER_THREAD = 512 * 2**20
 
 
+def _weights_share(host: Host, weight_bytes: int) -> tuple[bool, str]:
+    """Whether the integer pieces pay without AMX (PIECES_BYTES_PER_THREAD's measurements), and the share in words."""
+    if host.threads == 1:
+        return True, "one thread per inference"
+    per_thread = weight_bytes // host.threads if host.threads else 0
+    if not per_thread:
+        return False, "the weights per thread unknown"
+    return per_thread >= PIECES_BYTES_PER_THREAD, f"{per_thread / 2**20:,.0f} MiB of weights per thread ({host.threads} threads)"
+
+
 def _int8_projections(options: DeviceOptions, host: Host, path: str, weight_bytes: int) -> Property | None:
     """How the exact CPU compile multiplies int8 weights: in integer pieces (engine/graphs/int8_pieces.py) where the
     CPU has AMX's int8 tiles, or an int8 dot-product instruction and one thread per inference or at least
-    PIECES_BYTES_PER_THREAD of weights per inference thread, or where asked for; else widened to f32 as the plugin does. weight_bytes: the language model's
-    weights file (0: unknown)."""
+    PIECES_BYTES_PER_THREAD of weights per inference thread, or where asked for; else widened to f32 as the plugin
+    does. weight_bytes: the language model's weights file (0: unknown)."""
     if options.device.split(".")[0] != "CPU" or path != "dynamic" or not options.exact:
         return None
     asked = os.environ.get(PROJECTIONS_ENV, "").strip().lower()
@@ -112,18 +122,19 @@ def _int8_projections(options: DeviceOptions, host: Host, path: str, weight_byte
     if "VNNI" not in host.capabilities:
         return Property("int8 projections", WIDENED, "no int8 dot-product instruction here (AVX-512 VNNI, AVX-VNNI or AMX): "
                                                     "AVX2's int8 path sums pairs of products in 16 bits, with saturation")
-    per_thread = weight_bytes // host.threads if host.threads else 0
-    share = "one thread per inference" if host.threads == 1 else \
-        f"{per_thread / 2**20:,.0f} MiB of weights per thread ({host.threads} threads)" if per_thread else \
-        "the weights per thread unknown"
-    if asked != "pieces" and "AMX_INT8" not in host.capabilities and host.threads != 1 and per_thread < PIECES_BYTES_PER_THREAD:
+    pays, share = _weights_share(host, weight_bytes)
+    if asked == "pieces":
+        why = "asked for"
+    elif "AMX_INT8" in host.capabilities:
+        why = "AMX's int8 tiles on this CPU"
+    elif pays:
+        why = (f"int8 dot products and {share}: the pieces measured faster there (2B at two threads: 44.9 vs 58.4 ms a "
+               "step on a Zen 5)")
+    else:
         return Property("int8 projections", WIDENED,
                         f"int8 dot products here, but no AMX and {share}: below {PIECES_BYTES_PER_THREAD // 2**20} MiB the "
                         "integer pieces measured slower than the widened path (0.8B at two threads: 27.0 vs 25.4 ms a step "
                         f"on a Zen 5; {PROJECTIONS_ENV}=pieces asks for them)")
-    why = ("asked for" if asked == "pieces" else "AMX's int8 tiles on this CPU" if "AMX_INT8" in host.capabilities
-           else f"int8 dot products and {share}: the pieces measured faster there (2B at two threads: 44.9 vs 58.4 ms a "
-                "step on a Zen 5)")
     return Property("int8 projections", INTEGER_PIECES,
                     why + ": activations in four 8-bit pieces (29 bits), exact int32 "
                     f"sums, f32-grade results; the weights stream at the int8 kernels' rate ({PROJECTIONS_ENV}=widened: "
