@@ -500,6 +500,16 @@ def test_body_too_large(keyed):
     sock.close()
 
 
+# The fixture's end-of-text ids (generation_config.json): biased out, a stream without max_tokens cannot end by itself
+# (on some CPU its sampled or greedy path would reach one, and a test holding the engine busy would race its end).
+NEVER_ENDS = {"logit_bias": {"1710": -100, "1712": -100}}
+
+
+def endless_stream(port: int) -> socket.socket:
+    """A streamed chat that runs until its client leaves (the whole 32k context: minutes), once its first event arrived."""
+    return open_stream(port, {"model": "decider", "messages": HELLO, "stream": True, **NEVER_ENDS})
+
+
 def open_stream(port: int, body: dict) -> socket.socket:
     """Start a streamed chat on a raw socket and return once the first event arrived."""
     data = json.dumps(body).encode()
@@ -527,8 +537,7 @@ def wait_for(condition, timeout: float = 10) -> None:
 def test_queue_full_429_and_disconnect_cancels(keyed):
     good = openai.OpenAI(base_url=keyed.url, api_key=KEY, max_retries=0, timeout=60)
     cancelled = keyed.stats["cancelled"]
-    # A: no max_tokens — the whole 32k context, minutes of work unless the disconnect cancels it
-    running = open_stream(keyed.port, {"model": "decider", "messages": HELLO, "stream": True})
+    running = endless_stream(keyed.port)  # A: minutes of work unless the disconnect cancels it
     waiting: dict = {}
     thread = threading.Thread(
         target=lambda: waiting.update(r=good.chat.completions.create(model="decider", messages=HELLO, max_tokens=2))
@@ -554,7 +563,7 @@ def test_queue_full_429_and_disconnect_cancels(keyed):
 
 
 def test_a_queued_client_that_leaves_is_dropped(keyed):
-    running = open_stream(keyed.port, {"model": "decider", "messages": HELLO, "stream": True})
+    running = endless_stream(keyed.port)
     data = json.dumps(chat(max_tokens=2)).encode()
     queued = socket.create_connection(("127.0.0.1", keyed.port), timeout=10)
     queued.sendall(
