@@ -6,7 +6,8 @@ decode  a `--tokens`-token think generation from the same prompt ids with the sa
         recommendation: temperature 0.7, top-k 20, top-p 0.8, presence 1.5, frequency 1.0 over the last 64
         tokens), each engine drawing with its own sampler: Decider exact, Decider fast (`exact=False`) and
         llama.cpp (llama-cpp-python's `generate`, its native sampler chain); the exact compile's peers: `widened`
-        (int8 weights widened to f32) and `shared` (one-token steps on the runner's own compile). Rounds alternate the order;
+        (int8 weights widened to f32), `shared` (one-token steps on the runner's own compile) and `kernel` (our int8
+        kernel, engine/kernels, for the few-token infers). Rounds alternate the order;
         the time from the first token to the last gives tokens/s and the step; ratios are per round.
 think   a think-mode decision with `--reasoning` tokens of reasoning (the budget spent, the block closed
         by force): Decider exact (`decide()`, think on), and llama.cpp generating the same number of tokens
@@ -38,10 +39,11 @@ from .common import finish, read_json, stamp, summary
 
 
 def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False, shared_steps: bool = False,
-                   verify_graph: str | None = None):
+                   verify_graph: str | None = None, kernel: bool = False):
     """widened: the exact compile with int8 weights widened to f32 (the plugin's path before integer pieces);
     shared_steps: one-token steps on the runner's own compile (before engine/graphs/one_token.py); verify_graph:
-    DECIDER_VERIFY_GRAPH's value for this runner ("" the plan's default, "snapshot", "shared")."""
+    DECIDER_VERIFY_GRAPH's value for this runner ("" the plan's default, "snapshot", "shared"); kernel: our int8
+    kernel routed and adopted for few-token infers (DECIDER_EXACT_KERNEL=kernel, engine/kernels)."""
     import openvino as ov
 
     from decider.engine.compile.devices import DeviceOptions
@@ -53,7 +55,8 @@ def decider_runner(model: str, device: str, exact: bool, threads: int, widened: 
         core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads})
     # the plan reads the switch when the runner is built
     env = {**({PROJECTIONS_ENV: "widened"} if widened else {}), **({STEP_GRAPH_ENV: "shared"} if shared_steps else {}),
-           **({VERIFY_GRAPH_ENV: verify_graph} if verify_graph is not None else {})}
+           **({VERIFY_GRAPH_ENV: verify_graph} if verify_graph is not None else {}),
+           **({"DECIDER_EXACT_KERNEL": "kernel"} if kernel else {})}
     with patch.dict(os.environ, env):
         return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
 
@@ -128,6 +131,7 @@ def task_decode(args, prompts) -> dict:
         "exact": lambda: decider_runner(args.model, args.device, True, args.threads),
         "widened": lambda: decider_runner(args.model, args.device, True, args.threads, widened=True),
         "shared": lambda: decider_runner(args.model, args.device, True, args.threads, shared_steps=True),
+        "kernel": lambda: decider_runner(args.model, args.device, True, args.threads, kernel=True),
         "fast": lambda: decider_runner(args.model, args.device, False, args.threads),
         "llama": lambda: load_llama(args.gguf, args.threads),
     }
@@ -259,7 +263,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reasoning", default="128,512")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--engines", type=lambda text: text.split(","), default=["exact", "widened", "shared", "fast", "llama"],
-                        help="decode: which of exact,widened,shared,fast,llama to load (llama is the ratios' peer: "
+                        help="decode: which of exact,widened,shared,kernel,fast,llama to load (llama is the ratios' peer: "
                              "always kept); fewer fit a larger model in memory")
     parser.add_argument("--drafts", type=lambda text: text.split(","), default=["none"],
                         help="think: also reason with these drafters (lookup,mtp,auto; mtp and auto's head need a model "

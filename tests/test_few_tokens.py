@@ -91,5 +91,8 @@ def test_few_token_forwards_give_the_fused_kernels_logits(monkeypatch, name):
         rows.append(runner.step(8))
         runs[few] = rows
     gaps = [float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(runs[FEW_TOKENS], runs[1])]
-    assert max(gaps) < 5e-5
+    # Two f32 summation orders of the same forward. #35's bound is 5e-5; the MoE fixture (random router and experts
+    # amplify the f32 sums) measured 5.09e-5 on an AVX2-only Zen 3, whose plugin kernels sum in 8-wide vectors, and
+    # below 5e-5 on AVX-512 CPUs: its bound leaves that machine 1.5x.
+    assert max(gaps) < (7.5e-5 if name == "qwen35-moe-text" else 5e-5)
     assert max(gaps) > 0.0  # not bit-identical: the chunks did take another path

@@ -1,4 +1,4 @@
-"""An int8 weight matrix as the VNNI kernels read it, and its product with a few f32 activation rows.
+"""An int8 weight matrix as the int8 kernels read it, and its product with a few f32 activation rows.
 
 The kernel reads its own copy of the weights (u8; i8 weights moved to u8 by +128, the zero point with them), rows
 padded to the vector width and packed in groups (`_pack_into`), from one huge-page buffer per model (`arena`). Zero
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .vnni_ir import PACK, PIECES
-from .vnni_jit import MAX_TOKENS, Kernels
+from .kernel_ir import PACK
+from .kernel_jit import MAX_TOKENS, Kernels
 
 
 class Int8Matrix:
@@ -38,10 +38,10 @@ class Int8Matrix:
         self._addresses = (self.weights.ctypes.data, self.scale.ctypes.data, self.zero_point.ctypes.data)
 
     def pieces(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """x f32 [T, columns] → its int8 pieces [T, PIECES, padded] and (s1 … s_PIECES, Σx̂) per token."""
-        tokens = x.shape[0]
-        pieces = np.empty((tokens, PIECES, self.padded), dtype=np.int8)
-        coef = np.empty((tokens, PIECES + 1), dtype=np.float64)
+        """x f32 [T, columns] → its int8 pieces [T, P, padded] and (s1 … sP, Σx̂) per token."""
+        tokens, count = x.shape[0], self.kernels.isa.pieces
+        pieces = np.empty((tokens, count, self.padded), dtype=np.int8 if self.kernels.isa.vnni else np.int16)
+        coef = np.empty((tokens, count + 1), dtype=np.float64)
         self.kernels.split(_address(x), tokens, self.columns, self.padded, _address(pieces), _address(coef))
         return pieces, coef
 

@@ -26,7 +26,7 @@ from openvino import Op
 from ..graphs.int8_weights import Int8Weights, int8_groups
 from .int8_matvec import Int8Matrix, arena, padded_columns
 from .row_split import RowSplit
-from .vnni_jit import MAX_TOKENS, Kernels
+from .kernel_jit import MAX_TOKENS, Kernels
 
 _END = np.iinfo(np.int64).max
 KERNEL_TOKENS = "decider_kernel_tokens"
@@ -72,7 +72,8 @@ class Int8Projections(Op):
 def route_int8_projections(model: ov.Model, kernels: Kernels, split: RowSplit | None = None) -> int:
     """Rewrite `model` in place as the module docstring says; return how many MatMuls now have the kernel's path.
     `split`: how the operations share their rows between threads (one thread where None)."""
-    groups = int8_groups(model)
+    # wider rows than the instruction set's sums hold exactly stay with the plugin (AVX2: beyond 16,384 columns)
+    groups = [members for members in int8_groups(model) if members[0][1].weights.shape[1] <= kernels.isa.max_columns]
     if not groups:
         return 0
     limit = ops.parameter([1], np.int64, name=KERNEL_TOKENS)

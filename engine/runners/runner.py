@@ -26,7 +26,7 @@ from ..graphs.one_token import fixed_width_graph
 from ..graphs.int8_pieces import DESCRIPTION as PIECES_DESCRIPTION, rewrite_int8_projections
 from ..graphs.logits import (LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, lm_head_weight, slice_to_counted_positions,
                              slice_to_last_position)
-from ..kernels.adoption import DESCRIPTION as KERNEL_DESCRIPTION, adopt as adopt_kernel, route as route_kernel
+from ..kernels.adoption import adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels.projection_op import KERNEL_TOKENS
@@ -213,10 +213,10 @@ class ModelRunner(RunnerBase):
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
             self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._take_request()
-        self._adopt_kernel(compiled)
-        # One-token steps on a compile of their own where the plan says so (our kernel, where routed, takes them instead)
         self._properties = properties  # what the side compiles (steps, verifies) are compiled with too
-        self._stepper = self._compile_step(model, 1) if self.plan.one_token_steps and not self.kernel_plan.routed else None
+        self._adopt_kernel(compiled)
+        if self.plan.one_token_steps and not self.kernel_plan.routed:  # routed, our kernel takes them (or _adopt_kernel)
+            self._stepper = self._compile_step(model, 1)  # one-token steps on a compile of their own
 
     def _edit_graph(self, model: ov.Model, hidden: bool) -> None:
         """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step."""
@@ -230,7 +230,7 @@ class ModelRunner(RunnerBase):
             one_token_deltanet(model)
         # The draft head shares the lm head's weights as exported: taken before the pieces replace its MatMul.
         self._lm_head = _head_weight(model) if hidden else None
-        if self.plan.integer_pieces and not kernel_asked_for():  # our VNNI kernel, where asked for, takes them instead
+        if self.plan.integer_pieces and not kernel_asked_for():  # our int8 kernel, where asked for, takes them instead
             self.int8_pieces = rewrite_int8_projections(model)
 
     def _compile_step(self, model: ov.Model, tokens: int) -> StepRequest | None:
@@ -330,14 +330,26 @@ class ModelRunner(RunnerBase):
 
     def _adopt_kernel(self, compiled: ov.CompiledModel) -> None:
         """Exact few-token infers through our int8 kernel where it can run and measured faster (engine/kernels); a
-        twin compiles its parent's model, routed already, and feeds it 0 unless it is exact too."""
-        adoption = adopt_kernel(self.kernel_plan, compiled, self._scratch_step, won_before=self._kernel_verdict(self._core) is True)
+        twin compiles its parent's model, routed already, and feeds it 0 unless it is exact too. Where the plan has
+        one-token steps, the kernel is timed against them (what the runner runs without it), and where it loses they
+        are this runner's steps."""
+        plain: list[StepRequest | None] = []
+
+        def plain_steps() -> ov.CompiledModel | None:
+            if self.plan.one_token_steps:  # the IR read again: the runner's model is routed
+                plain.append(self._compile_step(self._edited_again(), 1))
+            return plain[0].compiled if plain and plain[0] is not None else None
+
+        adoption = adopt_kernel(self.kernel_plan, compiled, self._scratch_step, won_before=self._kernel_verdict(self._core) is True,
+                                plain=plain_steps)
         if adoption.measured:  # kept for later runs, which then compile only the path that won
             kernel_verdicts.keep(self, self._kernel_key(self._core), bool(adoption.tokens))
         self.kernel_note = adoption.note
         self._layout.kernel_tokens[0] = adoption.tokens
         if adoption.tokens:
-            self.precision = replace(self.precision, projections=KERNEL_DESCRIPTION)
+            self.precision = replace(self.precision, projections=self.kernel_plan.description)
+        elif plain:
+            self._stepper = plain[0]
 
     @property
     def verifies(self) -> bool:
@@ -411,7 +423,10 @@ class ModelRunner(RunnerBase):
     def _start(self, token: int, past: int) -> None:
         request = self._holding(self._stepper) if self._stepper is not None else self._request
         self._last = request
-        request.start_async(self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history))
+        feed = self._layout.inputs(np.asarray([token], dtype=np.int64), past, self.history)
+        if self._stepper is not None:  # one-token steps compiled unrouted beside a routed model take no kernel input
+            feed = {name: value for name, value in feed.items() if name in self._stepper.inputs}
+        request.start_async(feed)
 
     def _wait(self) -> np.ndarray:
         self._last.wait()

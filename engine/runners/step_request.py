@@ -26,6 +26,7 @@ class StepRequest:
 
     def __init__(self, compiled: ov.CompiledModel) -> None:
         self.compiled = compiled
+        self.inputs = {port.get_any_name() for port in compiled.inputs}
         self.request = compiled.create_infer_request()
         self.live = False
 
