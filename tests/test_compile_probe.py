@@ -26,11 +26,16 @@ from decider.engine.runners.runner import ModelRunner
 
 BF16_ONE_THREAD = {"INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
                    "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": 1}
-# A child that compiles nothing: it reports each set, and dies of SIGFPE (as the plugin's did) on a set marked "die".
+# A child that compiles nothing: it reports each set, and dies of SIGFPE (as the plugin's did) on a set marked "die"
+# and on every reduced set.
 FAULTY_CHILD = [sys.executable, "-c", (
     "import json, os, signal, sys\n"
     "for p in json.loads(sys.stdin.read())['properties']:\n"
-    "    if p.get('die') or p.get('INFERENCE_PRECISION_HINT') in ('bf16', 'f16'): os.kill(os.getpid(), signal.SIGFPE)\n"
+    # any reduced set dies: a bf16/f16 hint, or (an AVX2-only CPU's reduced default) f32 with a u8 KV cache or
+    # dynamic quantisation
+    "    reduced = p.get('INFERENCE_PRECISION_HINT') in ('bf16', 'f16') or p.get('KV_CACHE_PRECISION', 'f32') != 'f32' \\\n"
+    "        or str(p.get('DYNAMIC_QUANTIZATION_GROUP_SIZE', '0')) != '0'\n"
+    "    if p.get('die') or reduced: os.kill(os.getpid(), signal.SIGFPE)\n"
     "    print(json.dumps({'outcome': 'ok'}), flush=True)\n")]
 AMX = "amx_bf16" in cpu_flags()
 
