@@ -121,10 +121,11 @@ def _paired_steps(compiled: ov.CompiledModel, step_feed: Callable[[int], dict[st
     with the kernel off), interleaved, on scratch requests (their states are their own: the runner's conversation is
     untouched). Each request steps from position 0 on: both see the same lengths of context."""
     requests = {kernel_jit.MAX_TOKENS: compiled.create_infer_request(), 0: (without or compiled).create_infer_request()}
+    inputs = {limit: {port.get_any_name() for port in request.model_inputs} for limit, request in requests.items()}
     times: dict[int, list[float]] = {limit: [] for limit in requests}
     for round_ in range(_ROUNDS + 1):
         for limit, request in requests.items():
-            names = {port.get_any_name() for port in request.model_inputs}
+            names = inputs[limit]
             feed = {**step_feed(round_), KERNEL_TOKENS: np.array([limit], dtype=np.int64)}
             started = time.perf_counter()
             request.infer({name: value for name, value in feed.items() if name in names})
