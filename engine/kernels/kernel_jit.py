@@ -75,15 +75,20 @@ def unavailable() -> str | None:
     return None
 
 
-@functools.cache
 def compiled(isa: Isa | None = None) -> Kernels:
     """The kernels for `isa` (default: the best this CPU has); call only where `unavailable()` is None and the CPU
     runs `isa`."""
-    llvm = _llvm()
-    features = llvm.get_host_cpu_features()
-    isa = isa or _isa(dict(features))
+    isa = isa or _isa(dict(_llvm().get_host_cpu_features()))
     if isa is None:
         raise RuntimeError(unavailable() or "neither VNNI nor AVX2")
+    return _compiled(isa)
+
+
+@functools.cache
+def _compiled(isa: Isa) -> Kernels:
+    """Once per instruction set and process, however it was asked for (by default or by name)."""
+    llvm = _llvm()
+    features = llvm.get_host_cpu_features()
     module = llvm.parse_assembly(kernel_ir.module_ir(isa))
     module.verify()
     machine = llvm.Target.from_default_triple().create_target_machine(

@@ -333,12 +333,13 @@ class ModelRunner(RunnerBase):
         twin compiles its parent's model, routed already, and feeds it 0 unless it is exact too. Where the plan has
         one-token steps, the kernel is timed against them (what the runner runs without it), and where it loses they
         are this runner's steps."""
-        plain: list[StepRequest | None] = []
+        plain: StepRequest | None = None
 
         def plain_steps() -> ov.CompiledModel | None:
+            nonlocal plain
             if self.plan.one_token_steps:  # the IR read again: the runner's model is routed
-                plain.append(self._compile_step(self._edited_again(), 1))
-            return plain[0].compiled if plain and plain[0] is not None else None
+                plain = self._compile_step(self._edited_again(), 1)
+            return plain.compiled if plain is not None else None
 
         adoption = adopt_kernel(self.kernel_plan, compiled, self._scratch_step, won_before=self._kernel_verdict(self._core) is True,
                                 plain=plain_steps)
@@ -348,8 +349,8 @@ class ModelRunner(RunnerBase):
         self._layout.kernel_tokens[0] = adoption.tokens
         if adoption.tokens:
             self.precision = replace(self.precision, projections=self.kernel_plan.description)
-        elif plain:
-            self._stepper = plain[0]
+        elif plain is not None:
+            self._stepper = plain
 
     @property
     def verifies(self) -> bool:
