@@ -236,9 +236,10 @@ def captured_outputs(modules: dict):
             handle.remove()
 
 
-def answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T: int, letters, lm_weight: float):
+def answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T: int, letters, lm_weight: float, weights=None):
     """(answer loss, LM loss, letter log-probabilities): soft-label CE over the full vocabulary at the answer
-    position, and the LM loss on the prompt positions lm_mask keeps (0 when lm_weight is 0)."""
+    position (each item's times its weight, if `weights`), and the LM loss on the prompt positions lm_mask keeps (0
+    when lm_weight is 0)."""
     import torch
     import torch.nn.functional as F
 
@@ -246,7 +247,8 @@ def answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T: int, lett
     logp = F.log_softmax(logits.float(), dim=-1)
     B = ids.shape[0]
     letter_logp = logp[torch.arange(B), last][:, letters]  # [B, 4]
-    answer_loss = -(target * letter_logp).sum(-1).mean()
+    per_item = -(target * letter_logp).sum(-1)
+    answer_loss = (per_item if weights is None else per_item * weights).mean()
     lm_loss = torch.zeros(())
     if lm_weight > 0:
         tok_logp = logp[:, :-1].gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)

@@ -414,8 +414,9 @@ def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
             draw.ellipse((kx - knob, ky - knob, kx + knob, ky + knob), fill=(230, 200, 60))
 
 
-def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, **fixed):
-    """(scene, options, answer) in styles of `split` ('train' or 'heldout'); `fixed` pins style values."""
+def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, junk_colour: float | None = None, **fixed):
+    """(scene, options, answer) in styles of `split` ('train' or 'heldout'); `fixed` pins style values; `junk_colour`:
+    the share of a picture of something else's shapes and words drawn in one of the four circle colours."""
     values = STYLE_VALUES[split]
     pick = lambda axis: fixed[axis] if axis in fixed else rng.choice(values[axis])  # noqa: E731
     task = kind.removesuffix("_none").removesuffix("_junk")
@@ -455,7 +456,7 @@ def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, 
             scene["doors"] = 0  # no door at all, as on a blank picture: nothing to see, even bars
     if kind.endswith("_junk"):  # a picture of something else: a face, words, shapes or a texture (issue 39 item 5)
         scene["doors"] = 0
-        scene["junk"] = _junk(rng, split, task, width, height, pick)
+        scene["junk"] = _junk(rng, split, task, width, height, pick, junk_colour)
     return scene, options, answer
 
 
@@ -466,7 +467,7 @@ def make_styled_item(rng: random.Random, kind: str, split: str = "train", flip: 
     random draws are the ones items drawn before issue 39 made."""
     if split not in STYLE_VALUES:
         raise ValueError(split)
-    scene, options, answer = _styled_scene(rng, kind, split, rng.randint(2, 4), size, **fixed)
+    scene, options, answer = _styled_scene(rng, kind, split, rng.randint(2, 4), size, (extras or {}).get("junk_colour"), **fixed)
     if extras:
         _add_extras(rng, scene, split, answer, options, extras, fixed)
     rng.shuffle(options)
@@ -527,12 +528,14 @@ DOORWAY_TOPS = {"dusk": (40, 50, 110), "dawn": (150, 200, 240), "glow": (200, 14
 PAINTS = {"red": (170, 40, 40), "green": (40, 120, 60), "white": (230, 230, 225), "blue": (50, 70, 160),
           "black": (35, 35, 35), "mustard": (200, 160, 40), "plum": (100, 60, 120)}
 STYLE_VALUES["train"].update(
-    junk=JUNK_KINDS,
+    # Shapes and words weighted up: faces and textures were learnt at once (r8a); coloured shapes asked the colour
+    # question and words asked the star question were the last pictures of something else to stay off even (r8c).
+    junk=("face", "text", "text", "shapes", "shapes", "shapes", "texture"),
     face_shape=("round", "square"),
     face_features=("dots", "lines"),
     font=("pixel", "smooth"),
     words=TASK_WORDS + ("HELLO", "EXIT", "GAME", "SCORE", "LEVEL", "PLAY", "STOP", "MENU"),
-    shapes=("square", "triangle", "bar", "diamond", "ellipse", "ell"),
+    shapes=("square", "triangle", "bar", "diamond", "ellipse", "ell", "pentagon", "cross", "parallelogram", "kite", "tee"),
     texture=("cloudy", "blobs"),
     doorway=("dark", "lit", "sky", "grass", "red", "purple", "orange", "white", "dusk", "dawn"),
     paint=("red", "green", "white", "blue", "black"),
@@ -548,10 +551,12 @@ STYLE_VALUES["heldout"].update(
     doorway=("glow", "teal", "pink"),
     paint=("mustard", "plum"),
 )
-# What training draws besides the base scene: words on 30 % of the styled pictures, a lit or coloured doorway on half
-# the door scenes, painted doors on 40 %.
+# What training draws besides the base scene: words on 45 % of the styled pictures, a lit or coloured doorway on half
+# the door scenes, painted doors on 40 %. A run's extras may also set "junk_colour": the share of the shapes and words
+# of pictures of something else drawn in a circle colour (COLOURED_SHAPES and TEXT_IN_CIRCLE_COLOURS otherwise).
 EXTRAS = {"words": 0.45, "doorway": 0.5, "paint": 0.4}
 COLOURED_SHAPES = 0.5  # share of the (non-ellipse) shapes drawn in one of the four circle colours
+TEXT_IN_CIRCLE_COLOURS = 0.25  # share of the words of a picture of words drawn in one of them
 JUNK_MIX = {"colour_junk": 0.1, "star_junk": 0.1, "door_junk": 0.1}
 
 
@@ -559,8 +564,9 @@ def _muted(rng: random.Random, rgb, amount: int = 20):
     return _jitter(rng, rgb, amount)
 
 
-def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pick) -> dict:
-    """The drawing parameters of a picture of something else (see JUNK_KINDS)."""
+def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pick, coloured: float | None = None) -> dict:
+    """The drawing parameters of a picture of something else (see JUNK_KINDS); `coloured`: the share of its shapes
+    and words in a circle colour (default COLOURED_SHAPES and TEXT_IN_CIRCLE_COLOURS)."""
     kind = pick("junk")
     short = min(width, height)
     junk = {"kind": kind}
@@ -575,14 +581,15 @@ def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pi
         junk["faces"] = faces
     elif kind == "text":
         junk["words"] = [_word(rng, rng.choice(TASK_WORDS) if rng.random() < 0.5 else pick("words"), pick("font"), width, height,
-                               _text_colour(rng))
+                               _text_colour(rng, TEXT_IN_CIRCLE_COLOURS if coloured is None else coloured))
                          for _ in range(rng.randint(1, 4))]
     elif kind == "shapes":
         shapes = []
         for _ in range(rng.randint(2, 6)):
             shape = pick("shapes")
-            coloured = shape != "ellipse" and rng.random() < COLOURED_SHAPES  # a square may be red; only a circle would answer
-            rgb = rng.choice(list(COLOURS.values())) if coloured else rng.choice(OTHER_COLOURS)
+            # A square may be red; only a circle would answer.
+            in_colour = shape != "ellipse" and rng.random() < (COLOURED_SHAPES if coloured is None else coloured)
+            rgb = rng.choice(list(COLOURS.values())) if in_colour else rng.choice(OTHER_COLOURS)
             s = max(4, int(short * rng.uniform(0.06, 0.18)))
             shapes.append({"shape": shape, "x": rng.randint(0, width), "y": rng.randint(0, height), "s": s,
                            "angle": rng.uniform(0, 2 * math.pi), "rgb": _jitter(rng, rgb, 15), "aspect": rng.uniform(0.3, 0.5)})
@@ -593,9 +600,9 @@ def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pi
     return junk
 
 
-def _text_colour(rng: random.Random):
+def _text_colour(rng: random.Random, in_circle_colours: float):
     r = rng.random()
-    if r < 0.25:
+    if r < in_circle_colours:
         return _jitter(rng, rng.choice(list(COLOURS.values())), 15)  # "RED" in red is words, not a circle
     return _jitter(rng, rng.choice(OTHER_COLOURS), 15)
 
@@ -674,6 +681,14 @@ def _shape_points(shape: dict):
         "bar": [(x - 1.6 * s, y - a * s / 2), (x + 1.6 * s, y - a * s / 2), (x + 1.6 * s, y + a * s / 2), (x - 1.6 * s, y + a * s / 2)],
         "diamond": [(x, y - s), (x + 0.6 * s, y), (x, y + s), (x - 0.6 * s, y)],
         "ell": [(x - s, y - s), (x - s + a * s, y - s), (x - s + a * s, y + s - a * s), (x + s, y + s - a * s), (x + s, y + s), (x - s, y + s)],
+        "pentagon": [(x + s * math.sin(2 * math.pi * k / 5), y - s * math.cos(2 * math.pi * k / 5)) for k in range(5)],
+        "cross": [(x - a * s / 2, y - s), (x + a * s / 2, y - s), (x + a * s / 2, y - a * s / 2), (x + s, y - a * s / 2),
+                  (x + s, y + a * s / 2), (x + a * s / 2, y + a * s / 2), (x + a * s / 2, y + s), (x - a * s / 2, y + s),
+                  (x - a * s / 2, y + a * s / 2), (x - s, y + a * s / 2), (x - s, y - a * s / 2), (x - a * s / 2, y - a * s / 2)],
+        "parallelogram": [(x - s, y + 0.5 * s), (x - 0.3 * s, y - 0.5 * s), (x + s, y - 0.5 * s), (x + 0.3 * s, y + 0.5 * s)],
+        "kite": [(x, y - s), (x + 0.55 * s, y - 0.3 * s), (x, y + s), (x - 0.55 * s, y - 0.3 * s)],
+        "tee": [(x - s, y - s), (x + s, y - s), (x + s, y - s + a * s), (x + a * s / 2, y - s + a * s), (x + a * s / 2, y + s),
+                (x - a * s / 2, y + s), (x - a * s / 2, y - s + a * s), (x - s, y - s + a * s)],
         "arrow": [(x - s, y - a * s / 2), (x + 0.2 * s, y - a * s / 2), (x + 0.2 * s, y - s * 0.7), (x + s, y),
                   (x + 0.2 * s, y + s * 0.7), (x + 0.2 * s, y + a * s / 2), (x - s, y + a * s / 2)],
         "trapezoid": [(x - s, y + 0.6 * s), (x - 0.5 * s, y - 0.6 * s), (x + 0.5 * s, y - 0.6 * s), (x + s, y + 0.6 * s)],

