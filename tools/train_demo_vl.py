@@ -195,6 +195,12 @@ class Encoder(common.PromptEncoder):
 # Model
 # ---------------------------------------------------------------------------------------------------------------------
 
+def special_ids(enc: "Encoder") -> dict[str, int]:
+    """The special tokens' ids config_for needs."""
+    return {t: enc.tok.special_id(t) for t in ("<|im_end|>", "<|endoftext|>", "<|image_pad|>", "<|video_pad|>",
+                                               "<|vision_start|>", "<|vision_end|>")}
+
+
 def config_for(tokenizer_size: int, special: dict):
     from transformers import Qwen3_5Config
 
@@ -313,9 +319,7 @@ def train(args) -> Path:
     write_tokenizer(tokdir)
     enc = Encoder(tokdir / "tokenizer.json", preprocessor)
     T = enc.tok.size
-    special = {t: enc.tok.special_id(t) for t in ("<|im_end|>", "<|endoftext|>", "<|image_pad|>", "<|video_pad|>",
-                                                   "<|vision_start|>", "<|vision_end|>")}
-    config = config_for(T, special)
+    config = config_for(T, special_ids(enc))
     model = build_model(config, SEED, hp)
     if args.init:  # a continuation: the weights of an earlier run's checkpoint (the probes start afresh)
         from transformers import Qwen3_5ForConditionalGeneration
@@ -407,9 +411,7 @@ def rebuild(args) -> Path:
     if json.loads((tokdir / "tokenizer.json").read_text()) != json.loads((OUT / "tokenizer.json").read_text()):
         raise SystemExit("the tokenizer written today differs from the shipped one: the prompts changed")
     enc = Encoder(tokdir / "tokenizer.json")
-    special = {t: enc.tok.special_id(t) for t in ("<|im_end|>", "<|endoftext|>", "<|image_pad|>", "<|video_pad|>",
-                                                   "<|vision_start|>", "<|vision_end|>")}
-    model = build_model(config_for(enc.tok.size, special), SEED, HPARAMS)
+    model = build_model(config_for(enc.tok.size, special_ids(enc)), SEED, HPARAMS)
     checkpoint_from_ir.fill_probe(model)
     extra = {"preprocessor_config.json": (OUT / "preprocessor_config.json").read_text()}
     common.save_checkpoint(model, work / "probe", tokdir, {"step": 0}, extra)
