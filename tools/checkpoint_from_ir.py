@@ -54,18 +54,23 @@ def probe_values(start: int, count: int) -> np.ndarray:
     return 1 + (np.arange(start, start + count, dtype=np.float64) + OFFSET) * STEP
 
 
-def fill_probe(model) -> int:
-    """Every parameter element of `model` set to its own value; returns the number of elements."""
+def _write(model, values: np.ndarray) -> None:
+    """The model's parameters, in their order, set from one flat array (element g of the model: values[g])."""
     import torch
 
-    total = sum(p.numel() for p in model.parameters())
-    if total + OFFSET >= 2 ** 21:
-        raise ValueError(f"the probe needs < {2 ** 21 - OFFSET} parameter elements, this model has {total}")
     g = 0
     with torch.no_grad():
         for p in model.parameters():
-            p.copy_(torch.from_numpy(probe_values(g, p.numel())).reshape(p.shape).to(p.dtype))
+            p.copy_(torch.from_numpy(values[g:g + p.numel()]).reshape(p.shape).to(p.dtype))
             g += p.numel()
+
+
+def fill_probe(model) -> int:
+    """Every parameter element of `model` set to its own value; returns the number of elements."""
+    total = sum(p.numel() for p in model.parameters())
+    if total + OFFSET >= 2 ** 21:
+        raise ValueError(f"the probe needs < {2 ** 21 - OFFSET} parameter elements, this model has {total}")
+    _write(model, probe_values(0, total))
     return total
 
 
@@ -116,14 +121,6 @@ def recover(probe_folder: Path, shipped_folder: Path, total: int) -> tuple[np.nd
 def rebuild(model, probe_folder: Path, shipped_folder: Path) -> dict:
     """Write the shipped IR's weights into `model` (the probe's config, in fill_probe's order); returns recover()'s
     report."""
-    import torch
-
-    params = list(model.parameters())
-    values, report = recover(probe_folder, shipped_folder, sum(p.numel() for p in params))
-    g = 0
-    with torch.no_grad():
-        for prm in params:
-            n = prm.numel()
-            prm.copy_(torch.from_numpy(values[g:g + n]).reshape(prm.shape).to(prm.dtype))
-            g += n
+    values, report = recover(probe_folder, shipped_folder, sum(p.numel() for p in model.parameters()))
+    _write(model, values)
     return report
