@@ -250,6 +250,9 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
     kernel_note = getattr(runner, "kernel_note", None)  # the dynamic runner's; the static path has no kernel
     if kernel_note:
         report.add("info", f"exact int8 kernel (few-token infers): {kernel_note}")
+    native_note = getattr(runner, "native_note", None)  # where one-token steps have a compile of their own
+    if native_note:
+        report.add("info", f"native int8 kernel (one-token steps): {native_note}")
     _check_capture(report, runner)
     if tune and runner.device.startswith("CPU") and runner.execution_path == "dynamic":
         from decider.engine.compile.fast_tuning import tune as measure

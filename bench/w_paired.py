@@ -39,11 +39,13 @@ from .common import finish, read_json, stamp, summary
 
 
 def decider_runner(model: str, device: str, exact: bool, threads: int, widened: bool = False, shared_steps: bool = False,
-                   verify_graph: str | None = None, kernel: bool = False):
+                   verify_graph: str | None = None, kernel: bool = False, kernel_mode: str | None = None):
     """widened: the exact compile with int8 weights widened to f32 (the plugin's path before integer pieces);
     shared_steps: one-token steps on the runner's own compile (before engine/graphs/one_token.py); verify_graph:
     DECIDER_VERIFY_GRAPH's value for this runner ("" the plan's default, "snapshot", "shared"); kernel: our int8
-    kernel routed and adopted for few-token infers (DECIDER_EXACT_KERNEL=kernel, engine/kernels)."""
+    kernel routed and adopted for few-token infers (DECIDER_EXACT_KERNEL=kernel, engine/kernels); kernel_mode: another
+    DECIDER_EXACT_KERNEL value ("native": our native operation on the one-token steps without timing it, "plugin":
+    neither kernel)."""
     import openvino as ov
 
     from decider.engine.compile.devices import DeviceOptions
@@ -56,7 +58,8 @@ def decider_runner(model: str, device: str, exact: bool, threads: int, widened: 
     # the plan reads the switch when the runner is built
     env = {**({PROJECTIONS_ENV: "widened"} if widened else {}), **({STEP_GRAPH_ENV: "shared"} if shared_steps else {}),
            **({VERIFY_GRAPH_ENV: verify_graph} if verify_graph is not None else {}),
-           **({"DECIDER_EXACT_KERNEL": "kernel"} if kernel else {})}
+           **({"DECIDER_EXACT_KERNEL": "kernel"} if kernel else {}),
+           **({"DECIDER_EXACT_KERNEL": kernel_mode} if kernel_mode else {})}
     with patch.dict(os.environ, env):
         return ModelRunner(model, DeviceOptions(device=device, exact=exact), core=core)
 
@@ -132,6 +135,8 @@ def task_decode(args, prompts) -> dict:
         "widened": lambda: decider_runner(args.model, args.device, True, args.threads, widened=True),
         "shared": lambda: decider_runner(args.model, args.device, True, args.threads, shared_steps=True),
         "kernel": lambda: decider_runner(args.model, args.device, True, args.threads, kernel=True),
+        "native": lambda: decider_runner(args.model, args.device, True, args.threads, kernel_mode="native"),
+        "plugin": lambda: decider_runner(args.model, args.device, True, args.threads, kernel_mode="plugin"),
         "fast": lambda: decider_runner(args.model, args.device, False, args.threads),
         "llama": lambda: load_llama(args.gguf, args.threads),
     }
@@ -157,6 +162,7 @@ def task_decode(args, prompts) -> dict:
            "tokens_per_s": {n: summary([1 / t for t in v]) for n, v in times.items()},
            "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in peers},
            "labels": {n: engines[n].precision.label for n in peers},
+           "native_steps": {n: getattr(engines[n], "native_note", "") for n in peers},
            "steps": {n: engines[n].plan.step_graph.value for n in peers}}
     out["weight_bytes"] = sum(f.stat().st_size for f in Path(args.model).glob("openvino_model.bin"))
     out["gguf_bytes"] = Path(args.gguf).stat().st_size

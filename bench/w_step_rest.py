@@ -42,9 +42,10 @@ from .step_profile import _totals
 from .w_decode_graph import _properties, step_feed
 
 VARIANTS = ("exported", "before", "after", "pieces", "one-token", "pieces-one-token", "one-token-merged",
-            "pieces-one-token-merged")
+            "pieces-one-token-merged", "native-one-token")
 ONE_TOKEN_OF = {"one-token": "after", "pieces-one-token": "pieces", "one-token-merged": "after",
-                "pieces-one-token-merged": "pieces"}  # the graph each one-token variant is cut from
+                "pieces-one-token-merged": "pieces", "native-one-token": "after"}  # the graph each one-token variant is cut from
+_KEEP: list = []  # the native operations' weights, alive as long as the process
 
 
 def variant_model(ir: Path, variant: str):
@@ -67,13 +68,20 @@ def variant_model(ir: Path, variant: str):
     if variant in ONE_TOKEN_OF:
         from decider.engine.graphs.one_token import one_token_graph
 
-        return one_token_graph(model, drop_merges=not variant.endswith("merged"))
+        step = one_token_graph(model, drop_merges=not variant.endswith("merged"))
+        if variant.startswith("native"):
+            from decider.engine.kernels.native_op import replace_int8_matmuls, unavailable
+
+            if unavailable():
+                raise SystemExit(f"native-one-token: {unavailable()}")
+            _KEEP.append(replace_int8_matmuls(step)[1])
+        return step
     return model
 
 
-def is_projection(node_type: str) -> bool:
-    """The nodes that read the int8 weights (FullyConnected, FullyConnectedCompressed, …)."""
-    return node_type.startswith("FullyConnected")
+def is_projection(node_type: str, name: str = "") -> bool:
+    """The nodes that read the int8 weights (FullyConnected, FullyConnectedCompressed, …; our native operation)."""
+    return node_type.startswith("FullyConnected") or name.endswith("/native_int8")
 
 
 def _ordered(table: dict[str, float]) -> dict[str, float]:
@@ -82,8 +90,8 @@ def _ordered(table: dict[str, float]) -> dict[str, float]:
 
 def split(per_node: dict[tuple[str, str, str], float], top: int) -> dict:
     """A step's per-node milliseconds as projections vs the rest, the rest per node type, kernel and node."""
-    projections = sum(ms for (_, kind, _), ms in per_node.items() if is_projection(kind))
-    rest = {key: ms for key, ms in per_node.items() if not is_projection(key[1])}
+    projections = sum(ms for (name, kind, _), ms in per_node.items() if is_projection(kind, name))
+    rest = {key: ms for key, ms in per_node.items() if not is_projection(key[1], key[0])}
     by_type: dict[str, float] = defaultdict(float)
     by_kernel: dict[str, float] = defaultdict(float)
     for (_, kind, exec_type), ms in rest.items():

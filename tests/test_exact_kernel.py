@@ -224,13 +224,13 @@ def fresh_verdicts(monkeypatch, tmp_path):
 def test_adoption_measures_both_paths_on_the_runner_s_own_model(monkeypatch, fresh_verdicts):
     """Unforced, the runner times one-token infers both ways and keeps what was faster; the note says which and why."""
     timed = []
-    real = adoption._paired_steps
+    real = adoption.paired_steps
 
     def spy(compiled, feed, without=None):
         timed.append(real(compiled, feed, without))
         return timed[-1]
 
-    monkeypatch.setattr(adoption, "_paired_steps", spy)
+    monkeypatch.setattr(adoption, "paired_steps", spy)
     runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     (kernel_ms, plugin_ms), = timed
     adopted = runner._layout.kernel_tokens[0] == kernel_jit.MAX_TOKENS
@@ -322,7 +322,7 @@ def test_a_measured_verdict_is_kept_and_the_next_runner_compiles_only_the_winner
         timed.append(1)
         return (1.0, 2.0) if kernel_wins else (2.0, 1.0)
 
-    monkeypatch.setattr(adoption, "_paired_steps", fixed)
+    monkeypatch.setattr(adoption, "paired_steps", fixed)
     first = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert timed == [1] and first.kernel_plan.routed == 32
     assert list(json.loads(fresh_verdicts.read_text()).values()) == [kernel_wins]
@@ -352,7 +352,7 @@ def test_the_kernel_is_timed_against_the_one_token_steps_and_where_it_loses_they
         against.append(without)
         return 2.0, 1.0
 
-    monkeypatch.setattr(adoption, "_paired_steps", kernel_loses)
+    monkeypatch.setattr(adoption, "paired_steps", kernel_loses)
     runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert runner.plan.one_token_steps and runner.kernel_plan.routed == 32
     (without,) = against

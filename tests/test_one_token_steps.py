@@ -8,6 +8,7 @@ import numpy as np
 import openvino as ov
 import pytest
 
+from support.conversations import every_move
 from support.models import model_dir
 from decider.engine.compile.devices import DeviceOptions
 from decider.engine.compile.plan import FIXED_WIDTH, ONE_TOKEN, SHARED, STEP_GRAPH_ENV, VERIFY_GRAPH_ENV, Host
@@ -74,25 +75,11 @@ def _runner(monkeypatch, name: str, shared: bool) -> ModelRunner:
     return ModelRunner(model_dir(name), DeviceOptions(device="CPU", exact=True))
 
 
-def _conversation(runner: ModelRunner) -> list[np.ndarray]:
-    """Prefill, steps, a verify and its rewind, more steps, a prompt that reuses a snapshot, steps again: every move
-    of the state between the two compiles."""
-    prompt = list(range(30, 70))
-    out = [runner.prefill(prompt, checkpoints=[len(prompt)])]
-    out += [runner.step(t) for t in (5, 6, 7)]
-    out += list(runner.verify([8, 9, 10], 3))
-    runner.rewind()
-    out += [runner.step(t) for t in (8, 11, 12)]
-    out.append(runner.prefill(prompt + [40, 41]))  # restores the snapshot at the prompt, then two tokens
-    out += [runner.step(t) for t in (13, 14)]
-    return out
-
-
 @pytest.mark.parametrize("name", ["qwen35-text-int8", "qwen35-vl", "qwen35-moe-text"])
 def test_a_conversation_moving_between_the_compiles_gives_the_runners_own_logits(monkeypatch, name):
     mine, shared = _runner(monkeypatch, name, shared=False), _runner(monkeypatch, name, shared=True)
     assert mine.plan.one_token_steps and len(mine.compiles) == 2 and len(shared.compiles) == 1
-    got, want = _conversation(mine), _conversation(shared)
+    got, want = every_move(mine), every_move(shared)
     gaps = [float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)]
     assert max(gaps) < LOGPROB_TOLERANCE
     assert mine._stepper is not None and mine._stepper.live  # the last steps ran on the step compile
@@ -105,7 +92,7 @@ def test_a_state_left_behind_is_caught(monkeypatch):
     mine, shared = _runner(monkeypatch, "qwen35-text-int8", shared=False), _runner(monkeypatch, "qwen35-text-int8", shared=True)
     assert mine._stepper is not None
     monkeypatch.setattr(mine._stepper, "take", lambda main: mine._stepper.request)
-    got, want = _conversation(mine), _conversation(shared)
+    got, want = every_move(mine), every_move(shared)
     assert max(float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)) > 1e-2
 
 

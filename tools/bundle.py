@@ -36,7 +36,7 @@ EXCLUDED_MODULES = (
     "setuptools", "pkg_resources", "distutils", "_distutils_hack",
 )
 # Read at run time from beside the layers (app/config.py, engine/decisions/prompts): the files a wheel carries as package data.
-PACKAGE_DATA = ("resources/demo-model", "resources/demo-vl-model", "engine/decisions/prompts")
+PACKAGE_DATA = ("resources/demo-model", "resources/demo-vl-model", "engine/decisions/prompts", "engine/kernels/native")
 ENTRY = """import sys
 
 from decider.app.cli import main

@@ -81,6 +81,7 @@ HPARAMS = dict(
     new_val_items=96,      # validation: pictures of something else, word distractors, lit doors in the training styles
     max_pixels=128 * 128,  # --max-pixels: the pixel budget (preprocessor_config.json) the run trains and ships with
     junk_weight=1.0,       # --junk-weight: the answer loss of a picture of something else, times this
+    kind_weights=None,     # --kind-weights: other kinds' answer loss times this, e.g. {"door": 2} (junk stays --junk-weight)
 )
 PREPROCESSOR = preprocessor_for(HPARAMS["max_pixels"])  # a run's checkpoint and export carry its own budget's file
 
@@ -311,7 +312,8 @@ def train(args) -> Path:
     common.torch_setup(args.threads)
 
     hp = common.hparams(HPARAMS, args, ("lr", "lm_weight", "probe_weight", "batch", "warmup", "eval_every", "style_mix", "keep_last",
-                                               "extras", "max_pixels", "junk_weight"))
+                                               "extras", "max_pixels", "junk_weight",
+                                               "kind_weights"))
     preprocessor = preprocessor_for(hp["max_pixels"])
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -363,10 +365,12 @@ def train(args) -> Path:
         items += [tasks.make_styled_item(rng, tasks.sample_kind(rng, style_mix), "train", extras=hp.get("extras"))
                   for _ in range(styled)]
         weights = None
-        if hp["junk_weight"] != 1.0:  # pictures of something else weigh more in the answer loss
+        by_kind = hp.get("kind_weights") or {}
+        if hp["junk_weight"] != 1.0 or by_kind:  # pictures of something else (or other kinds) weigh more in the answer loss
             import torch
 
-            weights = torch.tensor([hp["junk_weight"] if it.kind.endswith("_junk") else 1.0 for it in items])
+            weights = torch.tensor([hp["junk_weight"] if it.kind.endswith("_junk") else by_kind.get(it.kind, 1.0)
+                                    for it in items])
         a_loss, l_loss, _, p_loss = forward_losses(model, enc.batch(items), T, enc.letters, hp["lm_weight"],
                                                    probe if hp["probe_weight"] > 0 else None, weights)
         return a_loss, l_loss, p_loss
@@ -839,6 +843,7 @@ def training_run_lines(summary: dict) -> list[str]:
         extra = f", styled kinds weighted {json.dumps(hp['style_mix'])}" if hp.get("style_mix") else ""
         extra += f", extras {json.dumps(hp['extras'])}" if hp.get("extras") else ""
         extra += f", pictures of something else weighted {hp['junk_weight']}× in the answer loss" if hp.get("junk_weight", 1) != 1 else ""
+        extra += f", other kinds weighted {json.dumps(hp['kind_weights'])} in the answer loss" if hp.get("kind_weights") else ""
         extra += f", pixel budget up to {hp['max_pixels']:,} pixels" if hp.get("max_pixels", 128 * 128) != HPARAMS["max_pixels"] else ""
         if s.get("minutes_budget"):
             until = f"a {s['minutes_budget']}-minute budget"
@@ -1025,6 +1030,8 @@ def main(argv=None) -> int:
                     help=f"the pixel budget's upper end (default {HPARAMS['max_pixels']}): trained with, shipped with")
     ap.add_argument("--junk-weight", dest="junk_weight", type=float, default=None,
                     help="weight of a picture of something else in the answer loss (default 1)")
+    ap.add_argument("--kind-weights", dest="kind_weights", type=json.loads, default=None,
+                    help='answer-loss weights of other kinds, as JSON, e.g. \'{"door": 2}\' (default 1 each)')
     ap.add_argument("--keep-last", dest="keep_last", action="store_true", default=None,
                     help="also keep the latest evaluated weights in <work>/checkpoint_last")
     ap.add_argument("--extras", type=json.loads, default=None,

@@ -1,10 +1,15 @@
 """Kernels of our own, for work the OpenVINO plugin runs far from what the machine can do.
 
-One today: the exact int8 projection (`int8_projection`). A decode step reads every weight once; the plugin widens
-each int8 weight to f32 before multiplying, and one core cannot widen bytes as fast as it can read them (#35). The
-kernel instead splits the f32 activations into four signed 8-bit pieces and takes integer dot products with the
-weights (VNNI `vpdpbusd`, or AVX2's `vpmaddubsw` + `vpmaddwd` on 7-bit pieces: exact in int32), so the weights
-stream at the memory's pace. It is JIT-compiled with
-llvmlite from LLVM IR (`kernel_ir`, `kernel_jit`; nothing to compile at install time) and enters the graph as an
-OpenVINO custom operation (`projection_op`) on the few-token path only; prefill keeps the plugin's kernels.
+The exact int8 projection, two ways. A decode step reads every weight once; the plugin widens each int8 weight to f32
+before multiplying, and one core cannot widen bytes as fast as it can read them (#35). Ours instead split the f32
+activations into signed integer pieces and take integer dot products with the weights (VNNI `vpdpbusd` on four 8-bit
+pieces, or AVX2's `vpmaddwd` on two 16-bit ones: exact in int32), combined in double: closer to float64 than an f32
+dot product.
+  - native (`native_op`, `native_steps`; source in native/): the AVX2 arithmetic as an OpenVINO extension library,
+    committed built, in the one-token step compile where it measured faster than the plugin's steps (0.8B and up;
+    DECIDER_EXACT_KERNEL=native forces it, =plugin turns it off).
+  - JIT (`kernel_ir`, `kernel_jit`, `projection_op`, `adoption`): llvmlite-compiled, every instruction set, as a
+    Python custom operation routed by token count; off unless DECIDER_EXACT_KERNEL=auto or =kernel (a Python call
+    per projection group costs more than it saves wherever it was measured).
+Prefill keeps the plugin's kernels either way.
 """

@@ -91,7 +91,7 @@ def adopt(plan: KernelPlan, compiled: ov.CompiledModel, step_feed: Callable[[int
     if won_before:
         return Adoption(kernel_jit.MAX_TOKENS, "adopted: measured faster than the plugin's path on this machine before")
     without = plain()
-    kernel_ms, plugin_ms = _paired_steps(compiled, step_feed, without)
+    kernel_ms, plugin_ms = paired_steps(compiled, step_feed, without)
     timing = (f"a one-token infer {kernel_ms:.1f} ms with it, {plugin_ms:.1f} ms without "
               f"({'the one-token steps' if without is not None else 'the same graph'})")
     if kernel_ms < plugin_ms:
@@ -115,7 +115,7 @@ def _threads(compiled: ov.CompiledModel) -> int:
         return 1
 
 
-def _paired_steps(compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]],
+def paired_steps(compiled: ov.CompiledModel, step_feed: Callable[[int], dict[str, np.ndarray]],
                   without: ov.CompiledModel | None = None) -> tuple[float, float]:
     """Median one-token infer times with the kernel (on `compiled`) and without (on `without`, else on `compiled`
     with the kernel off), interleaved, on scratch requests (their states are their own: the runner's conversation is

@@ -20,17 +20,8 @@ class Int8Matrix:
         if weights.ndim != 2 or weights.dtype not in (np.uint8, np.int8):
             raise ValueError(f"int8 weights must be [rows, columns] u8 or i8, not {weights.dtype}{list(weights.shape)}")
         rows, columns = weights.shape
-        zp = np.broadcast_to(np.asarray(zero_point, dtype=np.float64).reshape(-1), (rows,)).copy()
-        if weights.dtype == np.int8:  # w + 128 as u8, and the zero point with it: (w + 128) − (zp + 128) = w − zp
-            weights = (weights.view(np.uint8) ^ np.uint8(0x80))
-            zp += 128.0
-        padded = padded_columns(columns, kernels)
-        self.packed = rows // PACK * PACK if pack else 0
-        copy = storage.reshape(rows, padded) if storage is not None else np.empty((rows, padded), dtype=np.uint8)
-        copy[:, columns:] = 0  # zero weights against zero pieces: the padding adds nothing
-        _pack_into(copy, weights, self.packed, kernels.pad)
-        self.weights = copy
-        self.zero_point = zp
+        self.weights, self.zero_point, self.packed = kernel_layout(weights, zero_point, kernels.pad, pack, storage)
+        padded = self.weights.shape[1]
         self.scale = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=np.float64).reshape(-1), (rows,)))
         self.rows, self.columns, self.padded = rows, columns, padded
         self.kernels = kernels
@@ -60,6 +51,24 @@ class Int8Matrix:
         out = np.empty((x.shape[0], self.rows), dtype=np.float32)
         self.product_into(out, *self.pieces(x))
         return out
+
+
+def kernel_layout(weights: np.ndarray, zero_point: np.ndarray | float, pad: int, pack: bool = True,
+                  storage: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the kernels' copy of `weights` [rows, padded] u8, the per-row zero point f64 moved with them, how many rows
+    are packed): i8 weights moved to u8 by +128, columns padded to a multiple of `pad` with zeros, the rows packed in
+    groups (`_pack_into`). storage: where the copy goes (a slice of an `arena`), else a buffer of its own."""
+    rows, columns = weights.shape
+    zp = np.broadcast_to(np.asarray(zero_point, dtype=np.float64).reshape(-1), (rows,)).copy()
+    if weights.dtype == np.int8:  # w + 128 as u8, and the zero point with it: (w + 128) − (zp + 128) = w − zp
+        weights = (weights.view(np.uint8) ^ np.uint8(0x80))
+        zp += 128.0
+    padded = -(-columns // pad) * pad
+    packed = rows // PACK * PACK if pack else 0
+    copy = storage.reshape(rows, padded) if storage is not None else np.empty((rows, padded), dtype=np.uint8)
+    copy[:, columns:] = 0  # zero weights against zero pieces: the padding adds nothing
+    _pack_into(copy, weights, packed, pad)
+    return copy, zp, packed
 
 
 def _address(array: np.ndarray) -> int:

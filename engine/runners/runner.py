@@ -30,6 +30,8 @@ from ..kernels.adoption import adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels.projection_op import KERNEL_TOKENS
+from ..kernels import native_steps
+from ..kernels.native_op import DESCRIPTION as NATIVE_DESCRIPTION, replace_int8_matmuls
 from ..model.folder import ModelFolder, inspect_folder
 from .mtp_head import MtpHead, draft_vocabulary, load_head
 from ..compile.planner import plan_for
@@ -136,6 +138,9 @@ class ModelRunner(RunnerBase):
     # refused at: not tried again)
     _verifier: StepRequest | None = None
     _verify_width = 0
+    # Whether the one-token steps run our native int8 operation, and why (_one_token_steps)
+    native_steps = False
+    native_note = ""
 
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
@@ -216,7 +221,7 @@ class ModelRunner(RunnerBase):
         self._properties = properties  # what the side compiles (steps, verifies) are compiled with too
         self._adopt_kernel(compiled)
         if self.plan.one_token_steps and not self.kernel_plan.routed:  # routed, our kernel takes them (or _adopt_kernel)
-            self._stepper = self._compile_step(model, 1)  # one-token steps on a compile of their own
+            self._stepper = self._one_token_steps(model)  # one-token steps on a compile of their own
 
     def _edit_graph(self, model: ov.Model, hidden: bool) -> None:
         """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step."""
@@ -233,18 +238,39 @@ class ModelRunner(RunnerBase):
         if self.plan.integer_pieces and not kernel_asked_for():  # our int8 kernel, where asked for, takes them instead
             self.int8_pieces = rewrite_int8_projections(model)
 
-    def _compile_step(self, model: ov.Model, tokens: int) -> StepRequest | None:
+    def _one_token_steps(self, model: ov.Model) -> StepRequest | None:
+        """The one-token step compile: with our native int8 operation where it can run and measured faster here
+        (engine/kernels/native_steps.py), else the plugin's."""
+        def key() -> str:
+            return self._kernel_key(self._core) + "/native"
+
+        chosen = native_steps.adopt(model, self.device, self.options.exact, lambda: self._compile_step(model, 1),
+                                    lambda: self._compile_step(model, 1, native=True), self._scratch_step,
+                                    lambda: kernel_verdicts.known(self, key()), lambda won: kernel_verdicts.keep(self, key(), won))
+        self.native_note, self.native_steps = chosen.note, chosen.native
+        if chosen.native:
+            self.precision = replace(self.precision, projections=NATIVE_DESCRIPTION)
+        return chosen.steps
+
+    def _compile_step(self, model: ov.Model, tokens: int, native: bool = False) -> StepRequest | None:
         """The edited graph fixed at `tokens` tokens (engine/graphs/one_token.py), compiled as the runner's own was. One
-        that does not compile is a notice: those forwards then run on the runner's compile."""
+        that does not compile is a notice: those forwards then run on the runner's compile. native: with our native
+        int8 operation (engine/kernels/native_op.py); None where the graph has no int8 projection."""
         try:
             graph = fixed_width_graph(model, tokens)
+            weights = replace_int8_matmuls(graph)[1] if native else None
+            if native and weights is None:
+                return None
             pending = commit_lazily(graph, tokens) if tokens > 1 and self.plan.lazy_commits else []
             compiled, _ = safe_compile(self, graph, self._properties, self.plan.twin)
         except RuntimeError as exc:
             what = "one-token steps" if tokens == 1 else f"{tokens}-token verifies"
-            self.notices.append(f"{what} run on the main compile: their own did not compile ({first_line(exc)})")
+            if not native:  # the native one's failure is the adoption's note: the plugin's steps are compiled instead
+                self.notices.append(f"{what} run on the main compile: their own did not compile ({first_line(exc)})")
             return None
-        return LazyVerifyRequest(compiled, pending, tokens) if pending else StepRequest(compiled)
+        step = LazyVerifyRequest(compiled, pending, tokens) if pending else StepRequest(compiled)
+        step.constants_memory = weights  # the native operations' weights: the compiled graph's constants share this buffer
+        return step
 
     def prepare_verify(self, width: int) -> None:
         """Verify forwards of `width` tokens (a drafted loop's fixed width) on a compile of their own, where the plan
@@ -254,6 +280,7 @@ class ModelRunner(RunnerBase):
         if self._verifier is not None:
             self._verifier.give_back(self._request)
         self._verifier, self._verify_width = None, width
+        # the plugin's projections: our native operation measured slower from two tokens on (BENCHMARKS.md)
         self._verifier = self._compile_step(self._model if self._model is not None else self._edited_again(), width)
 
     def _edited_again(self) -> ov.Model:

@@ -29,6 +29,7 @@ class StepRequest:
         self.inputs = {port.get_any_name() for port in compiled.inputs}
         self.request = compiled.create_infer_request()
         self.live = False
+        self.constants_memory: object = None  # what the compile's constants share memory with (native_op's weights), kept alive
 
     def take(self, main: ov.InferRequest) -> ov.InferRequest:
         """The step request, holding the state (moved from `main` if `main` held it)."""

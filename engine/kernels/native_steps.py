@@ -1,0 +1,108 @@
+"""Whether a runner's one-token steps run our native int8 operation (native_op), decided on the runner's own model.
+
+Exact CPU runners whose int8 projections are large enough to be bound by reading them (MIN_BYTES: below that a
+step is a few hundred small calls, and the plugin's fused kernels win or lose by noise) compile the step graph twice —
+the plugin's and the native one — and time one-token infers on both, interleaved on scratch requests (adoption's
+paired_steps); the faster is kept, and the verdict with the fast-compile measurements (verdicts.py), so a later
+process compiles only the one that won. DECIDER_EXACT_KERNEL=native adopts it without timing (tests, benches: on
+any model), =plugin never.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+import openvino as ov
+
+from . import native_op
+from . import adoption
+from ..graphs.int8_weights import int8_weights
+
+MIN_BYTES = 64 << 20  # int8 projection weights: a 0.8B model has 754 MB, the test fixtures a few hundred KB
+
+
+class _StepCompile(Protocol):
+    compiled: ov.CompiledModel
+
+
+S = TypeVar("S", bound=_StepCompile)  # the runner's step request (engine/runners/step_request.StepRequest)
+
+
+@dataclass(frozen=True)
+class NativeSteps(Generic[S]):
+    steps: S | None  # the one-token step compile kept (native or the plugin's), None if neither compiled
+    native: bool  # whether it runs our operation
+    note: str  # one line: adopted or not, and why
+    measured: bool = False  # timed now: a verdict worth keeping
+
+
+def _mode() -> str:
+    return os.environ.get("DECIDER_EXACT_KERNEL", "").strip().lower()
+
+
+def forced() -> bool:
+    return _mode() == "native"
+
+
+def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
+    """Why the native operation is not tried on this runner, or None."""
+    if not device.startswith("CPU"):
+        return f"{device}: the native kernel runs on the CPU plugin only"
+    if not exact:
+        return "reduced precision: the plugin's reduced kernels run"
+    if _mode() == "plugin":
+        return "turned off by DECIDER_EXACT_KERNEL=plugin"
+    why = native_op.unavailable()
+    if why:
+        return why
+    size = int8_bytes(model)
+    if not size:
+        return "no int8 projections in this model"
+    if size < MIN_BYTES and not forced():
+        return f"its int8 projections ({size / 2**20:.1f} MiB) are too small for the native kernel to pay (from {MIN_BYTES >> 20} MiB)"
+    return None
+
+
+def int8_bytes(model: ov.Model) -> int:
+    return sum(w.weights.nbytes for node in model.get_ordered_ops() if node.get_type_name() == "MatMul"
+               for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= native_op.MAX_COLUMNS)
+
+
+def adopt(model: ov.Model, device: str, exact: bool, plain: Callable[[], S | None], native: Callable[[], S | None],
+          step_feed: Callable[[int], dict[str, np.ndarray]], known: Callable[[], bool | None],
+          keep: Callable[[bool], None]) -> NativeSteps[S]:
+    """The runner's one-token steps: the plugin's where the native operation is not tried (and why), else `choose`'s,
+    a verdict measured now kept. known/keep read and write the verdicts (verdicts.py) for this model and machine."""
+    why = reason_not(model, device, exact)
+    if why:
+        return NativeSteps(plain(), False, why)
+    chosen = choose(plain, native, step_feed, known())
+    if chosen.measured:
+        keep(chosen.native)
+    return chosen
+
+
+def choose(plain: Callable[[], S | None], native: Callable[[], S | None], step_feed: Callable[[int], dict[str, np.ndarray]],
+           known: bool | None) -> NativeSteps[S]:
+    """The step compile to keep. plain/native compile the plugin's and the native step graph; known: the verdict
+    kept from an earlier process (None: never measured)."""
+    if forced() or known is True:
+        steps = native()
+        why = "DECIDER_EXACT_KERNEL=native" if forced() else "measured faster than the plugin's steps on this machine before"
+        if steps is not None:
+            return NativeSteps(steps, True, f"adopted: {why}")
+        return NativeSteps(plain(), False, "not adopted: the native step graph did not compile here")
+    if known is False:
+        return NativeSteps(plain(), False, "not adopted: measured slower than the plugin's steps on this machine before")
+    ours, theirs = native(), plain()
+    if ours is None or theirs is None:
+        return NativeSteps(theirs, False, "not adopted: the native step graph did not compile here")
+    native_ms, plugin_ms = adoption.paired_steps(ours.compiled, step_feed, theirs.compiled)
+    timing = f"a one-token step {native_ms:.1f} ms with it, {plugin_ms:.1f} ms with the plugin's"
+    if native_ms < plugin_ms:
+        return NativeSteps(ours, True, f"adopted: {timing}", measured=True)
+    return NativeSteps(theirs, False, f"not adopted: {timing}", measured=True)

@@ -1,0 +1,216 @@
+"""Our native int8 operation (engine/kernels/native_op.py, native/int8_projection.cpp): the committed library built from
+the committed source, its products bit for bit the JIT kernel's and as close to float64, the one-token step graph
+rewritten, and the runner that adopts it for its steps — within the exact tolerance, the label and doctor saying so,
+the plugin's path where it cannot run or measured slower."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import openvino as ov
+import openvino.opset13 as ops
+import pytest
+
+from support.conversations import every_move
+from support.models import model_dir
+from decider.engine.compile.devices import DeviceOptions
+from decider.engine.core.logprobs import log_softmax
+from decider.engine.graphs.int8_weights import int8_weights
+from decider.engine.graphs.one_token import one_token_graph
+from decider.engine.kernels import adoption, kernel_ir, kernel_jit, native_op, native_steps
+from decider.engine.kernels.int8_matvec import kernel_layout
+from decider.engine.runners.runner import ModelRunner
+
+INT8 = model_dir("qwen35-text-int8")
+needs_native = pytest.mark.skipif(native_op.unavailable() is not None, reason=f"native kernel: {native_op.unavailable()}")
+# As the JIT kernel's (tests/test_exact_kernel.py): exact sums, x̂ within max|x|·2⁻²⁶, one rounding to f32.
+PROJECTION_TOLERANCE = 2e-7
+LOGPROB_TOLERANCE = 5e-5  # "exactness unchanged" (#35); measured 6e-6 – 1.3e-5 on the int8 fixture
+
+
+def _stamp() -> dict:
+    return json.loads(native_op.STAMP.read_text(encoding="utf-8"))
+
+
+def test_the_committed_library_is_built_from_the_committed_source():
+    """Editing int8_projection.cpp or CMakeLists.txt without rebuilding (tools/build_native_kernels.py) fails here, on
+    any machine: the stamp names the sources' hash the library was built from."""
+    assert native_op.LIBRARY.is_file() and native_op.LIBRARY.stat().st_size > 0
+    assert _stamp()["source_sha256"] == native_op.source_hash()
+    assert _stamp()["platform"] == "linux-x86_64" and _stamp()["openvino"]
+
+
+def _projection(weights, zero_point, scale, threads: int = 1) -> ov.CompiledModel:
+    packed, zp, _ = kernel_layout(weights, zero_point, native_op.PAD)
+    x = ops.parameter([1, -1, weights.shape[1]], np.float32)
+    node = native_op._factory().create(native_op.OP_TYPE, [
+        x.output(0), ops.constant(packed).output(0), ops.constant(np.asarray(scale, np.float64).view(np.uint8)).output(0),
+        ops.constant(zp.view(np.uint8)).output(0)], {})
+    return ov.Core().compile_model(ov.Model([node.output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": threads})
+
+
+def _reference(weights, zero_point, scale, x):
+    dequantised = (weights.astype(np.float64) - np.asarray(zero_point, np.float64).reshape(-1, 1)) * scale.reshape(-1, 1)
+    return x.astype(np.float64) @ dequantised.T
+
+
+def _case(rows, columns, dtype, tokens, seed):
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    weights = rng.integers(info.min, info.max + 1, size=(rows, columns)).astype(dtype)
+    zero_point = rng.integers(0, 256, rows).astype(np.float64) if dtype == np.uint8 else np.zeros(rows)
+    scale = rng.random(rows) * 0.01 + 1e-4
+    x = (rng.standard_normal((tokens, columns)) * np.exp(rng.uniform(-6, 6, (tokens, columns)))).astype(np.float32)
+    return weights, zero_point, scale, x
+
+
+@needs_native
+@pytest.mark.parametrize("rows, columns, dtype", [(300, 1024, np.uint8), (37, 130, np.int8), (16, 64, np.uint8), (5, 3, np.uint8)])
+@pytest.mark.parametrize("tokens", [1, 2, 3, 5, 8, 11])
+def test_products_match_float64_and_the_jit_kernel_bit_for_bit(rows, columns, dtype, tokens):
+    weights, zero_point, scale, x = _case(rows, columns, dtype, tokens, rows * 31 + tokens)
+    got = _projection(weights, zero_point, scale).create_infer_request().infer({0: x[None]})[0][0]
+    want = _reference(weights, zero_point, scale, x)
+    assert got.shape == (tokens, rows) and got.dtype == np.float32
+    assert np.abs(got - want).max() / np.abs(want).max() < PROJECTION_TOLERANCE
+    if kernel_jit.unavailable() is None:  # the same arithmetic as the JIT kernel's AVX2 instruction set
+        from decider.engine.kernels.int8_matvec import Int8Matrix
+
+        jit = Int8Matrix(weights, zero_point, scale, kernel_jit.compiled(kernel_ir.AVX2))
+        np.testing.assert_array_equal(got, np.concatenate([jit @ x[i : i + 8] for i in range(0, tokens, 8)]))
+    wrong = _projection(weights, zero_point + 1.0, scale).create_infer_request().infer({0: x[None]})[0][0]
+    assert np.abs(wrong - want).max() / np.abs(want).max() > 10 * PROJECTION_TOLERANCE  # the check can fail
+
+
+@needs_native
+def test_the_largest_products_sum_exactly():
+    """Weights of 255 against activations at the pieces' bounds: int32 lanes near 2³¹, summed in int64."""
+    columns = 16384
+    weights = np.full((8, columns), 255, np.uint8)
+    x = np.full((1, columns), 3.0, np.float32)
+    x[0, 1::2] = 3.0 * (1 - 0.5001 / 4096)
+    got = _projection(weights, np.zeros(8), np.ones(8)).create_infer_request().infer({0: x[None]})[0][0]
+    np.testing.assert_allclose(got, _reference(weights, np.zeros(8), np.ones(8), x), rtol=PROJECTION_TOLERANCE)
+
+
+@needs_native
+def test_rows_shared_between_threads_give_the_same_bits():
+    weights, zero_point, scale, x = _case(1030, 1024, np.uint8, 1, 7)  # ≥ 1 MiB: split between the plugin's threads
+    one = _projection(weights, zero_point, scale, threads=1).create_infer_request().infer({0: x[None]})[0]
+    two = _projection(weights, zero_point, scale, threads=2).create_infer_request().infer({0: x[None]})[0]
+    np.testing.assert_array_equal(one, two)
+    assert not np.any(_projection(weights, zero_point, scale).create_infer_request().infer({0: np.zeros_like(x)[None]})[0])
+
+
+@needs_native
+def test_the_step_graph_s_int8_matmuls_are_replaced_and_its_outputs_keep_their_names():
+    step = one_token_graph(ov.Core().read_model(INT8 / "openvino_model.xml"))
+    names = [{*port.get_names()} for port in step.outputs]
+    int8 = [node for node in step.get_ordered_ops() if node.get_type_name() == "MatMul" and int8_weights(node) is not None]
+    count, memory = native_op.replace_int8_matmuls(step)
+    assert count == len(int8) > 0 and memory is not None and memory.nbytes >= native_steps.int8_bytes(
+        one_token_graph(ov.Core().read_model(INT8 / "openvino_model.xml")))
+    assert not [n for n in step.get_ordered_ops() if n.get_type_name() == "MatMul" and int8_weights(n) is not None]
+    assert sum(n.get_type_name() == native_op.OP_TYPE for n in step.get_ordered_ops()) == count
+    assert [{*port.get_names()} for port in step.outputs] == names
+
+
+def _runner(monkeypatch, mode: str) -> ModelRunner:
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", mode)
+    monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "widened")  # the plugin's widened path on any CPU (not its pieces)
+    return ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+
+
+@needs_native
+def test_forced_the_steps_run_it_within_the_exact_bound_and_the_label_says_so(monkeypatch):
+    native, plugin = _runner(monkeypatch, "native"), _runner(monkeypatch, "plugin")
+    assert native.native_steps and native.native_note == "adopted: DECIDER_EXACT_KERNEL=native"
+    assert native.precision.label == f"f32; {native_op.DESCRIPTION}" and plugin.precision.label == "f32"
+    assert not plugin.native_steps and plugin.native_note == "turned off by DECIDER_EXACT_KERNEL=plugin"
+    got, want = every_move(native), every_move(plugin)
+    gaps = [float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)]
+    assert gaps[0] == 0.0  # the prompt runs the plugin's kernels in both
+    assert 0.0 < max(gaps) < LOGPROB_TOLERANCE  # the steps ran our operation (not bit-identical), within the bound
+    assert native._stepper.live
+
+
+def test_unforced_a_small_model_keeps_the_plugin_s_steps_and_says_why(monkeypatch):
+    monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
+    runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert not runner.native_steps and native_op.DESCRIPTION not in runner.precision.label
+    if native_op.unavailable() is None:
+        assert "too small for the native kernel to pay" in runner.native_note
+    fast = ModelRunner(INT8, DeviceOptions(device="CPU", exact=False))
+    assert not fast.native_steps and "native" not in fast.precision.label
+
+
+@pytest.fixture
+def fresh_verdicts(monkeypatch, tmp_path):
+    from decider.engine.kernels import verdicts
+
+    monkeypatch.setenv("DECIDER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(verdicts, "_IN_PROCESS", {})
+    monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
+    monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "widened")
+    monkeypatch.setattr(native_steps, "MIN_BYTES", 0)  # the fixture counts as large enough to be timed
+    return tmp_path / "compiled" / verdicts.CACHE_NAME
+
+
+@needs_native
+@pytest.mark.parametrize("native_wins", [True, False])
+def test_unforced_the_steps_are_timed_and_the_verdict_kept(monkeypatch, fresh_verdicts, native_wins):
+    from decider.engine.kernels import verdicts
+
+    timed = []
+
+    def fixed(compiled, feed, without=None):
+        ours = any("/native_int8" in n.get_friendly_name() for n in compiled.get_runtime_model().get_ordered_ops())
+        timed.append((ours, without is not None))
+        return (1.0, 2.0) if native_wins else (2.0, 1.0)
+
+    monkeypatch.setattr(adoption, "paired_steps", fixed)
+    first = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert timed == [(True, True)]  # the native step compile against the plugin's
+    assert first.native_steps == native_wins and first.native_note.startswith("adopted" if native_wins else "not adopted")
+    assert (native_op.DESCRIPTION in first.precision.label) == native_wins
+    assert [k for k in json.loads(fresh_verdicts.read_text()) if k.endswith("/native")]
+    monkeypatch.setattr(verdicts, "_IN_PROCESS", {})  # a new process: the file alone
+    second = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert len(timed) == 1 and second.native_steps == native_wins and "before" in second.native_note
+
+
+@needs_native
+def test_a_stale_or_foreign_library_is_refused_with_its_reason(monkeypatch, tmp_path):
+    folder = tmp_path / "native"
+    shutil.copytree(native_op.FOLDER, folder)
+    monkeypatch.setattr(native_op, "FOLDER", folder)
+    monkeypatch.setattr(native_op, "LIBRARY", folder / native_op.LIBRARY.name)
+    monkeypatch.setattr(native_op, "STAMP", folder / native_op.STAMP.name)
+    native_op.unavailable.cache_clear()
+    try:
+        assert native_op.unavailable() is None
+        stamp = _stamp()
+        (folder / native_op.STAMP.name).write_text(json.dumps({**stamp, "openvino": "2020.1.0"}))
+        native_op.unavailable.cache_clear()
+        assert "built for OpenVINO 2020.1.0" in native_op.unavailable()
+        (folder / native_op.STAMP.name).write_text(json.dumps(stamp))
+        (folder / "int8_projection.cpp").write_text((folder / "int8_projection.cpp").read_text() + "\n// edited\n")
+        native_op.unavailable.cache_clear()
+        assert "older than its source" in native_op.unavailable()
+        (folder / native_op.LIBRARY.name).unlink()
+        native_op.unavailable.cache_clear()
+        assert "not built" in native_op.unavailable()
+    finally:
+        native_op.unavailable.cache_clear()
+
+
+@needs_native
+def test_doctor_names_the_native_steps(monkeypatch):
+    from decider.app.doctor import run_doctor
+
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", "native")
+    monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "widened")
+    text = run_doctor(INT8, DeviceOptions(device="CPU", exact=True), compile=True).render()
+    assert "native int8 kernel (one-token steps): adopted" in text and native_op.DESCRIPTION in text
