@@ -7,7 +7,9 @@ Three ways, in turns (`--repeats` rounds):
   plugin    DECIDER_EXACT_KERNEL=plugin: the plugin's one-token steps only (what a runner compiled before #35's kernel);
   timed     the default with an empty cache folder: both step compiles, timed against each other, the verdict kept;
   cached    the default with the verdict `timed` left: only the winner compiled.
-Each child reports its load seconds, peak and current RSS after the load, the label and the adoption's note.
+Each child reports its load seconds, its RSS after the load and in use (after a 32-token prompt and four steps: the
+plugin's step compile packs its weights at its first infer, ours at load), its peak RSS, the label and the adoption's
+note.
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ core.set_property("CPU", {"INFERENCE_NUM_THREADS": int(sys.argv[2])})
 started = time.perf_counter()
 runner = ModelRunner(sys.argv[1], DeviceOptions(device="CPU", exact=True), core=core)
 load_s = time.perf_counter() - started
-rss = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-print(json.dumps({"load_s": load_s, "rss_mib": rss / 2**20,
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+loaded = rss()
+runner.prefill(list(range(1000, 1032)))
+for token in range(4):
+    runner.step(5 + token)
+print(json.dumps({"load_s": load_s, "rss_mib": loaded, "rss_in_use_mib": rss(),
                   "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "label": runner.precision.label, "native": runner.native_note}))
 """
@@ -67,8 +74,10 @@ def main(argv=None) -> int:
     out["load_s"] = {way: summary([r["load_s"] for r in rows]) for way, rows in runs.items()}
     out["child_peak_rss_mib"] = {way: summary([r["peak_rss_mib"] for r in rows]) for way, rows in runs.items()}
     out["rss_mib"] = {way: summary([r["rss_mib"] for r in rows]) for way, rows in runs.items()}
+    out["rss_in_use_mib"] = {way: summary([r["rss_in_use_mib"] for r in rows]) for way, rows in runs.items()}
     for way, rows in runs.items():
-        log(f"{way}: load {out['load_s'][way]['median']:.1f} s, RSS {out['rss_mib'][way]['median']:.0f} MiB "
+        log(f"{way}: load {out['load_s'][way]['median']:.1f} s, RSS {out['rss_mib'][way]['median']:.0f} MiB, in use "
+            f"{out['rss_in_use_mib'][way]['median']:.0f} MiB "
             f"(peak {out['child_peak_rss_mib'][way]['median']:.0f}); {rows[-1]['native']}")
     finish(Path(args.out), out)
     return 0

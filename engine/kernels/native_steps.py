@@ -61,7 +61,7 @@ def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
         return why
     size = int8_bytes(model)
     if not size:
-        return "no int8 projections in this model"
+        return "no int8 projections to run (not an int8 export, or the plugin's integer pieces run them)"
     if size < MIN_BYTES and not forced():
         return f"its int8 projections ({size / 2**20:.1f} MiB) are too small for the native kernel to pay (from {MIN_BYTES >> 20} MiB)"
     return None
