@@ -607,8 +607,9 @@ def style_card_lines(sm: dict) -> list[str]:
 
 # Issue 39 item 5: pictures of something else, written words, lit and coloured doorways, all in held-out styles.
 # Two draws: "choice" was measured while choosing among runs (and is ship's gate); "fresh" was never looked at while
-# choosing: the card reports both. tests/test_demo_vl_model.py draws with the fresh seed.
-NEW_SEEDS = {"choice": 8_2040, "fresh": 8_2041}
+# choosing: the card reports both. tests/test_demo_vl_model.py draws with the fresh seed. A new fresh seed for each
+# model shipped (82041 was r9a's, looked at when it shipped; 82042 r9f's).
+NEW_SEEDS = {"choice": 8_2040, "fresh": 8_2042}
 # 288 + 144 + 80 pictures per draw. Was 72 + 72 + 40 until r8c: the largest deviation of one model then varied
 # 0.22-0.56 between draws of 72 (one picture decided it), too noisy to choose a run or to state a model by.
 NEW_COUNTS = {"irrelevant_per_case": 24, "word_per_task": 48, "lit_doors": 80}
@@ -741,8 +742,8 @@ def new_card_lines(m: dict) -> list[str]:
            "docs/demo-model/TRAINING_VL.md gives both)."] if unmet_new_targets(m["choice"]) else []),
         "",
         "The first draw was measured while choosing among training runs (it is `ship`'s gate); the fresh draw "
-        "(`new_kind_sets(82041)`) was not looked at until the model was chosen. `tests/test_demo_vl_model.py` draws with "
-        "the fresh seed.",
+        f"(`new_kind_sets({NEW_SEEDS['fresh']})`) was not looked at until the model was chosen. `tests/test_demo_vl_model.py` "
+        "draws with the fresh seed.",
         "",
     ]
     return lines
