@@ -109,6 +109,7 @@ __attribute__((target("avx2"))) inline void block(const uint8_t* w, size_t rs, s
 #pragma GCC unroll 2
             for (int p = 0; p < kPieces; ++p) acc[r][t][p] = _mm256_setzero_si256();
     for (size_t i = 0; i < kp; i += kStep) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + i * km) + 1024, _MM_HINT_T0);
         __m256i wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
