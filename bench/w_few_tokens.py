@@ -31,7 +31,7 @@ from .common import finish, log, stamp, summary
 WIDTHS = tuple(range(1, 9))
 
 
-def _runner(model: str, threads: int, few: bool, own_verifies: bool, kernel: str = "plugin"):
+def _runner(model: str, threads: int, few: bool, own_verifies: bool):
     import openvino as ov
 
     from decider.engine.compile.devices import DeviceOptions
@@ -45,20 +45,19 @@ def _runner(model: str, threads: int, few: bool, own_verifies: bool, kernel: str
     kept = decode.FEW_TOKENS
     decode.FEW_TOKENS = kept if few else 1  # read when the runner edits its graph
     try:
-        env = {"DECIDER_EXACT_KERNEL": kernel, **({} if own_verifies else {VERIFY_GRAPH_ENV: "shared"})}
+        # the plugin's projections in every compile: the step each forward is held against is the plugin's too (the
+        # native operation, which a 0.8B runner may adopt for its steps, never runs verifies)
+        env = {"DECIDER_EXACT_KERNEL": "plugin", **({} if own_verifies else {VERIFY_GRAPH_ENV: "shared"})}
         with patch.dict(os.environ, env):  # the plan and the native kernel's adoption read them here
             return ModelRunner(model, DeviceOptions(device="CPU", exact=True), core=core)
     finally:
         decode.FEW_TOKENS = kept
 
 
-# (few-token path, own verify compiles, DECIDER_EXACT_KERNEL): "native" puts our native int8 operation in the steps' and
-# the verifies' compiles (engine/kernels/native_op.py), "plugin" keeps the plugin's projections
-RUNNERS = {"fixed-width compile": (True, True, "plugin"), "few-token path": (True, False, "plugin"),
-           "fused kernel": (False, False, "plugin"), "native fixed-width compile": (True, True, "native")}
+RUNNERS = {"fixed-width compile": (True, True), "few-token path": (True, False), "fused kernel": (False, False)}
 
 
-def run(model: str, threads: int, prompt_tokens: int, rounds: int, names=tuple(RUNNERS)[:3]) -> dict:
+def run(model: str, threads: int, prompt_tokens: int, rounds: int, names=tuple(RUNNERS)) -> dict:
     from decider.engine.core.logprobs import log_softmax
 
     runners = {name: _runner(model, threads, *RUNNERS[name]) for name in names}
@@ -102,8 +101,7 @@ def run(model: str, threads: int, prompt_tokens: int, rounds: int, names=tuple(R
                                 "forward_vs_step": {k: medians[f"forward{k}"]["median"] / step for k in WIDTHS}}
     ms = {name: entry["ms"] for name, entry in out["runners"].items()}
     for key, (a, b) in {"few_vs_fused": ("few-token path", "fused kernel"),
-                        "fixed_vs_few": ("fixed-width compile", "few-token path"),
-                        "native_vs_fixed": ("native fixed-width compile", "fixed-width compile")}.items():
+                        "fixed_vs_few": ("fixed-width compile", "few-token path")}.items():
         if a in ms and b in ms:
             out[key] = {k: ms[a][f"forward{k}"]["median"] / ms[b][f"forward{k}"]["median"] for k in WIDTHS}
     return out
@@ -116,7 +114,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="INFERENCE_NUM_THREADS (0: the plugin's default)")
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--runners", default="fixed-width compile,few-token path,fused kernel",
+    parser.add_argument("--runners", default=",".join(RUNNERS),
                         help="comma-separated, of: " + ", ".join(RUNNERS) + " (at 2 threads several runners in one process "
                         "slow each other's steps: one per process there)")
     args = parser.parse_args(argv)
@@ -128,7 +126,7 @@ def main(argv=None) -> int:
     for name, entry in out["runners"].items():
         ratios = ", ".join(f"k={k} {r:.2f}" for k, r in entry["forward_vs_step"].items())
         log(f"{name}: step {entry['ms']['step']['median']:.1f} ms; forward / step: {ratios}")
-    for key in ("fixed_vs_few", "few_vs_fused", "native_vs_fixed"):
+    for key in ("fixed_vs_few", "few_vs_fused"):
         if key in out:
             log(key.replace("_vs_", " / ") + ": " + ", ".join(f"k={k} {r:.2f}" for k, r in out[key].items()))
     if out["logprob_gap_max"] is not None:

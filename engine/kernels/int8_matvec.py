@@ -63,7 +63,7 @@ def kernel_layout(weights: np.ndarray, zero_point: np.ndarray | float, pad: int,
     if weights.dtype == np.int8:  # w + 128 as u8, and the zero point with it: (w + 128) − (zp + 128) = w − zp
         weights = (weights.view(np.uint8) ^ np.uint8(0x80))
         zp += 128.0
-    padded = -(-columns // pad) * pad
+    padded = padded_width(columns, pad)
     packed = rows // PACK * PACK if pack else 0
     copy = storage.reshape(rows, padded) if storage is not None else np.empty((rows, padded), dtype=np.uint8)
     copy[:, columns:] = 0  # zero weights against zero pieces: the padding adds nothing
@@ -75,8 +75,13 @@ def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
+def padded_width(columns: int, pad: int) -> int:
+    """The inner dimension rounded up to a multiple of `pad` (zero weights against zero pieces fill it)."""
+    return -(-columns // pad) * pad
+
+
 def padded_columns(columns: int, kernels: Kernels) -> int:
-    return -(-columns // kernels.pad) * kernels.pad
+    return padded_width(columns, kernels.pad)
 
 
 def arena(sizes: list[int]) -> list[np.ndarray]:

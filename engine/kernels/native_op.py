@@ -10,7 +10,7 @@ The library is built by `python tools/build_native_kernels.py` against the openv
 run — another platform or OpenVINO version, a CPU without AVX2 — `unavailable()` says
 why in one line and the plugin's path runs as before. `replace_int8_matmuls(model)` puts the operation in place of
 every MatMul whose weights are an int8 constant decompressed per row (optimum-intel's int8 export); the runner does
-that on its one-token step compile only, and keeps it where it measured faster (engine/kernels/adoption.py).
+that on its one-token step compile only, and keeps it where it measured faster (engine/kernels/native_steps.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
-from ..graphs.int8_weights import int8_weights
-from .int8_matvec import arena, kernel_layout
+from ..graphs.int8_weights import Int8Weights, int8_weights
+from .int8_matvec import arena, kernel_layout, padded_width
 
 FOLDER = Path(__file__).with_name("native")
 LIBRARY = FOLDER / "libdecider_kernels.so"
@@ -92,15 +92,21 @@ def _factory():
     return factory
 
 
+def int8_matmuls(model: ov.Model) -> list[tuple[ov.Node, Int8Weights]]:
+    """The MatMuls of `model` the native operation can take: int8 weights decompressed per row, inner dimension ≤
+    MAX_COLUMNS (wider rows would overflow its int32 lanes)."""
+    return [(node, w) for node in model.get_ordered_ops() if node.get_type_name() == "MatMul"
+            for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= MAX_COLUMNS]
+
+
 def replace_int8_matmuls(model: ov.Model) -> tuple[int, np.ndarray | None]:
-    """Every int8 MatMul of `model` (inner dimension ≤ MAX_COLUMNS) replaced by the native operation, in place; call
-    only where `unavailable()` is None. Returns how many, and the one buffer holding their weights (the graph's
-    constants share it: keep it alive with the compiled model)."""
-    found = [(node, w) for node in model.get_ordered_ops() if node.get_type_name() == "MatMul"
-             for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= MAX_COLUMNS]
+    """Every MatMul of `int8_matmuls(model)` replaced by the native operation, in place; call only where
+    `unavailable()` is None. Returns how many, and the one buffer holding their weights (the graph's constants share
+    it: keep it alive with the compiled model)."""
+    found = int8_matmuls(model)
     if not found:
         return 0, None
-    sizes = [w.weights.shape[0] * (-(-w.weights.shape[1] // PAD) * PAD) for _, w in found]
+    sizes = [w.weights.shape[0] * padded_width(w.weights.shape[1], PAD) for _, w in found]
     storage = arena(sizes)
     factory = _factory()
     for (matmul, w), place in zip(found, storage):

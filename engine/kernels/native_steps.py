@@ -20,7 +20,6 @@ import openvino as ov
 
 from . import native_op
 from . import adoption
-from ..graphs.int8_weights import int8_weights
 
 MIN_BYTES = 64 << 20  # int8 projection weights: a 0.8B model has 754 MB, the test fixtures a few hundred KB
 
@@ -68,8 +67,7 @@ def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
 
 
 def int8_bytes(model: ov.Model) -> int:
-    return sum(w.weights.nbytes for node in model.get_ordered_ops() if node.get_type_name() == "MatMul"
-               for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= native_op.MAX_COLUMNS)
+    return sum(w.weights.nbytes for _, w in native_op.int8_matmuls(model))
 
 
 def adopt(model: ov.Model, device: str, exact: bool, plain: Callable[[], S | None], native: Callable[[], S | None],

@@ -100,7 +100,9 @@ template <int R, int T>
 __attribute__((target("avx2"))) inline void block(const uint8_t* w, size_t rs, size_t km, size_t kp, const int16_t* pc,
                                                   const double* coef, const double* scale, const double* zp, float* out,
                                                   size_t ldo) {
-    // Fully unrolled (GCC keeps the accumulators in registers only then): R·T·2 ≤ 8 of the 16 vector registers.
+    // Fully unrolled (GCC keeps the accumulators in registers only then): R·T·2 = 8 of the 16 vector registers for
+    // one or two tokens; from three tokens on (R = 1) 2·T, which spills from eight tokens (only the one-token step
+    // graph runs this operation: engine/kernels/native_steps.py).
     __m256i acc[R][T][kPieces];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -109,6 +111,9 @@ __attribute__((target("avx2"))) inline void block(const uint8_t* w, size_t rs, s
 #pragma GCC unroll 2
             for (int p = 0; p < kPieces; ++p) acc[r][t][p] = _mm256_setzero_si256();
     for (size_t i = 0; i < kp; i += kStep) {
+        // The weights fetched 1 KiB ahead of the stream. Measured at 0.8B, 1 thread, the projections' time over the
+        // plugin's in the same run: 0.84 without, 0.71 with this (512 B ahead 0.75, 2 KiB 0.71 and 1 KiB
+        // non-temporal 0.70, each non-temporal: the same within the runs' noise).
         _mm_prefetch(reinterpret_cast<const char*>(w + i * km) + 1024, _MM_HINT_T0);
         __m256i wv[R];
 #pragma GCC unroll 8
