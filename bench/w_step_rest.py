@@ -70,11 +70,11 @@ def variant_model(ir: Path, variant: str):
 
         step = one_token_graph(model, drop_merges=not variant.endswith("merged"))
         if variant.startswith("native"):
-            from decider.engine.kernels.native_op import replace_int8_matmuls, unavailable
+            from decider.engine.kernels.native_op import isa as native_isa, replace_int8_matmuls, unavailable
 
             if unavailable():
                 raise SystemExit(f"native-one-token: {unavailable()}")
-            _KEEP.append(replace_int8_matmuls(step)[1])
+            _KEEP.append(replace_int8_matmuls(step, native_isa())[1])
         return step
     return model
 

@@ -20,11 +20,13 @@ from decider.engine.core.logprobs import log_softmax
 from decider.engine.graphs.int8_weights import int8_weights
 from decider.engine.graphs.one_token import one_token_graph
 from decider.engine.kernels import adoption, kernel_ir, kernel_jit, native_op, native_steps
-from decider.engine.kernels.int8_matvec import kernel_layout
 from decider.engine.runners.runner import ModelRunner
 
 INT8 = model_dir("qwen35-text-int8")
 needs_native = pytest.mark.skipif(native_op.unavailable() is not None, reason=f"native kernel: {native_op.unavailable()}")
+# Every instruction set of the operation; those this CPU does not run are skipped (AVX-512 VNNI: on an AVX2-only CPU)
+ISAS = [pytest.param(name, marks=pytest.mark.skipif(not native_op.runs_here(name), reason=f"this CPU does not run {name}"))
+        for name in native_op.ISAS]
 # As the JIT kernel's (tests/test_exact_kernel.py): exact sums, x̂ within max|x|·2⁻²⁶, one rounding to f32.
 PROJECTION_TOLERANCE = 2e-7
 LOGPROB_TOLERANCE = 5e-5  # "exactness unchanged" (#35); measured 6e-6 – 1.3e-5 on the int8 fixture
@@ -42,12 +44,9 @@ def test_the_committed_library_is_built_from_the_committed_source():
     assert _stamp()["platform"] == "linux-x86_64" and _stamp()["openvino"]
 
 
-def _projection(weights, zero_point, scale, threads: int = 1) -> ov.CompiledModel:
-    packed, zp, _ = kernel_layout(weights, zero_point, native_op.PAD)
+def _projection(weights, zero_point, scale, threads: int = 1, isa: str = "avx2") -> ov.CompiledModel:
     x = ops.parameter([1, -1, weights.shape[1]], np.float32)
-    node = native_op._factory().create(native_op.OP_TYPE, [
-        x.output(0), ops.constant(packed).output(0), ops.constant(np.asarray(scale, np.float64).view(np.uint8)).output(0),
-        ops.constant(zp.view(np.uint8)).output(0)], {})
+    node = native_op.projection(x.output(0), weights, zero_point, scale, isa)
     return ov.Core().compile_model(ov.Model([node.output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": threads})
 
 
@@ -67,41 +66,70 @@ def _case(rows, columns, dtype, tokens, seed):
 
 
 @needs_native
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("rows, columns, dtype", [(300, 1024, np.uint8), (37, 130, np.int8), (16, 64, np.uint8), (5, 3, np.uint8)])
 @pytest.mark.parametrize("tokens", [1, 2, 3, 5, 8, 11])
-def test_products_match_float64_and_the_jit_kernel_bit_for_bit(rows, columns, dtype, tokens):
+def test_products_match_float64_and_the_jit_kernel_bit_for_bit(rows, columns, dtype, tokens, isa):
     weights, zero_point, scale, x = _case(rows, columns, dtype, tokens, rows * 31 + tokens)
-    got = _projection(weights, zero_point, scale).create_infer_request().infer({0: x[None]})[0][0]
+    got = _projection(weights, zero_point, scale, isa=isa).create_infer_request().infer({0: x[None]})[0][0]
     want = _reference(weights, zero_point, scale, x)
     assert got.shape == (tokens, rows) and got.dtype == np.float32
     assert np.abs(got - want).max() / np.abs(want).max() < PROJECTION_TOLERANCE
-    if kernel_jit.unavailable() is None:  # the same arithmetic as the JIT kernel's AVX2 instruction set
+    if kernel_jit.unavailable() is None:  # the same arithmetic as the JIT kernel's on the same instruction set
         from decider.engine.kernels.int8_matvec import Int8Matrix
 
-        jit = Int8Matrix(weights, zero_point, scale, kernel_jit.compiled(kernel_ir.AVX2))
+        jit = Int8Matrix(weights, zero_point, scale, kernel_jit.compiled(native_op.ISAS[isa].arithmetic))
         np.testing.assert_array_equal(got, np.concatenate([jit @ x[i : i + 8] for i in range(0, tokens, 8)]))
-    wrong = _projection(weights, zero_point + 1.0, scale).create_infer_request().infer({0: x[None]})[0][0]
+    wrong = _projection(weights, zero_point + 1.0, scale, isa=isa).create_infer_request().infer({0: x[None]})[0][0]
     assert np.abs(wrong - want).max() / np.abs(want).max() > 10 * PROJECTION_TOLERANCE  # the check can fail
 
 
 @needs_native
-def test_the_largest_products_sum_exactly():
-    """Weights of 255 against activations at the pieces' bounds: int32 lanes near 2³¹, summed in int64."""
-    columns = 16384
+@pytest.mark.skipif(not native_op.runs_here("avx512_vnni"), reason="this CPU does not run AVX-512 VNNI")
+def test_the_instruction_sets_differ_and_the_finer_one_is_closer_to_float64():
+    """The VNNI kernel's four 8-bit pieces keep x to 2⁻³¹ of max|x|, AVX2's two 16-bit pieces to 2⁻²⁶: two kernels
+    that ran the same arithmetic would give the same bits."""
+    weights, zero_point, scale, x = _case(512, 3584, np.uint8, 1, 5)
+    want = _reference(weights, zero_point, scale, x)
+    errors = {isa: float(np.abs(_projection(weights, zero_point, scale, isa=isa).create_infer_request()
+                                .infer({0: x[None]})[0][0] - want).max() / np.abs(want).max()) for isa in native_op.ISAS}
+    assert 0.0 < errors["avx512_vnni"] < errors["avx2"] < PROJECTION_TOLERANCE
+
+
+def test_the_instruction_set_is_the_best_this_cpu_runs_unless_asked(monkeypatch):
+    monkeypatch.delenv(native_op.ISA_VARIABLE, raising=False)
+    best = next(name for name in native_op.ISAS if native_op.runs_here(name)) if native_op.runs_here("avx2") else "avx2"
+    assert native_op.isa() == best
+    monkeypatch.setenv(native_op.ISA_VARIABLE, "avx2")
+    assert native_op.isa() == "avx2"
+    monkeypatch.setenv(native_op.ISA_VARIABLE, "sse2")
+    with pytest.raises(ValueError, match="not one of avx512_vnni, avx2"):
+        native_op.isa()
+    assert native_op.description("avx512_vnni").startswith("one-token int8 projections: native AVX-512 VNNI kernel, 31-bit")
+    assert native_op.description("avx2").startswith("one-token int8 projections: native AVX2 kernel, 26-bit")
+
+
+@needs_native
+@pytest.mark.parametrize("isa", ISAS)
+def test_the_largest_products_sum_exactly(isa):
+    """Weights of 255 against activations at the pieces' bounds: int32 lanes near 2³¹ (AVX2), summed in int64."""
+    columns = native_op.ISAS["avx2"].arithmetic.max_columns
     weights = np.full((8, columns), 255, np.uint8)
     x = np.full((1, columns), 3.0, np.float32)
     x[0, 1::2] = 3.0 * (1 - 0.5001 / 4096)
-    got = _projection(weights, np.zeros(8), np.ones(8)).create_infer_request().infer({0: x[None]})[0][0]
+    got = _projection(weights, np.zeros(8), np.ones(8), isa=isa).create_infer_request().infer({0: x[None]})[0][0]
     np.testing.assert_allclose(got, _reference(weights, np.zeros(8), np.ones(8), x), rtol=PROJECTION_TOLERANCE)
 
 
 @needs_native
-def test_rows_shared_between_threads_give_the_same_bits():
+@pytest.mark.parametrize("isa", ISAS)
+def test_rows_shared_between_threads_give_the_same_bits(isa):
     weights, zero_point, scale, x = _case(1030, 1024, np.uint8, 1, 7)  # ≥ 1 MiB: split between the plugin's threads
-    one = _projection(weights, zero_point, scale, threads=1).create_infer_request().infer({0: x[None]})[0]
-    two = _projection(weights, zero_point, scale, threads=2).create_infer_request().infer({0: x[None]})[0]
+    one = _projection(weights, zero_point, scale, threads=1, isa=isa).create_infer_request().infer({0: x[None]})[0]
+    two = _projection(weights, zero_point, scale, threads=2, isa=isa).create_infer_request().infer({0: x[None]})[0]
     np.testing.assert_array_equal(one, two)
-    assert not np.any(_projection(weights, zero_point, scale).create_infer_request().infer({0: np.zeros_like(x)[None]})[0])
+    zeros = _projection(weights, zero_point, scale, isa=isa).create_infer_request().infer({0: np.zeros_like(x)[None]})[0]
+    assert not np.any(zeros)
 
 
 @needs_native
@@ -109,7 +137,7 @@ def test_the_step_graph_s_int8_matmuls_are_replaced_and_its_outputs_keep_their_n
     step = one_token_graph(ov.Core().read_model(INT8 / "openvino_model.xml"))
     names = [{*port.get_names()} for port in step.outputs]
     int8 = [node for node in step.get_ordered_ops() if node.get_type_name() == "MatMul" and int8_weights(node) is not None]
-    count, memory = native_op.replace_int8_matmuls(step)
+    count, memory = native_op.replace_int8_matmuls(step, native_op.isa())
     assert count == len(int8) > 0 and memory is not None and memory.nbytes >= native_steps.int8_bytes(
         one_token_graph(ov.Core().read_model(INT8 / "openvino_model.xml")))
     assert not [n for n in step.get_ordered_ops() if n.get_type_name() == "MatMul" and int8_weights(n) is not None]
@@ -127,7 +155,7 @@ def _runner(monkeypatch, mode: str) -> ModelRunner:
 def test_forced_the_steps_run_it_within_the_exact_bound_and_the_label_says_so(monkeypatch):
     native, plugin = _runner(monkeypatch, "native"), _runner(monkeypatch, "plugin")
     assert native.native_steps and native.native_note == "adopted: DECIDER_EXACT_KERNEL=native"
-    assert native.precision.label == f"f32; {native_op.DESCRIPTION}" and plugin.precision.label == "f32"
+    assert native.precision.label == f"f32; {native_op.description(native_op.isa())}" and plugin.precision.label == "f32"
     assert not plugin.native_steps and plugin.native_note == "turned off by DECIDER_EXACT_KERNEL=plugin"
     got, want = every_move(native), every_move(plugin)
     gaps = [float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)]
@@ -136,10 +164,38 @@ def test_forced_the_steps_run_it_within_the_exact_bound_and_the_label_says_so(mo
     assert native._stepper.live
 
 
+@needs_native
+def test_where_the_integer_pieces_run_the_prompt_the_native_steps_compete_with_them(monkeypatch, fresh_verdicts):
+    """On a CPU with int8 dot products the plan may multiply int8 weights in integer pieces (engine/graphs/int8_pieces.py):
+    the native step graph is then built from the IR read again without them and timed against the pieces' steps, and
+    the label names both where ours won."""
+    from decider.engine.graphs.int8_pieces import DESCRIPTION as PIECES
+
+    monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "pieces")
+    timed = []
+
+    def fixed(compiled, feed, without=None):
+        timed.append(any("/native_int8" in n.get_friendly_name() for n in compiled.get_runtime_model().get_ordered_ops()))
+        return 1.0, 2.0
+
+    monkeypatch.setattr(adoption, "paired_steps", fixed)
+    runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    if not runner.int8_pieces:
+        pytest.skip(f"the plan does not run integer pieces on this CPU: {runner.plan.int8_projections}")
+    assert timed == [True] and runner.native_steps and runner.native_note.startswith("adopted")
+    assert runner.precision.label == f"f32; {PIECES}; {native_op.description(native_op.isa())}"
+    monkeypatch.setenv("DECIDER_EXACT_KERNEL", "plugin")
+    plugin = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
+    assert plugin.int8_pieces and not plugin.native_steps
+    got, want = every_move(runner), every_move(plugin)
+    gaps = [float(np.abs(log_softmax(a) - log_softmax(b)).max()) for a, b in zip(got, want)]
+    assert gaps[0] == 0.0 and 0.0 < max(gaps) < LOGPROB_TOLERANCE  # the prompt in pieces in both, the steps ours
+
+
 def test_unforced_a_small_model_keeps_the_plugin_s_steps_and_says_why(monkeypatch):
     monkeypatch.delenv("DECIDER_EXACT_KERNEL", raising=False)
     runner = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
-    assert not runner.native_steps and native_op.DESCRIPTION not in runner.precision.label
+    assert not runner.native_steps and native_op.description(native_op.isa()) not in runner.precision.label
     if native_op.unavailable() is None:
         assert "too small for the native kernel to pay" in runner.native_note
     fast = ModelRunner(INT8, DeviceOptions(device="CPU", exact=False))
@@ -174,8 +230,8 @@ def test_unforced_the_steps_are_timed_and_the_verdict_kept(monkeypatch, fresh_ve
     first = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert timed == [(True, True)]  # the native step compile against the plugin's
     assert first.native_steps == native_wins and first.native_note.startswith("adopted" if native_wins else "not adopted")
-    assert (native_op.DESCRIPTION in first.precision.label) == native_wins
-    assert [k for k in json.loads(fresh_verdicts.read_text()) if k.endswith("/native")]
+    assert (native_op.description(native_op.isa()) in first.precision.label) == native_wins
+    assert [k for k in json.loads(fresh_verdicts.read_text()) if f"/native-{native_op.isa()}-vs-" in k]
     monkeypatch.setattr(verdicts, "_IN_PROCESS", {})  # a new process: the file alone
     second = ModelRunner(INT8, DeviceOptions(device="CPU", exact=True))
     assert len(timed) == 1 and second.native_steps == native_wins and "before" in second.native_note
@@ -213,4 +269,4 @@ def test_doctor_names_the_native_steps(monkeypatch):
     monkeypatch.setenv("DECIDER_EXACT_KERNEL", "native")
     monkeypatch.setenv("DECIDER_INT8_PROJECTIONS", "widened")
     text = run_doctor(INT8, DeviceOptions(device="CPU", exact=True), compile=True).render()
-    assert "native int8 kernel (one-token steps): adopted" in text and native_op.DESCRIPTION in text
+    assert "native int8 kernel (one-token steps): adopted" in text and native_op.description(native_op.isa()) in text

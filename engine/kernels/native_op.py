@@ -2,8 +2,11 @@
 
 The JIT kernel (kernel_jit) streams the weights faster than the plugin's widening MatMul, but as a Python operation
 each call costs the step more than the kernel saves on an AVX2 CPU (#35: a routed 0.8B step 128.6 ms against the
-plugin's 97). The same arithmetic in C++ (native/int8_projection.cpp: AVX2, two 16-bit pieces, int32 dot products;
-its outputs equal the JIT kernel's bit for bit) is an OpenVINO extension library the plugin calls directly.
+plugin's 97). The same arithmetic in C++ (native/int8_projection.cpp, for two of the JIT kernel's instruction sets:
+VNNI's four 8-bit pieces against the bytes as they are, AVX2's two 16-bit pieces against the bytes widened;
+int32 dot products, outputs equal to the JIT kernel's bit for bit) is an OpenVINO extension library the plugin calls
+directly. `isa()` picks the instruction set (the best this CPU runs, or DECIDER_NATIVE_ISA's), and the operation
+carries it as an attribute, so the label names what ran.
 
 The library is built by `python tools/build_native_kernels.py` against the openvino wheel and committed with a stamp
 (the OpenVINO version it links, the platform, its source's hash): nothing is compiled at install time. Where it cannot
@@ -18,7 +21,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,15 +32,36 @@ import openvino.opset13 as ops
 
 from ..graphs.int8_weights import Int8Weights, int8_weights
 from .int8_matvec import arena, kernel_layout, padded_width
+from .kernel_ir import AVX2, VNNI_256, Isa
 
 FOLDER = Path(__file__).with_name("native")
 LIBRARY = FOLDER / "libdecider_kernels.so"
 STAMP = FOLDER / "libdecider_kernels.json"
 SOURCES = ("int8_projection.cpp", "CMakeLists.txt")
 OP_TYPE = "DeciderInt8Projection"
-PAD = 16  # the inner dimension padded to, and the packed rows interleaved by (16 weights widened to a vector)
-MAX_COLUMNS = 16384  # int32 lanes exact up to here (kernel_ir.AVX2.max_columns)
-DESCRIPTION = "one-token int8 projections: native AVX2 kernel, 26-bit activations, int32 dot products"
+@dataclass(frozen=True)
+class NativeIsa:
+    name: str  # as the label gives it
+    arithmetic: Isa  # the JIT kernel's instruction set whose arithmetic it runs (its step: the inner dimension's
+    # padding and the packed rows' interleave)
+    flags: tuple[str, ...]  # /proc/cpuinfo's flags it needs
+
+
+# The operation's `isa` attribute → what it runs, the fastest first. AVX-512 VNNI's vpdpbusd on 256-bit vectors: the
+# 512-bit form streamed slower where measured (native/int8_projection.cpp). A CPU with AVX-VNNI but no AVX-512 (16
+# vector registers) runs the AVX2 kernel.
+ISAS: dict[str, NativeIsa] = {
+    "avx512_vnni": NativeIsa("AVX-512 VNNI", VNNI_256, ("avx512_vnni", "avx512vl", "avx512bw")),
+    "avx2": NativeIsa("AVX2", AVX2, ("avx2",)),
+}
+ISA_VARIABLE = "DECIDER_NATIVE_ISA"  # one of ISAS: that instruction set, where the CPU runs it (tests, benches)
+
+
+def description(isa: str) -> str:
+    """The label's part for the native steps with `isa`."""
+    native = ISAS[isa]
+    return (f"one-token int8 projections: native {native.name} kernel, {native.arithmetic.bits}-bit activations, "
+            "int32 dot products")
 
 
 def source_hash() -> str:
@@ -50,12 +76,31 @@ def platform_tag() -> str:
     return f"{platform.system().lower()}-{platform.machine().lower()}"
 
 
-def _cpu_has_avx2() -> bool:
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
     try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
-    return any(line.startswith("flags") and " avx2" in line for line in flags.splitlines())
+        return frozenset()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return frozenset(line.partition(":")[2].split())
+
+
+def runs_here(isa: str) -> bool:
+    return set(ISAS[isa].flags) <= _cpu_flags()
+
+
+def isa() -> str:
+    """The instruction set the operation runs with: DECIDER_NATIVE_ISA's where set (ValueError if unknown or this CPU
+    lacks it), else the fastest this CPU runs (check `unavailable()` first)."""
+    asked = os.environ.get(ISA_VARIABLE, "").strip().lower()
+    if asked:
+        if asked not in ISAS:
+            raise ValueError(f"{ISA_VARIABLE}={asked}: not one of {', '.join(ISAS)}")
+        if not runs_here(asked):
+            raise ValueError(f"{ISA_VARIABLE}={asked}: this CPU does not run it")
+        return asked
+    return next((name for name in ISAS if runs_here(name)), "avx2")
 
 
 @functools.cache
@@ -74,7 +119,7 @@ def unavailable() -> str | None:
         return f"the native kernel is built for OpenVINO {stamp.get('openvino')}, this is {ov.get_version()}"
     if stamp.get("source_sha256") != source_hash():
         return "the native kernel is older than its source (python tools/build_native_kernels.py)"
-    if not _cpu_has_avx2():
+    if not runs_here("avx2"):
         return "this CPU has no AVX2"
     try:
         _factory()
@@ -92,29 +137,36 @@ def _factory():
     return factory
 
 
-def int8_matmuls(model: ov.Model) -> list[tuple[ov.Node, Int8Weights]]:
-    """The MatMuls of `model` the native operation can take: int8 weights decompressed per row, inner dimension ≤
-    MAX_COLUMNS (wider rows would overflow its int32 lanes)."""
+def int8_matmuls(model: ov.Model, isa: str = "avx2") -> list[tuple[ov.Node, Int8Weights]]:
+    """The MatMuls of `model` the native operation can take: int8 weights decompressed per row, inner dimension
+    within the instruction set's max_columns (wider rows would overflow its int32 lanes)."""
+    limit = ISAS[isa].arithmetic.max_columns
     return [(node, w) for node in model.get_ordered_ops() if node.get_type_name() == "MatMul"
-            for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= MAX_COLUMNS]
+            for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= limit]
 
 
-def replace_int8_matmuls(model: ov.Model) -> tuple[int, np.ndarray | None]:
-    """Every MatMul of `int8_matmuls(model)` replaced by the native operation, in place; call only where
-    `unavailable()` is None. Returns how many, and the one buffer holding their weights (the graph's constants share
-    it: keep it alive with the compiled model)."""
-    found = int8_matmuls(model)
+def projection(x: ov.Output, weights: np.ndarray, zero_point: np.ndarray | float, scale: np.ndarray, isa: str,
+               storage: np.ndarray | None = None) -> ov.Node:
+    """The native operation computing x @ dequantised(weights).T with `isa`, its weights in the kernel's layout
+    (placed in `storage` where given: the constant shares that memory)."""
+    packed, zp, _ = kernel_layout(weights, zero_point, ISAS[isa].arithmetic.step, storage=storage)
+    scale = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (weights.shape[0],)))
+    inputs = [x, ops.constant(packed, shared_memory=storage is not None).output(0),
+              ops.constant(scale.view(np.uint8)).output(0), ops.constant(zp.view(np.uint8)).output(0)]
+    return _factory().create(OP_TYPE, inputs, {"isa": isa})
+
+
+def replace_int8_matmuls(model: ov.Model, isa: str) -> tuple[int, np.ndarray | None]:
+    """Every MatMul of `int8_matmuls(model, isa)` replaced by the native operation with `isa`, in place; call only
+    where `unavailable()` is None. Returns how many, and the one buffer holding their weights (the graph's constants
+    share it: keep it alive with the compiled model)."""
+    found = int8_matmuls(model, isa)
     if not found:
         return 0, None
-    sizes = [w.weights.shape[0] * padded_width(w.weights.shape[1], PAD) for _, w in found]
-    storage = arena(sizes)
-    factory = _factory()
+    pad = ISAS[isa].arithmetic.step
+    storage = arena([w.weights.shape[0] * padded_width(w.weights.shape[1], pad) for _, w in found])
     for (matmul, w), place in zip(found, storage):
-        packed, zero_point, _ = kernel_layout(w.weights, w.zero_point, PAD, storage=place)
-        scale = np.ascontiguousarray(w.scale, dtype=np.float64)
-        inputs = [matmul.input_value(0), ops.constant(packed, shared_memory=True).output(0),
-                  ops.constant(scale.view(np.uint8)).output(0), ops.constant(zero_point.view(np.uint8)).output(0)]
-        native = factory.create(OP_TYPE, inputs, {})
+        native = projection(matmul.input_value(0), w.weights, w.zero_point, w.scale, isa, storage=place)
         native.set_friendly_name(matmul.get_friendly_name() + "/native_int8")
         names = matmul.output(0).get_names()  # a model output's name (the logits) stays with its value
         matmul.output(0).get_tensor().set_names(set())

@@ -5,14 +5,15 @@ step is a few hundred small calls, and the plugin's fused kernels win or lose by
 the plugin's and the native one — and time one-token infers on both, interleaved on scratch requests (adoption's
 paired_steps); the faster is kept, and the verdict with the fast-compile measurements (verdicts.py), so a later
 process compiles only the one that won. DECIDER_EXACT_KERNEL=native adopts it without timing (tests, benches: on
-any model), =plugin never.
+any model), =plugin never. The operation runs the best instruction set this CPU has (native_op.isa(), or
+DECIDER_NATIVE_ISA's), and a verdict is kept per instruction set.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
@@ -37,6 +38,7 @@ class NativeSteps(Generic[S]):
     native: bool  # whether it runs our operation
     note: str  # one line: adopted or not, and why
     measured: bool = False  # timed now: a verdict worth keeping
+    isa: str = ""  # the instruction set it runs with (native_op.ISAS), where native
 
 
 def _mode() -> str:
@@ -58,7 +60,11 @@ def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
     why = native_op.unavailable()
     if why:
         return why
-    size = int8_bytes(model)
+    try:
+        isa = native_op.isa()
+    except ValueError as exc:
+        return str(exc)
+    size = int8_bytes(model, isa)
     if not size:
         return "no int8 projections to run (not an int8 export, or the plugin's integer pieces run them)"
     if size < MIN_BYTES and not forced():
@@ -66,22 +72,24 @@ def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
     return None
 
 
-def int8_bytes(model: ov.Model) -> int:
-    return sum(w.weights.nbytes for _, w in native_op.int8_matmuls(model))
+def int8_bytes(model: ov.Model, isa: str = "avx2") -> int:
+    return sum(w.weights.nbytes for _, w in native_op.int8_matmuls(model, isa))
 
 
-def adopt(model: ov.Model, device: str, exact: bool, plain: Callable[[], S | None], native: Callable[[], S | None],
-          step_feed: Callable[[int], dict[str, np.ndarray]], known: Callable[[], bool | None],
-          keep: Callable[[bool], None]) -> NativeSteps[S]:
+def adopt(model: ov.Model, device: str, exact: bool, plain: Callable[[], S | None], native: Callable[[str], S | None],
+          step_feed: Callable[[int], dict[str, np.ndarray]], known: Callable[[str], bool | None],
+          keep: Callable[[str, bool], None]) -> NativeSteps[S]:
     """The runner's one-token steps: the plugin's where the native operation is not tried (and why), else `choose`'s,
-    a verdict measured now kept. known/keep read and write the verdicts (verdicts.py) for this model and machine."""
+    a verdict measured now kept. native compiles the step graph with the operation on an instruction set; known/keep
+    read and write the verdicts (verdicts.py) for this model, machine and instruction set."""
     why = reason_not(model, device, exact)
     if why:
         return NativeSteps(plain(), False, why)
-    chosen = choose(plain, native, step_feed, known())
+    isa = native_op.isa()
+    chosen = choose(plain, lambda: native(isa), step_feed, known(isa))
     if chosen.measured:
-        keep(chosen.native)
-    return chosen
+        keep(isa, chosen.native)
+    return replace(chosen, isa=isa if chosen.native else "")
 
 
 def choose(plain: Callable[[], S | None], native: Callable[[], S | None], step_feed: Callable[[int], dict[str, np.ndarray]],

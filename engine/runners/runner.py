@@ -31,7 +31,7 @@ from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels.projection_op import KERNEL_TOKENS
 from ..kernels import native_steps
-from ..kernels.native_op import DESCRIPTION as NATIVE_DESCRIPTION, replace_int8_matmuls
+from ..kernels.native_op import description as native_description, replace_int8_matmuls
 from ..model.folder import ModelFolder, inspect_folder
 from .mtp_head import MtpHead, draft_vocabulary, load_head
 from ..compile.planner import plan_for
@@ -223,8 +223,9 @@ class ModelRunner(RunnerBase):
         if self.plan.one_token_steps and not self.kernel_plan.routed:  # routed, our kernel takes them (or _adopt_kernel)
             self._stepper = self._one_token_steps(model)  # one-token steps on a compile of their own
 
-    def _edit_graph(self, model: ov.Model, hidden: bool) -> None:
-        """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step."""
+    def _edit_graph(self, model: ov.Model, hidden: bool, pieces: bool = True) -> None:
+        """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step, and
+        the integer pieces where planned (pieces=False: never)."""
         _slice_head(model, self.execution_path)
         if hidden:
             expose_hidden(model)
@@ -235,30 +236,35 @@ class ModelRunner(RunnerBase):
             one_token_deltanet(model)
         # The draft head shares the lm head's weights as exported: taken before the pieces replace its MatMul.
         self._lm_head = _head_weight(model) if hidden else None
-        if self.plan.integer_pieces and not kernel_asked_for():  # our int8 kernel, where asked for, takes them instead
+        if pieces and self.plan.integer_pieces and not kernel_asked_for():  # our int8 kernel, where asked for, takes them instead
             self.int8_pieces = rewrite_int8_projections(model)
 
     def _one_token_steps(self, model: ov.Model) -> StepRequest | None:
         """The one-token step compile: with our native int8 operation where it can run and measured faster here
         (engine/kernels/native_steps.py), else the plugin's."""
-        def key() -> str:
-            return self._kernel_key(self._core) + "/native"
+        # Where the integer pieces took the int8 MatMuls, ours is timed against them on a graph read again without them
+        source = self._edited_again(pieces=False) if self.int8_pieces else model
 
-        chosen = native_steps.adopt(model, self.device, self.options.exact, lambda: self._compile_step(model, 1),
-                                    lambda: self._compile_step(model, 1, native=True), self._scratch_step,
-                                    lambda: kernel_verdicts.known(self, key()), lambda won: kernel_verdicts.keep(self, key(), won))
+        def key(isa: str) -> str:
+            return f"{self._kernel_key(self._core)}/native-{isa}-vs-{'pieces' if self.int8_pieces else 'widened'}"
+        chosen = native_steps.adopt(source, self.device, self.options.exact, lambda: self._compile_step(model, 1),
+                                    lambda isa: self._compile_step(source, 1, native=isa), self._scratch_step,
+                                    lambda isa: kernel_verdicts.known(self, key(isa)),
+                                    lambda isa, won: kernel_verdicts.keep(self, key(isa), won))
         self.native_note, self.native_steps = chosen.note, chosen.native
-        if chosen.native:
-            self.precision = replace(self.precision, projections=NATIVE_DESCRIPTION)
+        if chosen.native:  # prompts keep the plan's projections (the pieces' or the plugin's)
+            ours = native_description(chosen.isa)
+            self.precision = replace(self.precision, projections="; ".join(filter(None, (self.precision.projections, ours))))
         return chosen.steps
 
-    def _compile_step(self, model: ov.Model, tokens: int, native: bool = False) -> StepRequest | None:
+    def _compile_step(self, model: ov.Model, tokens: int, native: str = "") -> StepRequest | None:
         """The edited graph fixed at `tokens` tokens (engine/graphs/one_token.py), compiled as the runner's own was. One
         that does not compile is a notice: those forwards then run on the runner's compile. native: with our native
-        int8 operation (engine/kernels/native_op.py); None where the graph has no int8 projection."""
+        int8 operation on that instruction set (engine/kernels/native_op.py); None where the graph has no int8
+        projection."""
         try:
             graph = fixed_width_graph(model, tokens)
-            weights = replace_int8_matmuls(graph)[1] if native else None
+            weights = replace_int8_matmuls(graph, native)[1] if native else None
             if native and weights is None:
                 return None
             pending = commit_lazily(graph, tokens) if tokens > 1 and self.plan.lazy_commits else []
@@ -283,11 +289,12 @@ class ModelRunner(RunnerBase):
         # the plugin's projections: our native operation measured slower from two tokens on (BENCHMARKS.md)
         self._verifier = self._compile_step(self._model if self._model is not None else self._edited_again(), width)
 
-    def _edited_again(self) -> ov.Model:
-        """The IR read and edited as at load (its graph edits only: what they noted about the runner stays)."""
+    def _edited_again(self, pieces: bool = True) -> ov.Model:
+        """The IR read and edited as at load (its graph edits only: what they noted about the runner stays);
+        pieces=False: without the integer pieces."""
         noted = self._lm_head, self.int8_pieces
         model = self._read(self._core, self.folder.language_ir)
-        self._edit_graph(model, self.mtp is not None)
+        self._edit_graph(model, self.mtp is not None, pieces)
         self._lm_head, self.int8_pieces = noted
         return model
 
