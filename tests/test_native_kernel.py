@@ -17,7 +17,7 @@ from support.conversations import every_move
 from support.models import model_dir
 from decider.engine.compile.devices import DeviceOptions
 from decider.engine.core.logprobs import log_softmax
-from decider.engine.graphs.int8_weights import int8_weights
+from decider.engine.graphs.int8_weights import Int8Weights, int8_weights
 from decider.engine.graphs.one_token import one_token_graph
 from decider.engine.kernels import adoption, kernel_ir, kernel_jit, native_op, native_steps
 from decider.engine.runners.runner import ModelRunner
@@ -46,8 +46,14 @@ def test_the_committed_library_is_built_from_the_committed_source():
 
 def _projection(weights, zero_point, scale, threads: int = 1, isa: str = "avx2") -> ov.CompiledModel:
     x = ops.parameter([1, -1, weights.shape[1]], np.float32)
-    node = native_op.projection(x.output(0), weights, zero_point, scale, isa)
+    node = native_op.projection(x.output(0), [_part(weights, zero_point, scale)], isa)
     return ov.Core().compile_model(ov.Model([node.output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": threads})
+
+
+def _part(weights, zero_point, scale) -> Int8Weights:
+    rows = weights.shape[0]
+    return Int8Weights(weights, np.broadcast_to(np.asarray(zero_point, np.float64), (rows,)),
+                       np.broadcast_to(np.asarray(scale, np.float64), (rows,)))
 
 
 def _reference(weights, zero_point, scale, x):
@@ -82,6 +88,25 @@ def test_products_match_float64_and_the_jit_kernel_bit_for_bit(rows, columns, dt
         np.testing.assert_array_equal(got, np.concatenate([jit @ x[i : i + 8] for i in range(0, tokens, 8)]))
     wrong = _projection(weights, zero_point + 1.0, scale, isa=isa).create_infer_request().infer({0: x[None]})[0][0]
     assert np.abs(wrong - want).max() / np.abs(want).max() > 10 * PROJECTION_TOLERANCE  # the check can fail
+
+
+@needs_native
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_projections_of_the_same_activations_in_one_operation_give_each_its_own_bits(isa, threads):
+    """q, k, v… as one operation (one matrix, one split of x, an output each): every output equals its projection
+    run alone, bit for bit, whatever the parts' sizes (cut inside a group of four rows, a part of one row)."""
+    cases = [_case(rows, 1030, np.uint8, 3, rows) for rows in (1026, 1, 16, 7)]  # ≥ 1 MiB: the threads share rows
+    x = cases[0][3]
+    p = ops.parameter([1, -1, x.shape[1]], np.float32)
+    joined = native_op.projection(p.output(0), [_part(w, zp, sc) for w, zp, sc, _ in cases], isa)
+    assert len(joined.outputs()) == len(cases)
+    compiled = ov.Core().compile_model(ov.Model(joined.outputs(), [p]), "CPU", {"INFERENCE_NUM_THREADS": threads})
+    got = compiled.create_infer_request().infer({0: x[None]})
+    for i, (w, zp, sc, _) in enumerate(cases):
+        alone = _projection(w, zp, sc, isa=isa).create_infer_request().infer({0: x[None]})[0]
+        assert got[i].shape == (1, 3, w.shape[0])
+        np.testing.assert_array_equal(got[i], alone)
 
 
 @needs_native
@@ -141,7 +166,10 @@ def test_the_step_graph_s_int8_matmuls_are_replaced_and_its_outputs_keep_their_n
     assert count == len(int8) > 0 and memory is not None and memory.nbytes >= native_steps.int8_bytes(
         one_token_graph(ov.Core().read_model(INT8 / "openvino_model.xml")))
     assert not [n for n in step.get_ordered_ops() if n.get_type_name() == "MatMul" and int8_weights(n) is not None]
-    assert sum(n.get_type_name() == native_op.OP_TYPE for n in step.get_ordered_ops()) == count
+    native = [n for n in step.get_ordered_ops() if n.get_type_name() == native_op.OP_TYPE]
+    # one operation per set of activations: a DeltaNet layer's q/k/v, z, a, b and an MLP's gate and up are one each
+    sources = {(m.input_value(0).get_node().get_name(), m.input_value(0).get_index()) for m in int8}
+    assert len(native) == len(sources) < count and sum(len(n.outputs()) for n in native) == count
     assert [{*port.get_names()} for port in step.outputs] == names
 
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,33 +146,45 @@ def int8_matmuls(model: ov.Model, isa: str = "avx2") -> list[tuple[ov.Node, Int8
             for w in [int8_weights(node)] if w is not None and w.weights.shape[1] <= limit]
 
 
-def projection(x: ov.Output, weights: np.ndarray, zero_point: np.ndarray | float, scale: np.ndarray, isa: str,
-               storage: np.ndarray | None = None) -> ov.Node:
-    """The native operation computing x @ dequantised(weights).T with `isa`, its weights in the kernel's layout
-    (placed in `storage` where given: the constant shares that memory)."""
+def projection(x: ov.Output, parts: Sequence[Int8Weights], isa: str, storage: np.ndarray | None = None) -> ov.Node:
+    """The native operation computing x @ dequantised(part.weights).T for each part with `isa` — one output per part,
+    the activations split once (every part has x's columns and one dtype) — its weights in the kernel's layout, one
+    matrix (placed in `storage` where given: the constant shares that memory)."""
+    weights = parts[0].weights if len(parts) == 1 else np.concatenate([p.weights for p in parts])
+    zero_point = np.concatenate([np.broadcast_to(np.asarray(p.zero_point, np.float64).reshape(-1), (p.weights.shape[0],))
+                                 for p in parts])
+    scale = np.concatenate([np.broadcast_to(np.asarray(p.scale, np.float64).reshape(-1), (p.weights.shape[0],))
+                            for p in parts])
     packed, zp, _ = kernel_layout(weights, zero_point, ISAS[isa].arithmetic.step, storage=storage)
-    scale = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (weights.shape[0],)))
     inputs = [x, ops.constant(packed, shared_memory=storage is not None).output(0),
               ops.constant(scale.view(np.uint8)).output(0), ops.constant(zp.view(np.uint8)).output(0)]
-    return _factory().create(OP_TYPE, inputs, {"isa": isa})
+    rows = [p.weights.shape[0] for p in parts] if len(parts) > 1 else []
+    return _factory().create(OP_TYPE, inputs, {"isa": isa, "rows": rows})
 
 
 def replace_int8_matmuls(model: ov.Model, isa: str) -> tuple[int, np.ndarray | None]:
-    """Every MatMul of `int8_matmuls(model, isa)` replaced by the native operation with `isa`, in place; call only
-    where `unavailable()` is None. Returns how many, and the one buffer holding their weights (the graph's constants
-    share it: keep it alive with the compiled model)."""
+    """Every MatMul of `int8_matmuls(model, isa)` replaced by the native operation with `isa`, in place — one
+    operation for the MatMuls of the same activations and weights' dtype (a layer's q, k, v…; gate and up: fewer calls,
+    longer streams, the activations split once); call only where `unavailable()` is None. Returns how many MatMuls,
+    and the one buffer holding their weights (the graph's constants share it: keep it alive with the compiled model)."""
     found = int8_matmuls(model, isa)
     if not found:
         return 0, None
+    groups: dict[tuple, list[tuple[ov.Node, Int8Weights]]] = {}
+    for matmul, w in found:
+        source = matmul.input_value(0)
+        groups.setdefault((source.get_node().get_name(), source.get_index(), w.weights.dtype.str), []).append((matmul, w))
     pad = ISAS[isa].arithmetic.step
-    storage = arena([w.weights.shape[0] * padded_width(w.weights.shape[1], pad) for _, w in found])
-    for (matmul, w), place in zip(found, storage):
-        native = projection(matmul.input_value(0), w.weights, w.zero_point, w.scale, isa, storage=place)
-        native.set_friendly_name(matmul.get_friendly_name() + "/native_int8")
-        names = matmul.output(0).get_names()  # a model output's name (the logits) stays with its value
-        matmul.output(0).get_tensor().set_names(set())
-        native.output(0).get_tensor().set_names(names)
-        for reader in list(matmul.output(0).get_target_inputs()):
-            reader.replace_source_output(native.output(0))
+    storage = arena([sum(w.weights.shape[0] for _, w in group) * padded_width(group[0][1].weights.shape[1], pad)
+                     for group in groups.values()])
+    for group, place in zip(groups.values(), storage):
+        native = projection(group[0][0].input_value(0), [w for _, w in group], isa, storage=place)
+        native.set_friendly_name(group[0][0].get_friendly_name() + "/native_int8")
+        for (matmul, _), output in zip(group, native.outputs()):
+            names = matmul.output(0).get_names()  # a model output's name (the logits) stays with its value
+            matmul.output(0).get_tensor().set_names(set())
+            output.get_tensor().set_names(names)
+            for reader in list(matmul.output(0).get_target_inputs()):
+                reader.replace_source_output(output)
     model.validate_nodes_and_infer_types()
     return len(found), storage[0].base if storage[0].base is not None else storage[0]

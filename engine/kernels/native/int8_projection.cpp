@@ -13,8 +13,9 @@
 //
 // Inputs: x f32 [B, T, K]; w u8 [N, Kp] (Kp = K padded to the instruction set's vector of weights, 16 or 32; rows
 // below N − N mod 4 packed in groups of 4 interleaved by that vector, as engine/kernels/int8_matvec.py packs them);
-// scale and zp as the bytes of f64 [N] (bytes, so no precision pass of the plugin converts them). Output f32 [B, T, N].
-// The rows are shared between the plugin's threads (TBB, static) when the weights are large enough to pay for the
+// scale and zp as the bytes of f64 [N] (bytes, so no precision pass of the plugin converts them). Outputs f32
+// [B, T, rows[i]] (the `rows` attribute: several projections of the same x as one operation), or one [B, T, N]. The
+// rows are shared between the plugin's threads (TBB, static) when the weights are large enough to pay for the
 // hand-off.
 #include <immintrin.h>
 
@@ -41,11 +42,27 @@ constexpr size_t kMinSplitBytes = size_t(1) << 20;
 // before (round half to even, as LLVM's rint; clamped to ±b); padding zero; coef = (s1 … sP, Σx̂). Four columns at a
 // time in double (a libm call per rounding cost more than the products of a small matrix); x̂ summed smallest share
 // first and Σx̂ column by column in order, as the JIT kernel sums them.
+// Four columns' pieces (a[p], integer-valued) from their activations; returns their x̂, the pieces' shares summed
+// smallest first.
+template <int P>
+__attribute__((target("avx2"))) inline __m256d pieces_of(__m256d rest, const __m256d (&iv)[P], const __m256d (&sv)[P],
+                                                         double bound, __m256d (&a)[P]) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m256d lo = _mm256_set1_pd(-bound), hi = _mm256_set1_pd(bound);
+    __m256d share[P];
+    for (int p = 0; p < P; ++p) {
+        a[p] = _mm256_min_pd(_mm256_max_pd(_mm256_round_pd(_mm256_mul_pd(rest, iv[p]), kRound), lo), hi);
+        share[p] = _mm256_mul_pd(a[p], sv[p]);
+        rest = _mm256_sub_pd(rest, share[p]);
+    }
+    __m256d hat = _mm256_add_pd(share[P - 1], _mm256_setzero_pd());
+    for (int p = P - 2; p >= 0; --p) hat = _mm256_add_pd(share[p], hat);
+    return hat;
+}
+
 template <typename Piece, int P>
 __attribute__((target("avx2"))) void split(const float* x, size_t tokens, size_t k, size_t kp, double bound,
                                            Piece* pieces, double* coef) {
-    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m256d lo = _mm256_set1_pd(-bound), hi = _mm256_set1_pd(bound), zero = _mm256_setzero_pd();
     for (size_t j = 0; j < tokens; ++j) {
         const float* row = x + j * k;
         __m256 mv = _mm256_setzero_ps();
@@ -68,20 +85,34 @@ __attribute__((target("avx2"))) void split(const float* x, size_t tokens, size_t
         }
         Piece* out = pieces + j * P * kp;
         double sum = 0.0;
-        for (size_t q = 0; q < kp; q += 4) {
+        // Whole groups of four columns: the pieces packed and stored four at a time; Σx̂ still summed one column
+        // after another (the JIT kernel's order, so the bits stay the same)
+        const size_t whole = k / 4 * 4;
+        for (size_t q = 0; q < whole; q += 4) {
+            __m256d a[P];
+            const __m256d hat = pieces_of<P>(_mm256_cvtps_pd(_mm_loadu_ps(row + q)), iv, sv, bound, a);
+            for (int p = 0; p < P; ++p) {
+                const __m128i words = _mm_packs_epi32(_mm256_cvtpd_epi32(a[p]), _mm_setzero_si128());  // |a| ≤ 4096
+                if constexpr (sizeof(Piece) == 2) {
+                    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + p * kp + q), words);
+                } else {
+                    const int32_t bytes = _mm_cvtsi128_si32(_mm_packs_epi16(words, words));  // |a| ≤ 127
+                    std::memcpy(out + p * kp + q, &bytes, 4);
+                }
+            }
+            const __m128d low = _mm256_castpd256_pd128(hat), high = _mm256_extractf128_pd(hat, 1);
+            sum = sum + _mm_cvtsd_f64(low);
+            sum = sum + _mm_cvtsd_f64(_mm_unpackhi_pd(low, low));
+            sum = sum + _mm_cvtsd_f64(high);
+            sum = sum + _mm_cvtsd_f64(_mm_unpackhi_pd(high, high));
+        }
+        for (size_t q = whole; q < kp; q += 4) {  // the last columns and the padding
             alignas(32) double in[4] = {0.0, 0.0, 0.0, 0.0};
             for (size_t c = 0; c < 4 && q + c < k; ++c) in[c] = row[q + c];
-            __m256d rest = _mm256_load_pd(in);
-            __m256d share[P];
+            __m256d a[P];
+            const __m256d hat = pieces_of<P>(_mm256_load_pd(in), iv, sv, bound, a);
             alignas(32) double pv[P][4];
-            for (int p = 0; p < P; ++p) {
-                const __m256d a = _mm256_min_pd(_mm256_max_pd(_mm256_round_pd(_mm256_mul_pd(rest, iv[p]), kRound), lo), hi);
-                share[p] = _mm256_mul_pd(a, sv[p]);
-                rest = _mm256_sub_pd(rest, share[p]);
-                _mm256_store_pd(pv[p], a);
-            }
-            __m256d hat = _mm256_add_pd(share[P - 1], zero);
-            for (int p = P - 2; p >= 0; --p) hat = _mm256_add_pd(share[p], hat);
+            for (int p = 0; p < P; ++p) _mm256_store_pd(pv[p], a[p]);
             alignas(32) double uv[4];
             _mm256_store_pd(uv, hat);
             for (size_t c = 0; c < 4; ++c) {
@@ -163,14 +194,17 @@ struct Avx2 {
 // AVX-512 VNNI's vpdpbusd on 256-bit vectors (the VL encoding, 32 registers): measured on a Sapphire Rapids, 0.8B
 // sizes, 1 thread, its 512-bit form streamed 10.7 GB/s, this one 13.5, AVX2's kernel 12.4 (the wide multiply-adds
 // slow the core). Two streams a block — the first and the second half of its columns, read side by side — keep more
-// lines in flight than one (14.0 GB/s against 13.5).
+// lines in flight than one.
 struct Vnni {
     using Piece = int8_t;
     static constexpr int kPieces = 4, kStep = 32;
     static constexpr double kBound = 127.0;
     static constexpr int64_t kMaxColumns = 65536;  // as the JIT kernel's: four products ≤ 255·127 a lane per 32 columns
-    // Sapphire Rapids, 1 thread: 2 KiB ahead 13.3–13.6 GB/s, 1 KiB 12.7–12.9, 512 B 11.2–11.8; into L2 (T1) 12.0–12.5
+    // Measured on a Sapphire Rapids, 1 thread, the 0.8B step's projections (752 MB): two streams 2 KiB ahead 55.3–55.6
+    // ms; one stream 58.7–59.9, four 60.2; 3 KiB ahead 59.9–60.7, 4 KiB 64.7–67.2, four streams 1 KiB ahead 62.7–63.3.
+    // (A 64 MiB matrix alone: 2 KiB 13.3–13.6 GB/s, 1 KiB 12.7–12.9, 512 B 11.2–11.8, into L2 (T1) 12.0–12.5.)
     static constexpr size_t kPrefetch = 2048;
+    static constexpr int kStreams = 2;
 
     template <int R, int T>
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static inline void step(
@@ -201,12 +235,11 @@ struct Vnni {
             for (int t = 0; t < T; ++t)
 #pragma GCC unroll 4
                 for (int p = 0; p < kPieces; ++p) acc[r][t][p] = _mm256_setzero_si256();
-        const size_t half = kp / (2 * kStep) * kStep;  // columns of each stream; an odd vector left for the end
-        for (size_t i = 0; i < half; i += kStep) {
-            step<R, T>(w, rs, km, kp, i, pc, acc);
-            step<R, T>(w, rs, km, kp, half + i, pc, acc);
-        }
-        if (2 * half < kp) step<R, T>(w, rs, km, kp, 2 * half, pc, acc);
+        const size_t part = kp / (kStreams * kStep) * kStep;  // columns of each stream; the vectors left, at the end
+        for (size_t i = 0; i < part; i += kStep)
+#pragma GCC unroll 4
+            for (int s = 0; s < kStreams; ++s) step<R, T>(w, rs, km, kp, s * part + i, pc, acc);
+        for (size_t i = kStreams * part; i < kp; i += kStep) step<R, T>(w, rs, km, kp, i, pc, acc);
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) {
                 int64_t sums[kPieces];
@@ -216,10 +249,11 @@ struct Vnni {
     }
 };
 
-// Rows n0 ≤ n < n1: a block where n is a multiple of the block and a whole block fits, else one row.
+// Rows n0 ≤ n < n1, row n's outputs at out + n − first: a block where n is a multiple of the block and a whole block
+// fits, else one row.
 template <class Isa, int T>
 void rows(const uint8_t* w, size_t ldw, size_t kp, const void* pieces, const double* coef, const double* scale,
-          const double* zp, float* out, size_t ldo, size_t n0, size_t n1, size_t npacked) {
+          const double* zp, float* out, size_t ldo, size_t n0, size_t n1, size_t npacked, size_t first) {
     constexpr int R = T == 1 ? 4 : (T == 2 ? 2 : 1);
     const auto* pc = static_cast<const typename Isa::Piece*>(pieces);
     size_t n = n0;
@@ -228,17 +262,17 @@ void rows(const uint8_t* w, size_t ldw, size_t kp, const void* pieces, const dou
         const size_t rs = packed ? Isa::kStep : ldw, km = packed ? kPack : 1;
         const uint8_t* wp = packed ? w + (n & ~size_t(kPack - 1)) * ldw + (n & (kPack - 1)) * Isa::kStep : w + n * ldw;
         if (n + R <= n1 && n % R == 0) {
-            Isa::template block<R, T>(wp, rs, km, kp, pc, coef, scale + n, zp + n, out + n, ldo);
+            Isa::template block<R, T>(wp, rs, km, kp, pc, coef, scale + n, zp + n, out + (n - first), ldo);
             n += R;
         } else {
-            Isa::template block<1, T>(wp, rs, km, kp, pc, coef, scale + n, zp + n, out + n, ldo);
+            Isa::template block<1, T>(wp, rs, km, kp, pc, coef, scale + n, zp + n, out + (n - first), ldo);
             n += 1;
         }
     }
 }
 
 using RowsFn = void (*)(const uint8_t*, size_t, size_t, const void*, const double*, const double*, const double*,
-                        float*, size_t, size_t, size_t, size_t);
+                        float*, size_t, size_t, size_t, size_t, size_t);
 using SplitFn = void (*)(const float*, size_t, size_t, size_t, void*, double*);
 
 struct Kernels {
@@ -279,6 +313,9 @@ const Kernels* find(const std::string& name) {
 
 namespace decider {
 
+// One operation for every projection of the same activations (q, k, v, z, a, b of a layer; gate and up): their
+// weights one matrix, the activations split once, one call; output i holds the `rows`[i] rows after those before it
+// (one output of all the rows where `rows` is empty).
 class Int8Projection : public ov::op::Op {
 public:
     OPENVINO_OP("DeciderInt8Projection", "decider");
@@ -299,19 +336,33 @@ public:
             OPENVINO_ASSERT(kp == (k + step - 1) / step * step, "w's columns must be x's padded to ", step);
             OPENVINO_ASSERT(kp <= kernels->max_columns, "more columns than int32 lanes sum exactly");
         }
-        set_output_type(0, ov::element::f32, ov::PartialShape{x[0], x[1], w[0]});
+        if (m_rows.empty()) {
+            set_output_type(0, ov::element::f32, ov::PartialShape{x[0], x[1], w[0]});
+            return;
+        }
+        int64_t total = 0;
+        for (size_t i = 0; i < m_rows.size(); ++i) {
+            OPENVINO_ASSERT(m_rows[i] > 0, "every output needs rows");
+            total += m_rows[i];
+            set_output_type(i, ov::element::f32, ov::PartialShape{x[0], x[1], m_rows[i]});
+        }
+        OPENVINO_ASSERT(w[0].is_dynamic() || w[0].get_length() == total, "the outputs' rows must add up to w's");
     }
 
     std::shared_ptr<ov::Node> clone_with_new_inputs(const ov::OutputVector& args) const override {
         auto copy = std::make_shared<Int8Projection>();
         copy->m_isa = m_isa;
+        copy->m_rows = m_rows;
         copy->set_arguments(args);
+        copy->set_output_size(m_rows.empty() ? 1 : m_rows.size());
         copy->constructor_validate_and_infer_types();
         return copy;
     }
 
     bool visit_attributes(ov::AttributeVisitor& visitor) override {
         visitor.on_attribute("isa", m_isa);
+        visitor.on_attribute("rows", m_rows);
+        if (!m_rows.empty()) set_output_size(m_rows.size());
         return true;
     }
     bool has_evaluate() const override { return true; }
@@ -321,14 +372,20 @@ public:
         const ov::Shape xs = inputs[0].get_shape();
         const ov::Shape ws = inputs[1].get_shape();
         const size_t batch = xs[0], tokens = xs[1], k = xs[2], n = ws[0], kp = ws[1];
-        outputs[0].set_shape({batch, tokens, n});
+        // the outputs' first rows and row counts
+        std::vector<size_t> first(outputs.size()), count(outputs.size());
+        for (size_t i = 0, at = 0; i < outputs.size(); ++i) {
+            count[i] = m_rows.empty() ? n : size_t(m_rows[i]);
+            first[i] = at;
+            at += count[i];
+            outputs[i].set_shape({batch, tokens, count[i]});
+        }
         const size_t total = batch * tokens;
         if (total == 0 || n == 0) return true;
         const float* x = inputs[0].data<const float>();
         const uint8_t* w = inputs[1].data<const uint8_t>();
         const double* scale = reinterpret_cast<const double*>(inputs[2].data<const uint8_t>());
         const double* zp = reinterpret_cast<const double*>(inputs[3].data<const uint8_t>());
-        float* out = outputs[0].data<float>();
         const size_t npacked = n / kPack * kPack;
         thread_local std::vector<uint8_t> pieces;
         thread_local std::vector<double> coef;
@@ -339,25 +396,29 @@ public:
             const size_t t = std::min<size_t>(kMaxTokens, total - start);
             kernels.split(x + start * k, t, k, kp, pieces.data(), coef.data());
             const RowsFn fn = kernels.rows[t - 1];
-            float* o = out + start * n;
             const void* pc = pieces.data();
             const double* cf = coef.data();
-            if (threads <= 1) {
-                fn(w, kp, kp, pc, cf, scale, zp, o, n, 0, n, npacked);
-                continue;
-            }
-            ov::parallel_nt_static(threads, [&](const int ithr, const int nthr) {
-                // equal shares in whole groups of 4 rows
-                const size_t lo = std::min(n, (n * ithr / nthr + kPack - 1) / kPack * kPack);
-                const size_t hi = ithr + 1 == nthr ? n : std::min(n, (n * (ithr + 1) / nthr + kPack - 1) / kPack * kPack);
-                if (lo < hi) fn(w, kp, kp, pc, cf, scale, zp, o, n, lo, hi, npacked);
-            });
+            // this thread's share of every output's rows: equal shares, cut at whole groups of 4 rows
+            auto share = [&](const int ithr, const int nthr) {
+                for (size_t i = 0; i < outputs.size(); ++i) {
+                    const size_t a = first[i], e = a + count[i];
+                    const size_t lo = ithr == 0 ? a : std::min(e, (a + count[i] * ithr / nthr + kPack - 1) / kPack * kPack);
+                    const size_t hi = ithr + 1 == nthr ? e : std::min(e, (a + count[i] * (ithr + 1) / nthr + kPack - 1) / kPack * kPack);
+                    float* o = outputs[i].data<float>() + start * count[i];
+                    if (lo < hi) fn(w, kp, kp, pc, cf, scale, zp, o, count[i], lo, hi, npacked, a);
+                }
+            };
+            if (threads <= 1)
+                share(0, 1);
+            else
+                ov::parallel_nt_static(threads, share);
         }
         return true;
     }
 
 private:
     std::string m_isa = "avx2";  // a graph without the attribute: the kernel every build had before
+    std::vector<int64_t> m_rows;
 };
 
 }  // namespace decider
