@@ -49,8 +49,9 @@ def forced() -> bool:
     return _mode() == "native"
 
 
-def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
-    """Why the native operation is not tried on this runner, or None."""
+def reason_not(source: Callable[[], ov.Model], device: str, exact: bool) -> str | None:
+    """Why the native operation is not tried on this runner, or None. source: the graph it would be built from (read
+    only once the cheaper reasons are ruled out)."""
     if not device.startswith("CPU"):
         return f"{device}: the native kernel runs on the CPU plugin only"
     if not exact:
@@ -64,7 +65,7 @@ def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
         isa = native_op.isa()
     except ValueError as exc:
         return str(exc)
-    size = int8_bytes(model, isa)
+    size = int8_bytes(source(), isa)
     if not size:
         return "no int8 projections to run (not an int8 export, or the plugin's integer pieces run them)"
     if size < MIN_BYTES and not forced():
@@ -76,13 +77,13 @@ def int8_bytes(model: ov.Model, isa: str = "avx2") -> int:
     return sum(w.weights.nbytes for _, w in native_op.int8_matmuls(model, isa))
 
 
-def adopt(model: ov.Model, device: str, exact: bool, plain: Callable[[], S | None], native: Callable[[str], S | None],
-          step_feed: Callable[[int], dict[str, np.ndarray]], known: Callable[[str], bool | None],
-          keep: Callable[[str, bool], None]) -> NativeSteps[S]:
+def adopt(source: Callable[[], ov.Model], device: str, exact: bool, plain: Callable[[], S | None],
+          native: Callable[[str], S | None], step_feed: Callable[[int], dict[str, np.ndarray]],
+          known: Callable[[str], bool | None], keep: Callable[[str, bool], None]) -> NativeSteps[S]:
     """The runner's one-token steps: the plugin's where the native operation is not tried (and why), else `choose`'s,
-    a verdict measured now kept. native compiles the step graph with the operation on an instruction set; known/keep
-    read and write the verdicts (verdicts.py) for this model, machine and instruction set."""
-    why = reason_not(model, device, exact)
+    a verdict measured now kept. source: the graph ours is built from; native compiles it with the operation on an
+    instruction set; known/keep read and write the verdicts (verdicts.py) for this model, machine and instruction set."""
+    why = reason_not(source, device, exact)
     if why:
         return NativeSteps(plain(), False, why)
     isa = native_op.isa()

@@ -7,6 +7,7 @@ conversation logic (history, prefix reuse, snapshots, run-ahead steps) is in run
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Sequence
@@ -243,12 +244,13 @@ class ModelRunner(RunnerBase):
         """The one-token step compile: with our native int8 operation where it can run and measured faster here
         (engine/kernels/native_steps.py), else the plugin's."""
         # Where the integer pieces took the int8 MatMuls, ours is timed against them on a graph read again without them
-        source = self._edited_again(pieces=False) if self.int8_pieces else model
+        source = functools.cache(lambda: self._edited_again(pieces=False) if self.int8_pieces else model)
 
         def key(isa: str) -> str:
             return f"{self._kernel_key(self._core)}/native-{isa}-vs-{'pieces' if self.int8_pieces else 'widened'}"
+
         chosen = native_steps.adopt(source, self.device, self.options.exact, lambda: self._compile_step(model, 1),
-                                    lambda isa: self._compile_step(source, 1, native=isa), self._scratch_step,
+                                    lambda isa: self._compile_step(source(), 1, native=isa), self._scratch_step,
                                     lambda isa: kernel_verdicts.known(self, key(isa)),
                                     lambda isa, won: kernel_verdicts.keep(self, key(isa), won))
         self.native_note, self.native_steps = chosen.note, chosen.native
