@@ -49,9 +49,21 @@ def forced() -> bool:
     return _mode() == "native"
 
 
-def reason_not(source: Callable[[], ov.Model], device: str, exact: bool) -> str | None:
-    """Why the native operation is not tried on this runner, or None. source: the graph it would be built from (read
-    only once the cheaper reasons are ruled out)."""
+def reason_not(model: ov.Model, device: str, exact: bool) -> str | None:
+    """Why the native operation is not tried on this runner, or None. model: the graph it would be built from."""
+    why = runner_reason(device, exact)
+    if why:
+        return why
+    size = int8_bytes(model, native_op.isa())
+    if not size:
+        return "no int8 projections to run (not an int8 export, or the plugin's integer pieces run them)"
+    if size < MIN_BYTES and not forced():
+        return f"its int8 projections ({size / 2**20:.1f} MiB) are too small for the native kernel to pay (from {MIN_BYTES >> 20} MiB)"
+    return None
+
+
+def runner_reason(device: str, exact: bool) -> str | None:
+    """Why not, from the runner's device, precision and this process alone (no graph needed), or None."""
     if not device.startswith("CPU"):
         return f"{device}: the native kernel runs on the CPU plugin only"
     if not exact:
@@ -62,14 +74,9 @@ def reason_not(source: Callable[[], ov.Model], device: str, exact: bool) -> str 
     if why:
         return why
     try:
-        isa = native_op.isa()
+        native_op.isa()
     except ValueError as exc:
         return str(exc)
-    size = int8_bytes(source(), isa)
-    if not size:
-        return "no int8 projections to run (not an int8 export, or the plugin's integer pieces run them)"
-    if size < MIN_BYTES and not forced():
-        return f"its int8 projections ({size / 2**20:.1f} MiB) are too small for the native kernel to pay (from {MIN_BYTES >> 20} MiB)"
     return None
 
 
@@ -77,7 +84,7 @@ def int8_bytes(model: ov.Model, isa: str = "avx2") -> int:
     return sum(w.weights.nbytes for _, w in native_op.int8_matmuls(model, isa))
 
 
-def adopt(source: Callable[[], ov.Model], device: str, exact: bool, plain: Callable[[], S | None],
+def adopt(source: ov.Model, device: str, exact: bool, plain: Callable[[], S | None],
           native: Callable[[str], S | None], step_feed: Callable[[int], dict[str, np.ndarray]],
           known: Callable[[str], bool | None], keep: Callable[[str, bool], None]) -> NativeSteps[S]:
     """The runner's one-token steps: the plugin's where the native operation is not tried (and why), else `choose`'s,

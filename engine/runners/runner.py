@@ -7,7 +7,6 @@ conversation logic (history, prefix reuse, snapshots, run-ahead steps) is in run
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Sequence
@@ -173,8 +172,9 @@ class ModelRunner(RunnerBase):
         parent_head = getattr(_twin_of, "mtp", None)
         wants_mtp = fresh and parent_head is None and self.folder.mtp_ir is not None and self.execution_path == "dynamic"
         self.int8_pieces = 0  # int8 MatMuls computed in integer pieces (_edit_graph; a twin of a parent's model: none)
+        self._unpieced: ov.Model | None = None  # the graph before the pieces, until the native steps are timed on it
         if fresh:
-            self._edit_graph(model, wants_mtp or parent_head is not None)
+            self._unpieced = self._edit_graph(model, wants_mtp or parent_head is not None, keep_unpieced=True)
         self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
         self._core, self._model = core, model
         # Every property is the plan's (engine/compile/planner.py), --fast's measured choice included.
@@ -224,9 +224,10 @@ class ModelRunner(RunnerBase):
         if self.plan.one_token_steps and not self.kernel_plan.routed:  # routed, our kernel takes them (or _adopt_kernel)
             self._stepper = self._one_token_steps(model)  # one-token steps on a compile of their own
 
-    def _edit_graph(self, model: ov.Model, hidden: bool, pieces: bool = True) -> None:
+    def _edit_graph(self, model: ov.Model, hidden: bool, keep_unpieced: bool = False) -> ov.Model | None:
         """The load-time edits of a freshly read IR: the counted head, the hidden-state output, the decode step, and
-        the integer pieces where planned (pieces=False: never)."""
+        the integer pieces where planned. keep_unpieced: returns a copy made before the pieces (its constants shared,
+        not copied) where our native steps will be timed against theirs, else None."""
         _slice_head(model, self.execution_path)
         if hidden:
             expose_hidden(model)
@@ -237,20 +238,24 @@ class ModelRunner(RunnerBase):
             one_token_deltanet(model)
         # The draft head shares the lm head's weights as exported: taken before the pieces replace its MatMul.
         self._lm_head = _head_weight(model) if hidden else None
-        if pieces and self.plan.integer_pieces and not kernel_asked_for():  # our int8 kernel, where asked for, takes them instead
+        unpieced = None
+        if self.plan.integer_pieces and not kernel_asked_for():  # our int8 kernel, where asked for, takes them instead
+            if keep_unpieced and self.plan.one_token_steps and native_steps.runner_reason(self.device, self.options.exact) is None:
+                unpieced = model.clone()
             self.int8_pieces = rewrite_int8_projections(model)
+        return unpieced
 
     def _one_token_steps(self, model: ov.Model) -> StepRequest | None:
         """The one-token step compile: with our native int8 operation where it can run and measured faster here
         (engine/kernels/native_steps.py), else the plugin's."""
-        # Where the integer pieces took the int8 MatMuls, ours is timed against them on a graph read again without them
-        source = functools.cache(lambda: self._edited_again(pieces=False) if self.int8_pieces else model)
+        # Where the integer pieces took the int8 MatMuls, ours is timed against them on the graph as it was before them
+        source, self._unpieced = self._unpieced or model, None
 
         def key(isa: str) -> str:
             return f"{self._kernel_key(self._core)}/native-{isa}-vs-{'pieces' if self.int8_pieces else 'widened'}"
 
         chosen = native_steps.adopt(source, self.device, self.options.exact, lambda: self._compile_step(model, 1),
-                                    lambda isa: self._compile_step(source(), 1, native=isa), self._scratch_step,
+                                    lambda isa: self._compile_step(source, 1, native=isa), self._scratch_step,
                                     lambda isa: kernel_verdicts.known(self, key(isa)),
                                     lambda isa, won: kernel_verdicts.keep(self, key(isa), won))
         self.native_note, self.native_steps = chosen.note, chosen.native
@@ -291,12 +296,11 @@ class ModelRunner(RunnerBase):
         # the plugin's projections: our native operation measured slower from two tokens on (BENCHMARKS.md)
         self._verifier = self._compile_step(self._model if self._model is not None else self._edited_again(), width)
 
-    def _edited_again(self, pieces: bool = True) -> ov.Model:
-        """The IR read and edited as at load (its graph edits only: what they noted about the runner stays);
-        pieces=False: without the integer pieces."""
+    def _edited_again(self) -> ov.Model:
+        """The IR read and edited as at load (its graph edits only: what they noted about the runner stays)."""
         noted = self._lm_head, self.int8_pieces
         model = self._read(self._core, self.folder.language_ir)
-        self._edit_graph(model, self.mtp is not None, pieces)
+        self._edit_graph(model, self.mtp is not None)
         self._lm_head, self.int8_pieces = noted
         return model
 
