@@ -161,13 +161,7 @@ struct Avx2 {
     __attribute__((target("avx2"))) static void block(const uint8_t* w, size_t rs, size_t km, size_t kp, const Piece* pc,
                                                       const double* coef, const double* scale, const double* zp, float* out,
                                                       size_t ldo) {
-        __m256i acc[R][T][kPieces];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t)
-#pragma GCC unroll 2
-                for (int p = 0; p < kPieces; ++p) acc[r][t][p] = _mm256_setzero_si256();
+        __m256i acc[R][T][kPieces] = {};
         for (size_t i = 0; i < kp; i += kStep) {
             _mm_prefetch(reinterpret_cast<const char*>(w + i * km) + kPrefetch, _MM_HINT_T0);  // a group's line
             __m256i wv[R];
@@ -228,13 +222,7 @@ struct Vnni {
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void block(
         const uint8_t* w, size_t rs, size_t km, size_t kp, const Piece* pc, const double* coef, const double* scale,
         const double* zp, float* out, size_t ldo) {
-        __m256i acc[R][T][kPieces];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t)
-#pragma GCC unroll 4
-                for (int p = 0; p < kPieces; ++p) acc[r][t][p] = _mm256_setzero_si256();
+        __m256i acc[R][T][kPieces] = {};
         const size_t part = kp / (kStreams * kStep) * kStep;  // columns of each stream; the vectors left, at the end
         for (size_t i = 0; i < part; i += kStep)
 #pragma GCC unroll 4
