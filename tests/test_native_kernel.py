@@ -19,7 +19,7 @@ from decider.engine.compile.devices import DeviceOptions
 from decider.engine.core.logprobs import log_softmax
 from decider.engine.graphs.int8_weights import Int8Weights, int8_weights
 from decider.engine.graphs.one_token import one_token_graph
-from decider.engine.kernels import adoption, kernel_ir, kernel_jit, native_op, native_steps
+from decider.engine.kernels import adoption, kernel_jit, native_op, native_steps
 from decider.engine.runners.runner import ModelRunner
 
 INT8 = model_dir("qwen35-text-int8")

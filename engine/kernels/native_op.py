@@ -40,6 +40,8 @@ LIBRARY = FOLDER / "libdecider_kernels.so"
 STAMP = FOLDER / "libdecider_kernels.json"
 SOURCES = ("int8_projection.cpp", "CMakeLists.txt")
 OP_TYPE = "DeciderInt8Projection"
+
+
 @dataclass(frozen=True)
 class NativeIsa:
     name: str  # as the label gives it

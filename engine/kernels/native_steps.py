@@ -6,7 +6,8 @@ the plugin's and the native one — and time one-token infers on both, interleav
 paired_steps); the faster is kept, and the verdict with the fast-compile measurements (verdicts.py), so a later
 process compiles only the one that won. DECIDER_EXACT_KERNEL=native adopts it without timing (tests, benches: on
 any model), =plugin never. The operation runs the best instruction set this CPU has (native_op.isa(), or
-DECIDER_NATIVE_ISA's), and a verdict is kept per instruction set.
+DECIDER_NATIVE_ISA's), and a verdict is kept per instruction set and competitor (the plugin's widened
+MatMuls or the integer pieces, whichever the plan runs).
 """
 
 from __future__ import annotations
