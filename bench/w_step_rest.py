@@ -75,6 +75,9 @@ def variant_model(ir: Path, variant: str):
             if unavailable():
                 raise SystemExit(f"native-one-token: {unavailable()}")
             _KEEP.append(replace_int8_matmuls(step, native_isa())[1])
+            from decider.engine.kernels.native_deltanet import replace_deltanet_steps
+
+            replace_deltanet_steps(step)  # as the runner's native step compile
         return step
     return model
 

@@ -19,7 +19,8 @@ from decider.engine.compile.devices import DeviceOptions
 from decider.engine.core.logprobs import log_softmax
 from decider.engine.graphs.int8_weights import Int8Weights, int8_weights
 from decider.engine.graphs.one_token import one_token_graph
-from decider.engine.kernels import adoption, kernel_jit, native_op, native_steps
+from decider.engine.graphs.decode import one_token_deltanet
+from decider.engine.kernels import adoption, kernel_jit, native_deltanet, native_op, native_steps
 from decider.engine.runners.runner import ModelRunner
 
 INT8 = model_dir("qwen35-text-int8")
@@ -171,6 +172,50 @@ def test_the_step_graph_s_int8_matmuls_are_replaced_and_its_outputs_keep_their_n
     sources = {(m.input_value(0).get_node().get_name(), m.input_value(0).get_index()) for m in int8}
     assert len(native) == len(sources) < count and sum(len(n.outputs()) for n in native) == count
     assert [{*port.get_names()} for port in step.outputs] == names
+
+
+@needs_native
+@pytest.mark.parametrize("heads, dk, dv", [(4, 128, 128), (3, 16, 36)])  # 36: rows not a whole number of vectors
+def test_the_deltanet_step_matches_float64(heads, dk, dv):
+    """One token's Gated DeltaNet update (native_deltanet): o = e·qᵀS + (q·k)·delta and S' = e·S + k ⊗ delta with
+    delta = (v − e·kᵀS)·beta, against float64, in f32-grade error; a wrong decay is detected."""
+    rng = np.random.default_rng(heads * dk + dv)
+    q, k = (rng.standard_normal((1, heads, 1, dk)).astype(np.float32) / np.sqrt(dk) for _ in range(2))
+    v = rng.standard_normal((1, heads, 1, dv)).astype(np.float32)
+    g = -rng.random((1, heads, 1)).astype(np.float32)
+    beta = rng.random((1, heads, 1)).astype(np.float32)
+    state = rng.standard_normal((1, heads, dk, dv)).astype(np.float32)
+    inputs = [ops.parameter(a.shape, np.float32) for a in (q, k, v, g, beta, state)]
+    step = native_op._factory().create(native_deltanet.OP_TYPE, [p.output(0) for p in inputs], {})
+    compiled = ov.Core().compile_model(ov.Model(step.outputs(), inputs), "CPU", {"INFERENCE_NUM_THREADS": 1})
+    out, new = compiled.create_infer_request().infer([q, k, v, g, beta, state]).values()
+
+    def reference(decay):
+        q64, k64, v64, s64 = (a.astype(np.float64)[0, :, 0] if a.ndim == 4 and a.shape[2] == 1 else a.astype(np.float64)[0]
+                              for a in (q, k, v, state))
+        e = decay[0, :, 0, None]
+        delta = (v64 - e * np.einsum("hi,hij->hj", k64, s64)) * beta.astype(np.float64)[0, :, 0, None]
+        o = e * np.einsum("hi,hij->hj", q64, s64) + np.sum(q64 * k64, -1, keepdims=True) * delta
+        return o, e[:, :, None] * s64 + k64[:, :, None] * delta[:, None, :]
+
+    want_o, want_s = reference(np.exp(g.astype(np.float64)))
+    assert out.shape == (1, heads, 1, dv) and new.shape == (1, heads, dk, dv)
+    assert np.abs(out[0, :, 0] - want_o).max() / np.abs(want_o).max() < 1e-6
+    assert np.abs(new[0] - want_s).max() / np.abs(want_s).max() < 1e-6
+    wrong_o, _ = reference(np.exp(g.astype(np.float64) * 1.01))
+    assert np.abs(out[0, :, 0] - wrong_o).max() / np.abs(wrong_o).max() > 1e-5  # the check can fail
+
+
+@needs_native
+def test_every_deltanet_layer_s_one_token_update_is_replaced():
+    model = ov.Core().read_model(INT8 / "openvino_model.xml")
+    layers = one_token_deltanet(model)
+    step = one_token_graph(model)
+    assert layers > 0 and native_deltanet.replace_deltanet_steps(step) == layers
+    assert sum(n.get_type_name() == native_deltanet.OP_TYPE for n in step.get_ordered_ops()) == layers
+    # the plugin's update left the graph (nothing reads it); before the replacement it was there
+    assert not [n for n in step.get_ordered_ops() if n.get_friendly_name().endswith("/one_token/both")]
+    assert len([n for n in one_token_graph(model).get_ordered_ops() if n.get_friendly_name().endswith("/one_token/both")]) == layers
 
 
 def _runner(monkeypatch, mode: str) -> ModelRunner:

@@ -184,6 +184,15 @@ def _normalise(norm: _Normalised, x: ov.Output) -> ov.Node:
     return ops.divide(out, norm.divisor) if norm.divisor is not None else out
 
 
+STEP_PARTS = ("both", "decay", "delta", "out", "state")  # the one-token update's named nodes (`step_name`)
+
+
+def step_name(variable_id: str, part: str) -> str:
+    """The friendly name of `part` of the one-token update of `variable_id`'s state: what our native step finds
+    (engine/kernels/native_deltanet.py)."""
+    return f"{variable_id}/one_token/{part}"
+
+
 def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
     """The delta-rule update for one token: q, k [b,H,1,Dk], v [b,H,1,Dv], g, beta [b,H,1], state [1 or b,H,Dk,Dv].
 
@@ -206,6 +215,10 @@ def _one_token(q, k, v, g, beta, state) -> tuple[ov.Node, ov.Node]:
     new_state = ops.add(ops.multiply(state, decay), outer)
     q_k = ops.reduce_sum(ops.multiply(q, k), last_axis, True)  # [b,H,1,1]
     out = ops.add(ops.multiply(q_s, decay), ops.multiply(q_k, delta))
+    variable = variable_of(state)
+    if variable is not None:
+        for node, part in zip((both, decay, delta, out, new_state), STEP_PARTS):
+            node.set_friendly_name(step_name(variable, part))
     return out, new_state
 
 

@@ -31,6 +31,7 @@ from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels.projection_op import KERNEL_TOKENS
 from ..kernels import native_steps
+from ..kernels.native_deltanet import replace_deltanet_steps
 from ..kernels.native_op import description as native_description, replace_int8_matmuls
 from ..model.folder import ModelFolder, inspect_folder
 from .mtp_head import MtpHead, draft_vocabulary, load_head
@@ -274,6 +275,8 @@ class ModelRunner(RunnerBase):
             weights = replace_int8_matmuls(graph, native)[1] if native else None
             if native and weights is None:
                 return None
+            if native:
+                replace_deltanet_steps(graph)  # the states' update too: one read of each state, not two
             pending = commit_lazily(graph, tokens) if tokens > 1 and self.plan.lazy_commits else []
             compiled, _ = safe_compile(self, graph, self._properties, self.plan.twin)
         except RuntimeError as exc:

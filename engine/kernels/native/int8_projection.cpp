@@ -31,6 +31,8 @@
 #include <openvino/core/parallel.hpp>
 #include <openvino/op/op.hpp>
 
+#include "deltanet_step.hpp"
+
 namespace {
 
 constexpr int kPack = 4;
@@ -411,4 +413,5 @@ private:
 
 }  // namespace decider
 
-OPENVINO_CREATE_EXTENSIONS(std::vector<ov::Extension::Ptr>({std::make_shared<ov::OpExtension<decider::Int8Projection>>()}));
+OPENVINO_CREATE_EXTENSIONS(std::vector<ov::Extension::Ptr>({std::make_shared<ov::OpExtension<decider::Int8Projection>>(),
+                                                             std::make_shared<ov::OpExtension<decider::DeltaNetStep>>()}));
