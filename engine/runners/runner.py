@@ -142,6 +142,7 @@ class ModelRunner(RunnerBase):
     # Whether the one-token steps run our native int8 operation, and why (_one_token_steps)
     native_steps = False
     native_note = ""
+    _unpieced: ov.Model | None = None  # the graph before the integer pieces, until the native steps are timed on it
 
     def __init__(
         self, folder: ModelFolder | str, options: DeviceOptions | None = None, core: ov.Core | None = None,
@@ -173,7 +174,6 @@ class ModelRunner(RunnerBase):
         parent_head = getattr(_twin_of, "mtp", None)
         wants_mtp = fresh and parent_head is None and self.folder.mtp_ir is not None and self.execution_path == "dynamic"
         self.int8_pieces = 0  # int8 MatMuls computed in integer pieces (_edit_graph; a twin of a parent's model: none)
-        self._unpieced: ov.Model | None = None  # the graph before the pieces, until the native steps are timed on it
         if fresh:
             self._unpieced = self._edit_graph(model, wants_mtp or parent_head is not None, keep_unpieced=True)
         self.kernel_plan: KernelPlan = self._route_kernel(model, core, _twin_of)
