@@ -104,6 +104,7 @@ private:
                 for (size_t j = 0; j < dv; ++j) to[j] = std::fma(ki, delta[j], row[j] * e);
             }
         }
+        if (aligned) _mm_sfence();  // the streamed lines visible before another thread's node reads them
     }
 };
 
