@@ -15,6 +15,9 @@ Variants of the one-token step graph (the engine's last-position head, exact com
             after / pieces fixed at one token (engine/graphs/one_token.py): what the runner's steps run on;
   one-token-merged, pieces-one-token-merged
             the same keeping the routed graph's empty path and its merges (one_token.py before drop_empty_merges).
+  native-one-token
+            one-token with our native operations (engine/kernels/native_op.py, native_deltanet.py): what the runner's
+            steps run on where it adopted them.
 
 Each variant is compiled twice: once to prefill the prompt (its states are copied over, then it is let go) and once
 with PERF_COUNT=YES, which then only ever runs one-token steps (bench/step_profile.py says why the counters must not
