@@ -186,7 +186,7 @@ def test_the_deltanet_step_matches_float64(heads, dk, dv):
     beta = rng.random((1, heads, 1)).astype(np.float32)
     state = rng.standard_normal((1, heads, dk, dv)).astype(np.float32)
     inputs = [ops.parameter(a.shape, np.float32) for a in (q, k, v, g, beta, state)]
-    step = native_op._factory().create(native_deltanet.OP_TYPE, [p.output(0) for p in inputs], {})
+    step = native_op.create(native_deltanet.OP_TYPE, [p.output(0) for p in inputs], {})
     compiled = ov.Core().compile_model(ov.Model(step.outputs(), inputs), "CPU", {"INFERENCE_NUM_THREADS": 1})
     out, new = compiled.create_infer_request().infer([q, k, v, g, beta, state]).values()
 

@@ -32,7 +32,6 @@ def replace_deltanet_steps(model: ov.Model) -> int:
     """Every layer's one-token update in `model` replaced by the native operation, in place; call only where
     native_op.unavailable() is None. Returns how many."""
     layers = _parts(model)
-    factory = native_op._factory()
     for prefix, parts in layers.items():
         both, decay, delta = parts["both"], parts["decay"], parts["delta"]
         pair = both.input_value(0).get_node()  # Concat([q, k])
@@ -40,7 +39,7 @@ def replace_deltanet_steps(model: ov.Model) -> int:
         v = delta.input_value(0).get_node().input_value(0)  # (v − e·kS)·Unsqueeze(beta)
         beta = delta.input_value(1).get_node().input_value(0)
         g = decay.input_value(0).get_node().input_value(0)  # Unsqueeze(Exp(g))
-        step = factory.create(OP_TYPE, [q, k, v, g, beta, state], {})
+        step = native_op.create(OP_TYPE, [q, k, v, g, beta, state], {})
         step.set_friendly_name(prefix + "/native_deltanet")
         for output, old in zip(step.outputs(), (parts["out"], parts["state"])):
             for reader in list(old.output(0).get_target_inputs()):

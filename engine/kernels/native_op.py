@@ -131,6 +131,12 @@ def unavailable() -> str | None:
     return None
 
 
+def create(op_type: str, inputs: list[ov.Output], attributes: dict) -> ov.Node:
+    """A node of one of the library's operations (this one's, native_deltanet's); call only where `unavailable()` is
+    None."""
+    return _factory().create(op_type, inputs, attributes)
+
+
 @functools.cache
 def _factory():
     from openvino.utils.node_factory import NodeFactory
@@ -161,7 +167,7 @@ def projection(x: ov.Output, parts: Sequence[Int8Weights], isa: str, storage: np
     inputs = [x, ops.constant(packed, shared_memory=storage is not None).output(0),
               ops.constant(scale.view(np.uint8)).output(0), ops.constant(zp.view(np.uint8)).output(0)]
     rows = [p.weights.shape[0] for p in parts] if len(parts) > 1 else []
-    return _factory().create(OP_TYPE, inputs, {"isa": isa, "rows": rows})
+    return create(OP_TYPE, inputs, {"isa": isa, "rows": rows})
 
 
 def replace_int8_matmuls(model: ov.Model, isa: str) -> tuple[int, np.ndarray | None]:

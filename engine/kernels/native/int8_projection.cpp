@@ -37,13 +37,8 @@ namespace {
 
 constexpr int kPack = 4;
 constexpr int kMaxTokens = 8;
-constexpr int kMaxPieces = 4;
 constexpr size_t kMinSplitBytes = size_t(1) << 20;
 
-// Per token: m = max|x|, s1 = m/b (1 where m = 0), s_{i+1} = s_i/2b; each piece the rounded remainder after the ones
-// before (round half to even, as LLVM's rint; clamped to ±b); padding zero; coef = (s1 … sP, Σx̂). Four columns at a
-// time in double (a libm call per rounding cost more than the products of a small matrix); x̂ summed smallest share
-// first and Σx̂ column by column in order, as the JIT kernel sums them.
 // Four columns' pieces (a[p], integer-valued) from their activations; returns their x̂, the pieces' shares summed
 // smallest first.
 template <int P>
@@ -62,6 +57,10 @@ __attribute__((target("avx2"))) inline __m256d pieces_of(__m256d rest, const __m
     return hat;
 }
 
+// Per token: m = max|x|, s1 = m/b (1 where m = 0), s_{i+1} = s_i/2b; each piece the rounded remainder after the ones
+// before (round half to even, as LLVM's rint; clamped to ±b); padding zero; coef = (s1 … sP, Σx̂). Four columns at a
+// time in double (a libm call per rounding cost more than the products of a small matrix); x̂ summed smallest share
+// first and Σx̂ column by column in order, as the JIT kernel sums them.
 template <typename Piece, int P>
 __attribute__((target("avx2"))) void split(const float* x, size_t tokens, size_t k, size_t kp, double bound,
                                            Piece* pieces, double* coef) {
@@ -379,8 +378,8 @@ public:
         const size_t npacked = n / kPack * kPack;
         thread_local std::vector<uint8_t> pieces;
         thread_local std::vector<double> coef;
-        pieces.resize(size_t(kMaxTokens) * kMaxPieces * kp * sizeof(int16_t));
-        coef.resize(kMaxTokens * (kMaxPieces + 1));
+        pieces.resize(size_t(kMaxTokens) * kernels.pieces * kernels.piece_bytes * kp);
+        coef.resize(kMaxTokens * (kernels.pieces + 1));
         const int threads = n * kp >= kMinSplitBytes ? parallel_get_max_threads() : 1;
         for (size_t start = 0; start < total; start += kMaxTokens) {
             const size_t t = std::min<size_t>(kMaxTokens, total - start);
