@@ -207,15 +207,38 @@ def test_the_deltanet_step_matches_float64(heads, dk, dv):
 
 
 @needs_native
-def test_every_deltanet_layer_s_one_token_update_is_replaced():
+@pytest.mark.parametrize("channels, kernel", [(96, 4), (7, 3)])
+def test_the_conv_shift_step_matches_float64(channels, kernel):
+    """One token through a DeltaNet conv window (native_deltanet's ConvShiftStep): the window shifted by one column with
+    the token last, and its depthwise conv, in f32-grade error; a window shifted the wrong way is detected."""
+    rng = np.random.default_rng(channels + kernel)
+    state = rng.standard_normal((1, channels * kernel)).astype(np.float32)
+    token = rng.standard_normal((1, channels)).astype(np.float32)
+    weights = rng.standard_normal((channels, 1, 1, kernel)).astype(np.float32)
+    inputs = [ops.parameter(a.shape, np.float32) for a in (state, token)]
+    step = native_op.create(native_deltanet.CONV_OP_TYPE, [*(p.output(0) for p in inputs), ops.constant(weights).output(0)], {})
+    compiled = ov.Core().compile_model(ov.Model(step.outputs(), inputs), "CPU", {"INFERENCE_NUM_THREADS": 1})
+    shifted, out = compiled.create_infer_request().infer([state, token]).values()
+    window = np.concatenate([state.reshape(channels, kernel)[:, 1:], token.reshape(channels, 1)], 1).astype(np.float64)
+    want = np.sum(window * weights.reshape(channels, kernel), 1)
+    assert shifted.shape == state.shape and np.array_equal(shifted.reshape(channels, kernel), window.astype(np.float32))
+    assert out.shape == (1, channels, 1) and np.abs(out.ravel() - want).max() / np.abs(want).max() < 1e-6
+    wrong = np.concatenate([token.reshape(channels, 1), state.reshape(channels, kernel)[:, :-1]], 1).astype(np.float64)
+    assert np.abs(out.ravel() - np.sum(wrong * weights.reshape(channels, kernel), 1)).max() > 1e-3  # the check can fail
+
+
+@needs_native
+def test_every_deltanet_layer_s_one_token_update_and_conv_shift_are_replaced():
     model = ov.Core().read_model(INT8 / "openvino_model.xml")
     layers = one_token_deltanet(model)
     step = one_token_graph(model)
     assert layers > 0 and native_deltanet.replace_deltanet_steps(step) == layers
-    assert sum(n.get_type_name() == native_deltanet.OP_TYPE for n in step.get_ordered_ops()) == layers
-    # the plugin's update left the graph (nothing reads it); before the replacement it was there
-    assert not [n for n in step.get_ordered_ops() if n.get_friendly_name().endswith("/one_token/both")]
-    assert len([n for n in one_token_graph(model).get_ordered_ops() if n.get_friendly_name().endswith("/one_token/both")]) == layers
+    for op_type in (native_deltanet.OP_TYPE, native_deltanet.CONV_OP_TYPE):
+        assert sum(n.get_type_name() == op_type for n in step.get_ordered_ops()) == layers
+    # the plugin's update and shift left the graph (nothing reads them); before the replacement they were there
+    for name in ("/one_token/both", "/conv_shift/shift"):
+        assert not [n for n in step.get_ordered_ops() if n.get_friendly_name().endswith(name)]
+        assert len([n for n in one_token_graph(model).get_ordered_ops() if n.get_friendly_name().endswith(name)]) == layers
 
 
 def _runner(monkeypatch, mode: str) -> ModelRunner:

@@ -98,20 +98,32 @@ def _shift_indices(channels: int, kernel: int) -> ov.Node:
     return ops.constant(index.reshape(-1))
 
 
-def _shifted(window: _Window, rows: ov.Output) -> tuple[ov.Output, ov.Output]:
+SHIFT_PARTS = ("window", "shift", "conv")  # the one-token shift's named nodes (`shift_name`)
+
+
+def shift_name(variable_id: str, part: str) -> str:
+    """The friendly name of `part` of the one-token conv shift of `variable_id`'s state: what our native conv step
+    finds (engine/kernels/native_deltanet.py)."""
+    return f"{variable_id}/conv_shift/{part}"
+
+
+def _shifted(window: _Window, rows: ov.Output, variable: str | None) -> tuple[ov.Output, ov.Output]:
     """(the new state [rows, C, K], the conv's one position after its SiLU [rows, C, 1]) for a one-token infer's
-    `rows` rows."""
+    `rows` rows; its nodes named after `variable`, the state it shifts, where known."""
     channels, kernel = window.channels, window.kernel
     x = window.transpose.input_value(0)  # [B, S, C]
     token = ops.slice(x, i64([0, -1]), ops.concat([rows, i64([END])], 0), i64([1, 1]), i64([0, 1]))
     token = ops.reshape(token, i64([0, channels]), True)  # [rows, C] (0: the rows as they are)
     state = ops.reshape(first_rows(window.concat.input_value(0), rows).output(0), i64([0, channels * kernel]), True)
     both = ops.concat([state, token], 1)
-    shifted = ops.gather(both, _shift_indices(channels, kernel), i64(1))
-    shifted = ops.reshape(shifted, i64([0, channels, kernel]), True)
+    flat = ops.gather(both, _shift_indices(channels, kernel), i64(1))
+    shifted = ops.reshape(flat, i64([0, channels, kernel]), True)
     a = window.conv.get_attributes()
     out = ops.group_convolution(shifted, window.conv.input_value(1), a["strides"], a["pads_begin"], a["pads_end"],
                                 a["dilations"], a["auto_pad"])
+    if variable is not None:
+        for node, part in zip((both, flat, out), SHIFT_PARTS):
+            node.set_friendly_name(shift_name(variable, part))
     beta = window.swish.input_value(1) if window.swish.get_input_size() > 1 else None  # (the exporter's SiLU has none)
     return shifted.output(0), ops.swish(out, beta).output(0)
 
@@ -130,11 +142,11 @@ def _shapes_without(transpose: ov.Node) -> None:
 def _rewrite(window: _Window, tokens: ov.Output, loop_rows: ov.Output, step_rows: ov.Output) -> None:
     back_readers = list(window.back.output(0).get_target_inputs())
     keep_readers = list(window.keep.output(0).get_target_inputs())
-    new_state, out = _shifted(window, step_rows)  # built from the sources before they are cut below
+    variable = variable_of(window.concat.input_value(0))  # the state the window reads (before its rows are cut)
+    new_state, out = _shifted(window, step_rows, variable)  # built from the sources before they are cut below
     # [step_rows, C, 1] → [step_rows, S, C], token-major as the exported Transpose hands it on: the same elements, in
     # the same order (none for a longer chunk, S = 1 otherwise)
     out = ops.reshape(out, ops.concat([step_rows, tokens, i64([window.channels])], 0), False).output(0)
-    variable = variable_of(window.concat.input_value(0))  # the state the window reads (before its rows are cut)
     # The exported window gets loop_rows rows (none for one token: the plugin then skips it).
     window.concat.input(0).replace_source_output(first_rows(window.concat.input_value(0), loop_rows).output(0))
     # A Transpose of its own: the exported one has other readers (the exporter sizes the attention mask by its shape).

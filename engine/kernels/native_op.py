@@ -38,7 +38,7 @@ from .kernel_ir import AVX2, VNNI_256, Isa
 FOLDER = Path(__file__).with_name("native")
 LIBRARY = FOLDER / "libdecider_kernels.so"
 STAMP = FOLDER / "libdecider_kernels.json"
-SOURCES = ("int8_projection.cpp", "deltanet_step.hpp", "CMakeLists.txt")
+SOURCES = ("int8_projection.cpp", "deltanet_step.hpp", "conv_step.hpp", "CMakeLists.txt")
 OP_TYPE = "DeciderInt8Projection"
 
 

@@ -276,7 +276,7 @@ class ModelRunner(RunnerBase):
             if native and weights is None:
                 return None
             if native:
-                replace_deltanet_steps(graph)  # the states' update too: one read of each state, not two
+                replace_deltanet_steps(graph)  # the states' update and conv shift too (one read of each state, not two)
             pending = commit_lazily(graph, tokens) if tokens > 1 and self.plan.lazy_commits else []
             compiled, _ = safe_compile(self, graph, self._properties, self.plan.twin)
         except RuntimeError as exc:

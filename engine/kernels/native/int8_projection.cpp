@@ -32,6 +32,7 @@
 #include <openvino/op/op.hpp>
 
 #include "deltanet_step.hpp"
+#include "conv_step.hpp"
 
 namespace {
 
@@ -413,4 +414,5 @@ private:
 }  // namespace decider
 
 OPENVINO_CREATE_EXTENSIONS(std::vector<ov::Extension::Ptr>({std::make_shared<ov::OpExtension<decider::Int8Projection>>(),
-                                                             std::make_shared<ov::OpExtension<decider::DeltaNetStep>>()}));
+                                                             std::make_shared<ov::OpExtension<decider::DeltaNetStep>>(),
+                                                             std::make_shared<ov::OpExtension<decider::ConvShiftStep>>()}));
