@@ -25,7 +25,9 @@ see a prefill). The variants step the same tokens in turns (A B, then B A, …) 
 variant; each step's logits are compared with the first variant's (bit-identical or not, max |Δ|). A node's time per
 step is the growth of its counter total between the end of the warm-up and the last step. The step splits into the
 projections (FullyConnected*: the int8 weights) and the rest, which is listed per node type, per kernel and per node.
-The result carries the CPU flags, the thread count and the load average before and after.
+Each variant's projections are also given as GB/s of their int8 weights, against one core's read rate measured before
+and after the run (the larger of the two). The result carries the CPU flags, the thread count and the load average
+before and after.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import numpy as np
 from .common import finish, stamp, summary
 from .step_profile import _totals
 from .w_decode_graph import _properties, step_feed
+from .w_kernel import read_rate_gbs
 
 VARIANTS = ("exported", "before", "after", "pieces", "one-token", "pieces-one-token", "one-token-merged",
             "pieces-one-token-merged", "native-one-token")
@@ -92,6 +95,23 @@ def is_projection(node_type: str, name: str = "") -> bool:
 
 def _ordered(table: dict[str, float]) -> dict[str, float]:
     return dict(sorted(table.items(), key=lambda kv: -kv[1]))
+
+
+def projection_bytes(request) -> int:
+    """The int8 weight bytes one step's projections read, from the compiled graph: our native operation's inputs ×
+    its outputs' rows, a FullyConnected node's weight input."""
+    total = 0
+    for node in request.get_compiled_model().get_runtime_model().get_ordered_ops():
+        kind = node.get_rt_info()["layerType"].astype(str)
+        if not is_projection(kind, node.get_friendly_name()):
+            continue
+        if node.get_friendly_name().endswith("/native_int8"):
+            total += node.input(0).get_partial_shape()[-1].get_length() * sum(
+                o.get_partial_shape()[-1].get_length() for o in node.outputs())
+        elif node.get_input_size() > 1 and node.input(1).get_partial_shape().is_static:
+            weights = node.input(1)
+            total += int(np.prod(weights.get_shape())) * weights.get_element_type().size
+    return total
 
 
 def split(per_node: dict[tuple[str, str, str], float], top: int) -> dict:
@@ -168,6 +188,8 @@ def run(ir: Path, variants: list[str], prompt: list[int], tokens: list[int], thr
         # max(0, …): a node of a few µs can read a growth of -1e-18 (the counters are means × infers, in floats)
         per_node = {key: max(0.0, total - warmed[variant].get(key, 0.0)) / (len(tokens) - warm) for key, total in totals.items()}
         entry = {"step_wall_ms": summary(wall[variant][warm:]), **split(per_node, top)}
+        entry["projection_bytes"] = projection_bytes(requests[variant])
+        entry["projection_gbs"] = entry["projection_bytes"] / entry["projections_ms"] / 1e6 if entry["projections_ms"] else None
         if variant in delta:
             entry["logits_vs_reference"] = {"bit_identical": max(delta[variant]) == 0.0, "max_abs": max(delta[variant])}
             entry["wall_ratio_vs_reference"] = summary(
@@ -198,14 +220,20 @@ def main(argv=None) -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     out = stamp(model=str(folder), threads=args.threads or "plugin default", prompt_tokens=args.prompt,
                 steps=args.steps, warm=args.warm, load_average_before=list(os.getloadavg()))
+    rates = [read_rate_gbs()]  # one core's read rate before and after: the machine's memory varies by the minute
     out.update(run(folder / "openvino_model.xml", variants, prompt, step_tokens(vocab, args.steps), args.threads or None,
                    args.warm, args.top))
     out["load_average_after"] = list(os.getloadavg())
+    out["read_rate_gbs"] = rates + [read_rate_gbs()]
+    for entry in out["variants"].values():
+        if entry["projection_gbs"]:
+            entry["projection_share_of_read_rate"] = entry["projection_gbs"] / max(out["read_rate_gbs"])
     for variant, entry in out["variants"].items():
         same = entry.get("logits_vs_reference", {}).get("bit_identical")
         verdict = "" if same is None else f"; logits vs {out['reference']}: {'bit-identical' if same else 'differ'}"
-        print(f"  {variant}: step {entry['step_wall_ms']['median']:.1f} ms, projections {entry['projections_ms']:.1f}, "
-              f"rest {entry['rest_ms']:.1f} ms{verdict}", file=sys.stderr, flush=True)
+        print(f"  {variant}: step {entry['step_wall_ms']['median']:.1f} ms, projections {entry['projections_ms']:.1f} ms "
+              f"({entry['projection_gbs'] or 0:.1f} GB/s), rest {entry['rest_ms']:.1f} ms{verdict}", file=sys.stderr, flush=True)
+    print(f"  read rate {' / '.join(f'{r:.1f}' for r in out['read_rate_gbs'])} GB/s (before / after)", file=sys.stderr)
     finish(Path(args.out), out)
     return 0
 
