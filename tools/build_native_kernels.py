@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -28,8 +29,12 @@ def build() -> None:
         subprocess.run(["cmake", "-S", str(native_op.FOLDER), "-B", work, "-DCMAKE_BUILD_TYPE=Release",
                         f"-DOpenVINO_DIR={cmake_dir}"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", work, "--parallel", "2"], check=True)
-        shutil.copyfile(Path(work) / native_op.LIBRARY.name, native_op.LIBRARY)
-    subprocess.run(["strip", "--strip-unneeded", str(native_op.LIBRARY)], check=False)
+        # A new file renamed over the old: a process that has the library loaded keeps its own copy's pages (written
+        # in place, its code changed under it and it crashed: a bench running beside a rebuild).
+        fresh = native_op.LIBRARY.with_name(native_op.LIBRARY.name + ".new")
+        shutil.copyfile(Path(work) / native_op.LIBRARY.name, fresh)
+    subprocess.run(["strip", "--strip-unneeded", str(fresh)], check=False)
+    os.replace(fresh, native_op.LIBRARY)
     native_op.STAMP.write_text(json.dumps({
         "openvino": ov.get_version(), "platform": native_op.platform_tag(), "source_sha256": native_op.source_hash(),
         "compiler": subprocess.run(["c++", "--version"], capture_output=True, text=True).stdout.splitlines()[0],

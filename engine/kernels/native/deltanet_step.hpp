@@ -61,16 +61,18 @@ public:
         const int threads = parallel_get_max_threads();
         ov::parallel_nt_static(threads, [&](const int ithr, const int nthr) {
             std::vector<float> qs(dv), ks(dv), delta(dv);
-            for (size_t h = heads * ithr / nthr; h < heads * (ithr + 1) / nthr; ++h)
+            const size_t first = heads * ithr / nthr, last = heads * (ithr + 1) / nthr;
+            for (size_t h = first; h < last; ++h)
                 head(q + h * dk, k + h * dk, v + h * dv, g[h], beta[h], state + h * dk * dv, dk, dv, qs.data(),
-                     ks.data(), delta.data(), out + h * dv, next + h * dk * dv);
+                     ks.data(), delta.data(), out + h * dv, next + h * dk * dv,
+                     h + 1 < last ? state + (h + 1) * dk * dv : nullptr);
         });
         return true;
     }
 
 private:
     __attribute__((target("avx2,fma"))) static void head(const float* q, const float* k, const float* v, float g, float beta, const float* s, size_t dk,
-                     size_t dv, float* qs, float* ks, float* delta, float* out, float* next) {
+                     size_t dv, float* qs, float* ks, float* delta, float* out, float* next, const float* ahead) {
         std::fill(qs, qs + dv, 0.0f);
         std::fill(ks, ks + dv, 0.0f);
         const size_t whole = dv / 8 * 8;
@@ -95,23 +97,25 @@ private:
             delta[j] = (v[j] - ks[j] * e) * beta;
             out[j] = std::fma(qk, delta[j], qs[j] * e);
         }
-        // S' from the head still in cache, streamed past the caches where aligned (read again only next step, after
-        // the whole model's weights): no read for ownership of its lines
-        const bool aligned = dv % 8 == 0 && reinterpret_cast<uintptr_t>(next) % 32 == 0;
+        // S' from the head still in cache, streamed past the caches (read again only next step, after the whole
+        // model's weights): no read for ownership of its lines. A state buffer need not start on 32 bytes (the plugin's
+        // variable memory did not): each row streams from its first aligned float, the few before it stored plainly.
+        // The next head's state is fetched meanwhile: its read overlaps these writes instead of waiting for them.
         const __m256 ev = _mm256_set1_ps(e);
         for (size_t i = 0; i < dk; ++i) {
+            if (ahead != nullptr)
+                for (size_t line = 0; line < dv; line += 16) _mm_prefetch(reinterpret_cast<const char*>(ahead + i * dv + line), _MM_HINT_T0);
             const float* row = s + i * dv;
             float* to = next + i * dv;
             const float ki = k[i];
-            if (aligned) {
-                const __m256 kv = _mm256_set1_ps(ki);
-                for (size_t j = 0; j < dv; j += 8)
-                    _mm256_stream_ps(to + j, _mm256_fmadd_ps(kv, _mm256_loadu_ps(delta + j), _mm256_mul_ps(_mm256_loadu_ps(row + j), ev)));
-            } else {
-                for (size_t j = 0; j < dv; ++j) to[j] = std::fma(ki, delta[j], row[j] * e);
-            }
+            const __m256 kv = _mm256_set1_ps(ki);
+            size_t j = 0;
+            for (; j < dv && reinterpret_cast<uintptr_t>(to + j) % 32 != 0; ++j) to[j] = std::fma(ki, delta[j], row[j] * e);
+            for (; j + 8 <= dv; j += 8)
+                _mm256_stream_ps(to + j, _mm256_fmadd_ps(kv, _mm256_loadu_ps(delta + j), _mm256_mul_ps(_mm256_loadu_ps(row + j), ev)));
+            for (; j < dv; ++j) to[j] = std::fma(ki, delta[j], row[j] * e);
         }
-        if (aligned) _mm_sfence();  // the streamed lines visible before another thread's node reads them
+        _mm_sfence();  // the streamed lines visible before another thread's node reads them
     }
 };
 
