@@ -106,7 +106,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
     from decider.engine.compile.planner import compile_properties
     from .projection_fusion import fuse_parallel_projections
     from decider.engine.compile.precision import cpu_capabilities
-    from decider.engine.runners.runner import _TextLayout
+    from decider.engine.runners.input_layouts import TextLayout
 
     core = ov.Core()
     requests, execs = {}, {}
@@ -118,7 +118,7 @@ def variant_steps(model_dir: str, device: str, ids: list[int], pairs: int) -> di
         props = dict(compile_properties(device, DeviceOptions(device=device, exact=mode == "exact"), cpu_capabilities(core)))
         props.update(extra)
         compiled = core.compile_model(model, device, props)
-        layout = layout or _TextLayout(compiled)
+        layout = layout or TextLayout(compiled)
         requests[name] = compiled.create_infer_request()
         requests[name].infer(layout.inputs(np.asarray(ids, dtype=np.int64), 0))
         runtime = compiled.get_runtime_model()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -29,7 +28,6 @@ from ..graphs.logits import (LAST_HIDDEN, LOGITS_POSITIONS, expose_hidden, lm_he
 from ..kernels.adoption import adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
-from ..kernels.projection_op import KERNEL_TOKENS
 from ..kernels import native_steps
 from ..kernels.native_deltanet import replace_deltanet_steps
 from ..kernels.native_op import description as native_description, replace_int8_matmuls
@@ -41,66 +39,12 @@ from ..compile.precision import (cpu_capabilities, draft_properties, gpu_precisi
 from .prefill_chunks import chunk_sizes, prefill_plan
 from .base import RunnerBase, RunnerStats, first_line
 from .lazy_verify import LazyVerifyRequest
+from .input_layouts import TextLayout, VisionLanguageLayout
 from .step_request import StepRequest
 from ..vision.device import apply_host, open_vision_encoder
-from ..vision.encoder import VisionEncoder
-from ..vision.feed import ChunkEmbedder, position_ids
 from ..model.vision_tokens import IMAGE_PAD, Item
 
 __all__ = ["ModelRunner", "RunnerStats"]
-
-
-class _TextLayout:
-    """openvino_model.xml: input_ids in, 2-D position_ids."""
-
-    def __init__(self, compiled: ov.CompiledModel):
-        self.request = compiled.create_infer_request()
-        self.names = {p.get_any_name() for p in compiled.inputs}
-        self.kernel_tokens = np.zeros(1, dtype=np.int64)  # engine/kernels: which infers our int8 kernel takes
-
-    def inputs(self, ids: np.ndarray | Sequence[Item], past: int, history=(), positions: int = 1) -> dict[str, np.ndarray]:
-        ids = np.asarray(ids)  # token ids only (a text export sees no images): already an array
-        length = ids.shape[0]
-        feed = {
-            "input_ids": ids[None, :],
-            "attention_mask": np.ones((1, past + length), dtype=np.int64),
-            "position_ids": np.arange(past, past + length, dtype=np.int64)[None, :],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-            KERNEL_TOKENS: self.kernel_tokens,
-            LOGITS_POSITIONS: np.array([positions], dtype=np.int64),
-        }
-        return {k: v for k, v in feed.items() if k in self.names}
-
-
-class _VisionLanguageLayout:
-    """openvino_language_model.xml fed by openvino_text_embeddings_model.xml and, for image tokens,
-    the vision encoder's features.
-
-    position_ids are [4, B, S]: text positions then mrope T/H/W (all equal to the token index for
-    text-only prompts; 3-D for image tokens and shifted after an image, see vision_tokens).
-    """
-
-    def __init__(
-        self, compiled: ov.CompiledModel, embeddings: ov.CompiledModel, vision: VisionEncoder | None = None, image_pad: int | None = None
-    ):
-        self.request = compiled.create_infer_request()
-        self.names = {p.get_any_name() for p in compiled.inputs}
-        self.kernel_tokens = np.zeros(1, dtype=np.int64)
-        self._embedder = ChunkEmbedder(embeddings, vision, image_pad)
-
-    def inputs(self, chunk: Sequence[Item] | np.ndarray, past: int, history: Sequence[Item] = (),
-               positions: int = 1) -> dict[str, np.ndarray]:
-        """history: the items before the chunk, needed only when they may hold images (else past is enough).
-        positions: how many last positions get logits (where the model has the counted head)."""
-        feed = {
-            "inputs_embeds": self._embedder.embeds(chunk),
-            "attention_mask": np.ones((1, past + len(chunk)), dtype=np.int64),
-            "position_ids": position_ids(chunk, past, history),
-            "beam_idx": np.zeros(1, dtype=np.int32),
-            KERNEL_TOKENS: self.kernel_tokens,
-            LOGITS_POSITIONS: np.array([positions], dtype=np.int64),
-        }
-        return {k: v for k, v in feed.items() if k in self.names}
 
 
 def _loaded_from_cache(compiled: ov.CompiledModel) -> bool:
@@ -133,7 +77,7 @@ def _as_list(items) -> list[Item]:
 class ModelRunner(RunnerBase):
     _model: ov.Model | None  # the IR while a twin may compile it again (None: imported from the compiled cache)
     _embeddings: ov.CompiledModel | None  # the text embeddings of a vision-language export
-    _layout: _TextLayout | _VisionLanguageLayout
+    _layout: TextLayout | VisionLanguageLayout
 
     # Verify forwards' own compile (prepare_verify), made once a request drafts; the width it is fixed at (or was
     # refused at: not tried again)
@@ -215,10 +159,10 @@ class ModelRunner(RunnerBase):
         elif self.folder.has_vision:
             self.vision = open_vision_encoder(core, self.folder, self.options, self.notices, self.plan.vision)
         if self.folder.layout == "text":
-            self._layout = _TextLayout(compiled)
+            self._layout = TextLayout(compiled)
         else:
             image_pad = self.tokenizer.special_id(IMAGE_PAD) if self.vision is not None else None
-            self._layout = _VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
+            self._layout = VisionLanguageLayout(compiled, embeddings, self.vision, image_pad)
         self._take_request()
         self._properties = properties  # what the side compiles (steps, verifies) are compiled with too
         self._adopt_kernel(compiled)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import openvino as ov
@@ -25,9 +24,7 @@ from ..compile.measurements import read_host
 from ..compile.planner import compile_properties
 from ..core.errors import DeviceError
 from ..core.logprobs import VOCABULARY, Distribution, TokenLogprob
-
-if TYPE_CHECKING:
-    from .runner import _TextLayout, _VisionLanguageLayout
+from .input_layouts import TextLayout, VisionLanguageLayout
 
 CHUNK = 64  # positions per forward: 64 × 248,320 × 4 B ≈ 61 MiB of logits at Qwen3.5's vocabulary
 
@@ -45,7 +42,7 @@ class PromptScorer:
     def __init__(self, runner, core: ov.Core | None = None) -> None:
         self._runner = runner
         self._core = core
-        self._layout: _TextLayout | _VisionLanguageLayout | None = None
+        self._layout: TextLayout | VisionLanguageLayout | None = None
         self._lock = threading.Lock()
 
     @property
@@ -54,8 +51,6 @@ class PromptScorer:
         return "CPU" if self._runner.device.startswith("NPU") else self._runner.device
 
     def _load(self):
-        from .runner import _TextLayout, _VisionLanguageLayout
-
         core = self._core or ov.Core()
         folder, options = self._runner.folder, self._runner.options
         try:
@@ -64,10 +59,10 @@ class PromptScorer:
             if folder.layout == "vl":
                 embeddings = core.compile_model(core.read_model(folder.embeddings_ir), "CPU",
                                                 compile_properties("CPU", replace(options, exact=True)))
-                return _VisionLanguageLayout(compiled, embeddings)
+                return VisionLanguageLayout(compiled, embeddings)
         except RuntimeError as exc:
             raise DeviceError(f"{self.device} could not compile the scoring model: {str(exc).splitlines()[0]}") from None
-        return _TextLayout(compiled)
+        return TextLayout(compiled)
 
     def score(self, ids: list[int], top_n: int = 0, normalization: str = VOCABULARY) -> PromptScores:
         """Logprob of each prompt token given the ones before it, with the top_n alternatives; normalised
