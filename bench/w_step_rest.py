@@ -76,14 +76,15 @@ def variant_model(ir: Path, variant: str):
 
         step = one_token_graph(model, drop_merges=not variant.endswith("merged"))
         if variant.startswith("native"):
-            from decider.engine.kernels.native_op import isa as native_isa, replace_int8_matmuls, unavailable
+            from decider.engine.kernels.native_op import isa as native_isa, unavailable
+            from decider.engine.kernels.native_steps import native_step_graph
 
             if unavailable():
                 raise SystemExit(f"native-one-token: {unavailable()}")
-            _KEEP.append(replace_int8_matmuls(step, native_isa())[1])
-            from decider.engine.kernels.native_deltanet import replace_deltanet_steps
-
-            replace_deltanet_steps(step)  # as the runner's native step compile
+            weights = native_step_graph(step, native_isa())  # as the runner's native step compile
+            if weights is None:
+                raise SystemExit("native-one-token: the model has no int8 projections")
+            _KEEP.append(weights)
         return step
     return model
 

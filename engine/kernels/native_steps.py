@@ -22,6 +22,7 @@ import openvino as ov
 
 from . import native_op
 from . import adoption
+from .native_deltanet import replace_deltanet_steps
 
 MIN_BYTES = 64 << 20  # int8 projection weights: a 0.8B model has 754 MB, the test fixtures a few hundred KB
 
@@ -83,6 +84,17 @@ def runner_reason(device: str, exact: bool) -> str | None:
 
 def int8_bytes(model: ov.Model, isa: str = "avx2") -> int:
     return sum(w.weights.nbytes for _, w in native_op.int8_matmuls(model, isa))
+
+
+def native_step_graph(graph: ov.Model, isa: str) -> np.ndarray | None:
+    """Every native operation put in `graph` (a one-token step graph), in place: the int8 projections on `isa`, each
+    DeltaNet layer's state update and conv shift. Returns the projections' packed weights (the compiled graph's
+    constants share them: keep them as long as it lives), or None where the graph has no int8 projection (then
+    nothing is replaced). Call only where native_op.unavailable() is None."""
+    weights = native_op.replace_int8_matmuls(graph, isa)[1]
+    if weights is not None:
+        replace_deltanet_steps(graph)  # one read of each state, not two
+    return weights
 
 
 def adopt(source: ov.Model, device: str, exact: bool, plain: Callable[[], S | None],

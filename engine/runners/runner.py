@@ -29,8 +29,7 @@ from ..kernels.adoption import adopt as adopt_kernel, route as route_kernel
 from ..kernels import verdicts as kernel_verdicts
 from ..kernels.adoption import KernelPlan, asked_for as kernel_asked_for, without_cache_if_routed
 from ..kernels import native_steps
-from ..kernels.native_deltanet import replace_deltanet_steps
-from ..kernels.native_op import description as native_description, replace_int8_matmuls
+from ..kernels.native_op import description as native_description
 from ..model.folder import ModelFolder, inspect_folder
 from .mtp_head import MtpHead, draft_vocabulary, load_head
 from ..compile.planner import plan_for
@@ -212,15 +211,13 @@ class ModelRunner(RunnerBase):
     def _compile_step(self, model: ov.Model, tokens: int, native: str = "") -> StepRequest | None:
         """The edited graph fixed at `tokens` tokens (engine/graphs/one_token.py), compiled as the runner's own was. One
         that does not compile is a notice: those forwards then run on the runner's compile. native: with our native
-        int8 operation on that instruction set (engine/kernels/native_op.py); None where the graph has no int8
-        projection."""
+        operations, the int8 projections on that instruction set (native_steps.native_step_graph); None where the
+        graph has no int8 projection."""
         try:
             graph = fixed_width_graph(model, tokens)
-            weights = replace_int8_matmuls(graph, native)[1] if native else None
+            weights = native_steps.native_step_graph(graph, native) if native else None
             if native and weights is None:
                 return None
-            if native:
-                replace_deltanet_steps(graph)  # the states' update and conv shift too (one read of each state, not two)
             pending = commit_lazily(graph, tokens) if tokens > 1 and self.plan.lazy_commits else []
             compiled, _ = safe_compile(self, graph, self._properties, self.plan.twin)
         except RuntimeError as exc:
