@@ -78,6 +78,37 @@ def test_graph_matches_float64_reference(name):
     assert np.max(np.abs(moved[-1] - mtp_forward(weights, config, embeds, hidden, gap.astype(np.float64))[-1])) < 2e-4
 
 
+def test_a_mixture_of_experts_head_matches_float64_reference_at_the_last_position():
+    """Qwen3.5-35B-A3B's head: its MLP routes each position to k of E experts. The graph computes the last position
+    (the one a draft reads) through the k routed experts' weights only."""
+    weights, config = _head("qwen35-moe-text")
+    assert config["num_experts"] > config["num_experts_per_tok"] and "layers.0.mlp.experts.0.up_proj.weight" in weights
+    compiled = ov.Core().compile_model(build_mtp_model(weights, config), "CPU", EXACT)
+    rng = np.random.default_rng(5)
+    size = int(config["hidden_size"])
+    embeds, hidden, positions = rng.standard_normal((6, size)), rng.standard_normal((6, size)) * 3, np.arange(20, 26)
+
+    def run(w=None):
+        model = compiled if w is None else ov.Core().compile_model(build_mtp_model(w, config), "CPU", EXACT)
+        return model({"inputs_embeds": embeds[None].astype(np.float32), "hidden_states": hidden[None].astype(np.float32),
+                      "position_ids": positions[None]})[0][0]
+
+    got = run()
+    assert got.shape == (1, size)
+    want = mtp_forward(weights, config, embeds, hidden, positions.astype(np.float64))[-1]
+    assert np.max(np.abs(got[0] - want)) < 2e-4
+    # The routing is the reference's: an expert the last position does not use changes nothing, a routed one does.
+    from support.mtp_reference import routed_experts
+
+    used = routed_experts(weights, config, embeds, hidden, positions.astype(np.float64))
+    unused = next(e for e in range(config["num_experts"]) if e not in used)
+    for expert, changes in ((unused, False), (used[0], True)):
+        bent = dict(weights)
+        name = f"layers.0.mlp.experts.{expert}.down_proj.weight"
+        bent[name] = weights[name] * 3
+        assert (np.max(np.abs(run(bent) - got)) > 1e-3) == changes, expert
+
+
 def test_missing_tensor_is_named():
     weights, config = _head("qwen35-text")
     weights.pop("layers.0.mlp.up_proj.weight")
@@ -116,8 +147,14 @@ def test_convert_keeps_the_mtp_head(tmp_path, monkeypatch):
 def test_a_checkpoint_without_mtp_tensors_exports_no_head(tmp_path):
     from decider.app.mtp_export import export_mtp
 
-    assert export_mtp(CHECKPOINTS / "qwen35-moe-text", tmp_path) is None
-    assert not list(tmp_path.iterdir())
+    bare = tmp_path / "checkpoint"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).symlink_to(CHECKPOINTS / "qwen35-text" / name)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert export_mtp(bare, out) is None
+    assert not list(out.iterdir())
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def runner_for(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("name", ["qwen35-text", "qwen35-vl"])
+@pytest.mark.parametrize("name", ["qwen35-text", "qwen35-vl", "qwen35-moe-text"])
 @pytest.mark.parametrize("settings", [GREEDY, PENALISED], ids=["plain", "penalties"])
 def test_greedy_tokens_are_plain_decodings_with_mtp_drafts(runner_for, name, settings):
     runner = runner_for(name)

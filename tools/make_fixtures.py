@@ -885,9 +885,6 @@ def write_mtp_head(name: str) -> None:
     from modelkit.mtp_weights import random_mtp_tensors
 
     config = json.loads((CHECKPOINTS / name / "config.json").read_text())
-    if (config.get("text_config", config).get("num_experts") or 0) > 0:
-        log(f"{name}: mixture-of-experts MTP layer not generated (the head builder supports the dense layer)")
-        return
     write_tensors(CHECKPOINTS / name / "mtp.safetensors", random_mtp_tensors(config, SEED + 77))
     log(f"{name}: wrote mtp.safetensors")
 

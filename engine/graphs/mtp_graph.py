@@ -11,7 +11,9 @@ returns and the lm head reads). The layer is the main model's full-attention kin
 x·rsqrt(mean x² + eps)·(1 + w) kind.
 
 The graph is stateless: fed a window of positions (causal attention over them), it returns the head's hidden
-state at each. A draft of k tokens runs it k times over the recent window plus the drafts so far
+state at each — at the last one only where the layer's MLP is a mixture of experts (Qwen3.5-35B-A3B's head): the
+MLP of one position then reads only its routed experts' weights (a Gather of k of E), where every position's would
+need k of them each; the draft reads the last position alone anyway. A draft of k tokens runs it k times over the recent window plus the drafts so far
 (engine/runners/mtp_head.py); the embedding and the vocabulary projection are the main model's, joined at load, so the
 export holds only the layer's own weights.
 """
@@ -28,16 +30,24 @@ from ..core.errors import ModelError
 
 EMBEDS, HIDDEN, POSITIONS, OUTPUT = "inputs_embeds", "hidden_states", "position_ids", "mtp_hidden"
 
-_NAMES = ("pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight", "fc.weight", "norm.weight",
+_LAYER = ("pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight", "fc.weight", "norm.weight",
           "layers.0.input_layernorm.weight", "layers.0.post_attention_layernorm.weight",
           "layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight", "layers.0.self_attn.v_proj.weight",
-          "layers.0.self_attn.o_proj.weight", "layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight",
-          "layers.0.mlp.gate_proj.weight", "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight")
+          "layers.0.self_attn.o_proj.weight", "layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight")
+_DENSE_MLP = ("layers.0.mlp.gate_proj.weight", "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight")
+_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+# A mixture-of-experts MLP (Qwen3_5MoeSparseMoeBlock): a router, E experts, a shared expert behind a sigmoid gate.
+_MOE_MLP = ("layers.0.mlp.gate.weight", "layers.0.mlp.shared_expert_gate.weight",
+            *(f"layers.0.mlp.shared_expert.{p}.weight" for p in _PROJECTIONS))
 
 
-def mtp_tensor_names() -> tuple[str, ...]:
-    """The tensors (without the `mtp.` prefix) a dense Qwen3.5 MTP head has."""
-    return _NAMES
+def mtp_tensor_names(config: dict | None = None) -> tuple[str, ...]:
+    """The tensors (without the `mtp.` prefix) a Qwen3.5 MTP head has: the dense layer's, or with a config naming
+    `num_experts`, the mixture of experts' (each expert's three projections as the checkpoint stores them)."""
+    experts = int((config or {}).get("num_experts") or 0)
+    if not experts:
+        return _LAYER + _DENSE_MLP
+    return _LAYER + _MOE_MLP + tuple(f"layers.0.mlp.experts.{e}.{p}.weight" for e in range(experts) for p in _PROJECTIONS)
 
 
 def _const(array: np.ndarray) -> ov.Output:
@@ -107,13 +117,49 @@ def _attention(x: ov.Output, w: Mapping[str, np.ndarray], positions: ov.Output, 
     return _linear(ops.multiply(out, ops.sigmoid(gate)).output(0), w[p + "o_proj.weight"])
 
 
+def _dense_mlp(m: ov.Output, w: Mapping[str, np.ndarray], prefix: str) -> ov.Output:
+    act = ops.multiply(ops.swish(_linear(m, w[prefix + "gate_proj.weight"])), _linear(m, w[prefix + "up_proj.weight"]))
+    return _linear(act.output(0), w[prefix + "down_proj.weight"])
+
+
+def _moe_mlp(m: ov.Output, w: Mapping[str, np.ndarray], config: dict) -> ov.Output:
+    """Qwen3_5MoeSparseMoeBlock on one position (m [1, 1, H]): the router's softmax, its top k renormalised, those
+    k experts' SwiGLU MLPs weighted and summed, plus the shared expert times sigmoid(its gate)."""
+    experts, k = int(config["num_experts"]), int(config["num_experts_per_tok"])
+    size = int(config["hidden_size"])
+    p = "layers.0.mlp."
+    probs = ops.softmax(_linear(m, w[p + "gate.weight"]), -1)  # [1, 1, E]
+    top = ops.topk(probs, _i64(k), -1, "max", "value", ov.Type.i64)
+    chosen = top.output(0)
+    if config.get("norm_topk_prob", True):
+        chosen = ops.divide(chosen, ops.reduce_sum(chosen, _i64([-1]), keep_dims=True)).output(0)
+    ids = ops.reshape(top.output(1), _i64([k]), special_zero=False)
+
+    def stacked(name: str) -> ov.Output:  # [k, out, in]: the routed experts' weights of one projection
+        table = np.stack([w[f"{p}experts.{e}.{name}.weight"] for e in range(experts)])
+        return ops.gather(_const(table), ids, _i64(0)).output(0)
+
+    column = ops.reshape(m, _i64([size, 1]), special_zero=False)
+    act = ops.multiply(ops.swish(ops.matmul(stacked("gate_proj"), column, False, False)),
+                       ops.matmul(stacked("up_proj"), column, False, False))  # [k, I, 1]
+    out = ops.matmul(stacked("down_proj"), act, False, False)  # [k, H, 1]
+    weighted = ops.multiply(out, ops.reshape(chosen, _i64([k, 1, 1]), special_zero=False))
+    routed = ops.reshape(ops.reduce_sum(weighted, _i64([0]), keep_dims=False), _i64([1, 1, size]), special_zero=False)
+    shared = ops.multiply(_dense_mlp(m, w, p + "shared_expert."),
+                          ops.sigmoid(_linear(m, w[p + "shared_expert_gate.weight"])))
+    return ops.add(routed, shared).output(0)
+
+
 def build_mtp_model(weights: Mapping[str, np.ndarray], config: dict) -> ov.Model:
     """The MTP head's graph: inputs_embeds and hidden_states [1, S, H] f32, position_ids [1, S] i64 →
-    mtp_hidden [1, S, H] (after the head's final norm). `weights` are named without the `mtp.` prefix."""
-    missing = [n for n in _NAMES if n not in weights]
+    mtp_hidden [1, S, H] (after the head's final norm; [1, 1, H], the last position's, for a mixture-of-experts
+    layer). `weights` are named without the `mtp.` prefix."""
+    moe = bool(config.get("num_experts"))
+    missing = [n for n in mtp_tensor_names(config) if n not in weights]
     if missing:
-        raise ModelError(f"the checkpoint's MTP head lacks {', '.join(missing[:3])}"
-                         + (" (a mixture-of-experts MTP layer is not supported)" if any("mlp" in n for n in missing) else ""))
+        kind = "mixture-of-experts " if moe else ""
+        raise ModelError(f"the checkpoint's {kind}MTP head lacks {', '.join(missing[:3])}"
+                         + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""))
     hidden_size, eps = int(config["hidden_size"]), float(config["rms_norm_eps"])
     embeds = ops.parameter([1, -1, hidden_size], ov.Type.f32, name=EMBEDS)
     hidden = ops.parameter([1, -1, hidden_size], ov.Type.f32, name=HIDDEN)
@@ -123,10 +169,11 @@ def build_mtp_model(weights: Mapping[str, np.ndarray], config: dict) -> ov.Model
     x = _linear(joined.output(0), weights["fc.weight"])
     x = ops.add(x, _attention(_rms(x, weights["layers.0.input_layernorm.weight"], eps), weights, positions.output(0),
                               config)).output(0)
+    if moe:  # the last position alone (see the module doc)
+        x = ops.gather(x, _i64([-1]), _i64(1)).output(0)
     m = _rms(x, weights["layers.0.post_attention_layernorm.weight"], eps)
-    act = ops.multiply(ops.swish(_linear(m, weights["layers.0.mlp.gate_proj.weight"])),
-                       _linear(m, weights["layers.0.mlp.up_proj.weight"]))
-    x = ops.add(x, _linear(act.output(0), weights["layers.0.mlp.down_proj.weight"])).output(0)
+    mlp = _moe_mlp(m, weights, config) if moe else _dense_mlp(m, weights, "layers.0.mlp.")
+    x = ops.add(x, mlp).output(0)
     out = ops.result(_rms(x, weights["norm.weight"], eps))
     out.output(0).get_tensor().set_names({OUTPUT})
     for p in (embeds, hidden, positions):

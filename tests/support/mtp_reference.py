@@ -26,6 +26,20 @@ def _rotate(x: np.ndarray, positions: np.ndarray, rot: int, theta: float) -> np.
 def mtp_forward(w: dict, config: dict, embeds: np.ndarray, hidden: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """The head's output hidden state at each position ([S, H] in, [S, H] out), causal over the window."""
     w = {k: np.asarray(v, dtype=np.float64) for k, v in w.items()}
+    x, m = _before_mlp(w, config, embeds, hidden, positions)
+    mlp = _moe(w, config, m) if config.get("num_experts") else _swiglu(w, "layers.0.mlp.", m)
+    return rms(x + mlp, w["norm.weight"], eps=config["rms_norm_eps"])
+
+
+def routed_experts(w: dict, config: dict, embeds: np.ndarray, hidden: np.ndarray, positions: np.ndarray) -> list[int]:
+    """The experts the MoE head's last position is routed to (the reference's top k, best first)."""
+    w = {k: np.asarray(v, dtype=np.float64) for k, v in w.items()}
+    _, m = _before_mlp(w, config, embeds, hidden, positions)
+    return [int(e) for e in np.argsort(-(m[-1] @ w["layers.0.mlp.gate.weight"].T))[: config["num_experts_per_tok"]]]
+
+
+def _before_mlp(w: dict, config: dict, embeds, hidden, positions) -> tuple[np.ndarray, np.ndarray]:
+    """(the residual stream after attention, the MLP's normed input)."""
     eps, heads, kv = config["rms_norm_eps"], config["num_attention_heads"], config["num_key_value_heads"]
     dim = config["head_dim"]
     rope = config.get("rope_parameters") or {}
@@ -49,11 +63,28 @@ def mtp_forward(w: dict, config: dict, embeds: np.ndarray, hidden: np.ndarray, p
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         out[:, head] = (probs / probs.sum(-1, keepdims=True)) @ v[:, g]
     x = x + (out.reshape(s, heads * dim) / (1 + np.exp(-gate))) @ w[p + "o_proj.weight"].T
-    m = rms(x, w["layers.0.post_attention_layernorm.weight"], eps)
-    gate_proj = m @ w["layers.0.mlp.gate_proj.weight"].T
-    act = gate_proj / (1 + np.exp(-gate_proj)) * (m @ w["layers.0.mlp.up_proj.weight"].T)
-    x = x + act @ w["layers.0.mlp.down_proj.weight"].T
-    return rms(x, w["norm.weight"], eps)
+    return x, rms(x, w["layers.0.post_attention_layernorm.weight"], eps)
+
+
+def _swiglu(w: dict, prefix: str, m: np.ndarray) -> np.ndarray:
+    gate = m @ w[prefix + "gate_proj.weight"].T
+    return (gate / (1 + np.exp(-gate)) * (m @ w[prefix + "up_proj.weight"].T)) @ w[prefix + "down_proj.weight"].T
+
+
+def _moe(w: dict, config: dict, m: np.ndarray) -> np.ndarray:
+    """Qwen3_5MoeSparseMoeBlock row by row: softmax router, top k renormalised, the shared expert gated."""
+    p, k = "layers.0.mlp.", config["num_experts_per_tok"]
+    out = np.zeros_like(m)
+    for row, x in enumerate(m):
+        scores = x @ w[p + "gate.weight"].T
+        probs = np.exp(scores - scores.max())
+        probs /= probs.sum()
+        chosen = np.argsort(-probs)[:k]
+        weights = probs[chosen] / probs[chosen].sum()
+        for expert, weight in zip(chosen, weights):
+            out[row] += weight * _swiglu(w, f"{p}experts.{expert}.", x)
+        out[row] += _swiglu(w, p + "shared_expert.", x) / (1 + np.exp(-(x @ w[p + "shared_expert_gate.weight"].T)))
+    return out
 
 
 def folder_with_mtp(name: str, dest, source=None):
@@ -73,3 +104,4 @@ def folder_with_mtp(name: str, dest, source=None):
             (dest / path.name).symlink_to(path)
     assert export_mtp(FIXTURES / "checkpoints" / name, dest) is not None
     return dest
+
