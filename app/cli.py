@@ -287,8 +287,10 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .pull import pull, summary
+    from .pull import check_repo_id, pull, summary
 
+    if args.mtp_from:
+        args.mtp_from = check_repo_id(args.mtp_from)  # a usage error before anything is downloaded
     bar = None
 
     def progress(done: int, total: int) -> None:
@@ -310,6 +312,16 @@ def cmd_pull(args: argparse.Namespace) -> int:
             bar.close()
     usable, text = summary(result)
     print(text)
+    if usable and not args.no_mtp:
+        from .pull_mtp import fetch_mtp_head
+
+        try:
+            head = fetch_mtp_head(result, args.mtp_from)
+        except KeyboardInterrupt:
+            print("! MTP head not fetched: interrupted (the export is complete; pull again to fetch the head)")
+            return 130
+        for line in head.lines():
+            print(line)
     return 0 if usable else 1
 
 

@@ -203,6 +203,11 @@ def _pull_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p = sub.add_parser("pull", help="download a model repository from the Hugging Face Hub (resumable, verified)")
     p.add_argument("repo_id", metavar="REPO_ID", help="owner/name of an OpenVINO export or a Qwen3.5 checkpoint")
     p.add_argument("--revision", help="branch, tag or commit (default: main)")
+    head = p.add_mutually_exclusive_group()
+    head.add_argument("--mtp-from", metavar="OWNER/NAME",
+                      help="for an export without an MTP draft head: the checkpoint to fetch only the head's tensors "
+                      "from (default: the base_model its README names)")
+    head.add_argument("--no-mtp", action="store_true", help="do not fetch an MTP draft head for an export without one")
 
 
 def _convert_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

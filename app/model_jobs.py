@@ -50,6 +50,10 @@ def pull_task(repo_id: str, revision: str | None = None, dest_root: str | Path |
         task.log(f"downloading {repo_id}{f' @ {revision}' if revision else ''} into {root}")
         result = pull(repo_id, revision or None, root, progress=task.report, cancel=task.cancelled)
         usable, text = summary(result)
+        if usable:  # an export without an MTP head gets its checkpoint's, as `decider pull` does (app/pull_mtp.py)
+            from .pull_mtp import fetch_mtp_head
+
+            text = "\n".join([text, *fetch_mtp_head(result).lines()])
         kind = result.entry.kind if result.entry is not None else "broken"
         return ModelJobOutcome(str(result.path), usable and kind == "export", kind, text)
 

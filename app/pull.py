@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from decider.engine.core.errors import SettingsError
+from decider.engine.model.folder import MTP_IR
 
 from .models import PARTIAL_DIR, PULL_MANIFEST, ModelEntry, describe, human_size, models_root, read_manifest, repo_folder_name
 from .pull_transfer import Progress, PullError, RemoteFile, Transfer, fetch, network_errors, reason, verify_existing
 
+LOCK_FILE = ".decider-pull.lock"  # one writer per folder (app/pull_mtp.py takes it too)
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
@@ -137,7 +139,7 @@ def remote_files(repo_id: str, revision: str | None, endpoint: str, token: str |
 # ----- the repository -------------------------------------------------------------------------------------------
 
 
-def _write_manifest(dest: Path, data: dict) -> None:
+def write_manifest(dest: Path, data: dict) -> None:
     tmp = dest / (PULL_MANIFEST + ".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, dest / PULL_MANIFEST)
@@ -197,7 +199,7 @@ def pull(
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PullError(f"cannot create {dest}: {exc.strerror or exc}") from None
-    lock = FileLock(str(dest / ".decider-pull.lock"))
+    lock = FileLock(str(dest / LOCK_FILE))
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -223,6 +225,8 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
         "repo_id": repo_id, "revision": revision, "commit": commit, "endpoint": base, "complete": False, "files": {},
         "stale": stale,
     }
+    if old.get("repo_id") == repo_id and isinstance(old.get("mtp_head"), dict) and MTP_IR not in names:
+        manifest["mtp_head"] = old["mtp_head"]  # the head Decider added (app/pull_mtp.py): not a repo file, not stale
     # Which files are already there (verified earlier, or verifiable now)?
     todo: list[RemoteFile] = []
     present = 0
@@ -256,7 +260,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
         progress(present, total)
     session = get_session()
     headers = build_hf_headers(token=token, library_name="decider")
-    _write_manifest(dest, manifest)
+    write_manifest(dest, manifest)
     for remote in todo:
         transfer.check_cancel(repo_id)
         target = dest / _safe_relative(remote.name)
@@ -264,7 +268,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
         fetch(session, url, headers, remote, _part_path(partial_root, remote), target, repo_id, transfer,
                retries, retry_wait)
         manifest["files"][remote.name] = {"size": remote.size, "key": remote.key, "mtime_ns": target.stat().st_mtime_ns}
-        _write_manifest(dest, manifest)
+        write_manifest(dest, manifest)
     for name in stale:  # only files Decider itself downloaded earlier
         try:
             (dest / _safe_relative(name)).unlink()
@@ -275,7 +279,7 @@ def _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel,
     manifest["complete"] = True
     manifest["completed_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     manifest["huggingface_hub"] = hub_version
-    _write_manifest(dest, manifest)
+    write_manifest(dest, manifest)
     result = PullResult(repo_id, revision, commit, dest, len(files), transfer.downloaded, transfer.resumed,
                         len(files) - len(todo))
     result.entry = describe(dest, ["downloaded"])

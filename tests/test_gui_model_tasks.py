@@ -175,6 +175,15 @@ def test_download_dialog_pulls_from_a_local_hub_with_progress(qtbot, dirs, tmp_p
         assert "ready OpenVINO export" in dialog.status.text()
         qtbot.mouseClick(dialog.load_button, Qt.LeftButton)
         assert dialog.chosen == str(folder)
+        # An export whose README names its checkpoint also gets the checkpoint's MTP head, as `decider pull` does.
+        from test_models_cli import BASED
+
+        dialog.repo.setText(BASED)
+        assert dialog.start()
+        qtbot.waitUntil(lambda: not dialog.running, timeout=30_000)
+        assert dialog.outcome is not None and dialog.outcome.usable, dialog.status.text()
+        assert (Path(dialog.outcome.path) / "openvino_mtp_model.xml").is_file()
+        assert "MTP head: fetched" in dialog.status.text()
 
         # Cancel: stops the job, says the next download resumes (a slow link, so the click lands mid-transfer)
         hub.pace = 0.05

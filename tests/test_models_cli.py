@@ -27,12 +27,15 @@ import os
 import re
 import shutil
 import socket
+import struct
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -46,6 +49,7 @@ from decider.app.models import PARTIAL_DIR, PULL_MANIFEST, known_models, weight_
 from decider.app.pull import PullError, pull  # noqa: E402
 from support.models import FIXTURES, model_dir  # noqa: E402
 from decider.engine.core.errors import Cancelled  # noqa: E402
+from decider.engine.model.folder import MTP_IR, inspect_folder  # noqa: E402
 
 EXPORT = model_dir("qwen35-text")
 CHECKPOINT = FIXTURES / "checkpoints" / "qwen35-text"
@@ -53,15 +57,35 @@ REPO = "decider-test/qwen35-text-ov"
 CKPT_REPO = "decider-test/qwen35-text"
 LFS_SUFFIXES = (".bin", ".xml", ".safetensors")
 BIG = "openvino_model.bin"
+# For the MTP head a pull fetches by Range requests (app/pull_mtp.py): the export with a README naming its checkpoint,
+# and checkpoints whose head is sharded, of another geometry, missing, damaged or unusable.
+BASED = "decider-test/qwen35-text-ov-based"
+SHARDED = "decider-test/qwen35-text-sharded"
+WIDE = "decider-test/qwen35-wide"
+NO_HEAD = "decider-test/qwen35-text-no-mtp"
+BAD_HEADER = "decider-test/qwen35-text-bad-header"
+UNUSABLE = "decider-test/qwen35-text-unusable-mtp"
+README = f"""---
+license: apache-2.0
+base_model:
+  - {CKPT_REPO}  # the checkpoint it was exported from
+tags:
+- openvino
+---
+# qwen35-text-ov
+""".encode()
+MTP_BIN = "openvino_mtp_model.bin"
 
 
 # ----- the fixture hub ------------------------------------------------------------------------------------------
 
 
 class FixtureRepo:
-    def __init__(self, folder: Path, commit: str):
+    def __init__(self, folder: Path, commit: str, extra: dict[str, bytes] | None = None, drop: tuple[str, ...] = ()):
+        """The files of `folder` (less `drop`), plus or replaced by `extra`."""
         self.commit = commit
-        self.files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+        self.files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.name not in drop}
+        self.files.update(extra or {})
 
     def is_lfs(self, name: str) -> bool:
         return name.endswith(LFS_SUFFIXES)
@@ -74,12 +98,50 @@ class FixtureRepo:
         return hashlib.sha256(self.files[name]).hexdigest()
 
 
+def _safetensors(tensors: dict[str, np.ndarray]) -> bytes:
+    from decider.engine.model.safetensors_file import write_tensors
+
+    with tempfile.TemporaryDirectory() as folder:
+        write_tensors(Path(folder) / "t.safetensors", tensors)
+        return (Path(folder) / "t.safetensors").read_bytes()
+
+
+def head_repos() -> dict[str, FixtureRepo]:
+    """The repositories of the MTP head tests."""
+    from decider.engine.model.safetensors_file import read_tensors
+
+    mtp = read_tensors(CHECKPOINT / "mtp.safetensors")
+    # Shard 2 holds the head after a 2.4 MB tensor of the main model, which the head's ranges must skip.
+    extra = np.zeros(600_000, np.float32)
+    shards = {"model-00001-of-00002.safetensors": (CHECKPOINT / "model.safetensors").read_bytes(),
+              "model-00002-of-00002.safetensors": _safetensors({**mtp, "model.extra.weight": extra})}
+    weight_map = {name: "model-00001-of-00002.safetensors" for name in read_tensors(CHECKPOINT / "model.safetensors")}
+    weight_map.update({name: "model-00002-of-00002.safetensors" for name in [*mtp, "model.extra.weight"]})
+    index = json.dumps({"metadata": {}, "weight_map": weight_map}).encode()
+    wide = json.loads((CHECKPOINT / "config.json").read_text())
+    wide["hidden_size"] = 128
+    no_mtp = ("mtp.safetensors", "model.safetensors")
+    unusable = {name: array for name, array in mtp.items() if "q_proj" not in name}
+    return {
+        BASED: FixtureRepo(EXPORT, "b" * 40, {"README.md": README}),
+        SHARDED: FixtureRepo(CHECKPOINT, "d" * 40, {**shards, "model.safetensors.index.json": index}, no_mtp),
+        WIDE: FixtureRepo(CHECKPOINT, "e" * 40, {"config.json": json.dumps(wide).encode()}),
+        NO_HEAD: FixtureRepo(CHECKPOINT, "f" * 40, drop=("mtp.safetensors",)),
+        BAD_HEADER: FixtureRepo(CHECKPOINT, "1" * 40, {"mtp.safetensors": struct.pack("<Q", 200 << 20) + b"{}"}),
+        UNUSABLE: FixtureRepo(CHECKPOINT, "2" * 40, {"mtp.safetensors": _safetensors(unusable)}),
+    }
+
+
 class FixtureHub:
     def __init__(self):
         self.repos = {
             REPO: FixtureRepo(EXPORT, "a" * 40),
             CKPT_REPO: FixtureRepo(CHECKPOINT, "c" * 40),
+            **head_repos(),
         }
+        self.ignore_range = False  # answer every Range request with 200 and the whole file, as some servers do
+        self.open_ended = False  # answer `bytes=A-B` with everything from A on (206), as this hub once did
+        self.served: list[tuple[str, int, int]] = []  # (sha256 of the file, start, stop) of every file body sent
         self.drop_once: dict[str, int] = {}  # file name -> bytes sent before the connection is cut (once)
         self.corrupt: set[str] = set()  # file names served with one byte flipped
         self.pace = 0.0  # seconds to wait after each 64 KiB of a file body (a slow link)
@@ -92,6 +154,12 @@ class FixtureHub:
 
             def log_message(self, *args):  # quiet
                 pass
+
+            def handle(self):
+                try:
+                    super().handle()
+                except ConnectionResetError:  # a client that read what it needed of a 200 and left
+                    pass
 
             def do_HEAD(self):
                 hub.handle(self, head=True)
@@ -203,21 +271,26 @@ class FixtureHub:
         if name in self.corrupt:
             middle = len(data) // 2
             data = data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:]
-        start = 0
-        match = re.match(r"bytes=(\d+)-$", h.headers.get("Range") or "")
-        if match:
+        start, stop = 0, len(data)
+        match = re.match(r"bytes=(\d+)-(\d*)$", h.headers.get("Range") or "")
+        if match and not self.ignore_range:
             start = int(match.group(1))
-            if start >= len(data):
+            stop = min(int(match.group(2)) + 1, len(data)) if match.group(2) else len(data)  # the end is inclusive
+            stop = len(data) if self.open_ended else stop
+            if start >= len(data) or stop <= start:
                 h.send_response(416)
                 h.send_header("Content-Range", f"bytes */{len(data)}")
                 h.send_header("Content-Length", "0")
                 h.end_headers()
                 return
             h.send_response(206)
-            h.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            h.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
         else:
             h.send_response(200)
-        body = data[start:]
+        body = data[start:stop]
+        if not head:
+            with self.lock:
+                self.served.append((repo.sha256(name), start, stop))
         for key, value in headers.items():
             h.send_header(key, value)
         h.send_header("Accept-Ranges", "bytes")
@@ -234,13 +307,16 @@ class FixtureHub:
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return
-        if self.pace:
-            for offset in range(0, len(body), 64 * 1024):
-                h.wfile.write(body[offset: offset + 64 * 1024])
-                h.wfile.flush()
-                time.sleep(self.pace)
-            return
-        h.wfile.write(body)
+        try:
+            if self.pace:
+                for offset in range(0, len(body), 64 * 1024):
+                    h.wfile.write(body[offset: offset + 64 * 1024])
+                    h.wfile.flush()
+                    time.sleep(self.pace)
+                return
+            h.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # a client that read what it needed of a 200 and left
+            h.close_connection = True
 
     def send_json(self, h, payload, head: bool, headers: dict) -> None:
         body = json.dumps(payload).encode()
@@ -281,6 +357,8 @@ def hub(hub_server, monkeypatch, tmp_path):
     hub_server.drop_once.clear()
     hub_server.corrupt.clear()
     hub_server.requests.clear()
+    hub_server.served.clear()
+    hub_server.ignore_range = hub_server.open_ended = False
     monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("DECIDER_DATA_DIR", str(tmp_path / "data"))
@@ -487,6 +565,232 @@ def test_the_fixture_hub_speaks_huggingface_hub_s_protocol(hub, tmp_path):
     path = hf_hub_download(REPO, BIG, cache_dir=tmp_path / "cache", endpoint=hub.url)
     assert Path(path).read_bytes() == (EXPORT / BIG).read_bytes()
     assert any(r[0] == "HEAD" and "/resolve/" in r[1] for r in hub.requests)
+
+
+# ----- the MTP head of a pulled export ---------------------------------------------------------------------------
+
+
+def asked(hub, repo: str) -> list[tuple[str, str, str | None]]:
+    """Every request about `repo`: its API, its files and its LFS files on the CDN."""
+    files = hub.repos[repo]
+    shas = {files.sha256(name) for name in files.files if files.is_lfs(name)}
+    return [r for r in hub.requests
+            if f"/{repo}/" in urlsplit(r[1]).path + "/" or urlsplit(r[1]).path.rsplit("/", 1)[-1] in shas]
+
+
+def served(hub, data: bytes) -> list[tuple[int, int]]:
+    """The byte ranges [start, stop) of every body of the file holding `data` that the hub sent."""
+    sha = hashlib.sha256(data).hexdigest()
+    return [(start, stop) for digest, start, stop in hub.served if digest == sha]
+
+
+def header_end(data: bytes) -> int:
+    return 8 + struct.unpack("<Q", data[:8])[0]
+
+
+def assert_same_head(folder: Path, tmp_path: Path, run_both: bool = False) -> None:
+    """The head in `folder` is the one `decider convert` builds from the fixture checkpoint: the same weights, and
+    (run_both) the same output on a random input."""
+    from decider.app.mtp_export import export_mtp
+
+    reference = tmp_path / "reference-head"
+    reference.mkdir(exist_ok=True)
+    export_mtp(CHECKPOINT, reference)
+    assert (folder / MTP_BIN).read_bytes() == (reference / MTP_BIN).read_bytes()
+    if run_both:
+        import openvino as ov
+
+        core, rng = ov.Core(), np.random.default_rng(0)
+        inputs = {"inputs_embeds": rng.standard_normal((1, 5, 64), dtype=np.float32),
+                  "hidden_states": rng.standard_normal((1, 5, 64), dtype=np.float32),
+                  "position_ids": np.arange(5, dtype=np.int64)[None]}
+        outputs = [core.compile_model(core.read_model(path / MTP_IR), "CPU")(inputs)[0] for path in (folder, reference)]
+        np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def no_head(folder: Path) -> bool:
+    return not any((folder / name).exists() for name in (MTP_IR, MTP_BIN, ".decider-mtp.tmp"))
+
+
+def warnings_in(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("!")]
+
+
+def test_pull_of_an_export_fetches_only_the_head_of_the_checkpoint_its_readme_names(hub, capsys, tmp_path):
+    code, out, err = run(capsys, "pull", BASED)
+    assert code == 0, err
+    folder = pulled(tmp_path, BASED)
+    line = next(line for line in out.splitlines() if "MTP head" in line)
+    assert re.fullmatch(rf"✓ MTP head: fetched [\d.]+ KB of {CKPT_REPO} \(commit c{{12}}\) → {MTP_IR} "
+                        r"\(drafts for --draft mtp\)", line), line
+    assert not warnings_in(out)
+    assert_same_head(folder, tmp_path, run_both=True)
+    assert inspect_folder(folder).mtp_ir == folder / MTP_IR
+    assert not (folder / ".decider-mtp.tmp").exists()
+    # model.safetensors: its header only (to learn that it holds no mtp.* tensor), never a byte of its data.
+    ckpt = hub.repos[CKPT_REPO].files
+    model, mtp = served(hub, ckpt["model.safetensors"]), served(hub, ckpt["mtp.safetensors"])
+    assert model and all(stop <= header_end(ckpt["model.safetensors"]) for _, stop in model)
+    assert sum(stop - start for start, stop in mtp) <= len(ckpt["mtp.safetensors"])
+    assert all(r[2] is not None for r in hub.gets(hub.repos[CKPT_REPO].sha256("model.safetensors")))
+    record = json.loads((folder / PULL_MANIFEST).read_text())["mtp_head"]
+    moved = sum(stop - start for start, stop in model + mtp) + len(ckpt["config.json"])
+    assert record == {"repo": CKPT_REPO, "commit": "c" * 40, "bytes": moved}
+
+    # A second pull fetches nothing for the head and keeps its record.
+    hub.requests.clear()
+    code, out, _ = run(capsys, "pull", BASED)
+    assert code == 0 and not asked(hub, CKPT_REPO)
+    assert f"✓ MTP head: {MTP_IR} already there (from {CKPT_REPO}, commit {'c' * 12})" in out
+    assert json.loads((folder / PULL_MANIFEST).read_text())["mtp_head"] == record
+
+
+def test_mtp_from_names_the_checkpoint_of_an_export_whose_readme_does_not(hub, capsys, tmp_path):
+    code, out, _ = run(capsys, "pull", REPO)
+    assert code == 0 and "MTP" not in out and not asked(hub, CKPT_REPO)  # nothing names a checkpoint: nothing said
+    code, out, _ = run(capsys, "pull", REPO, "--mtp-from", CKPT_REPO)
+    assert code == 0 and "✓ MTP head: fetched " in out and not warnings_in(out)
+    assert_same_head(pulled(tmp_path), tmp_path)
+
+
+def test_no_mtp_and_offline_mode_ask_the_checkpoint_nothing(hub, capsys, tmp_path, monkeypatch):
+    code, out, _ = run(capsys, "pull", BASED, "--no-mtp")
+    folder = pulled(tmp_path, BASED)
+    assert code == 0 and "MTP" not in out and not asked(hub, CKPT_REPO) and no_head(folder)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.requests.clear()
+    code, out, _ = run(capsys, "pull", BASED)
+    assert code == 0 and out.startswith("offline: using the copy") and not hub.requests and no_head(folder)
+    assert warnings_in(out) == ["! MTP head not fetched: offline mode (HF_HUB_OFFLINE=1); "
+                                "pull again online to fetch it"]
+
+
+def test_mtp_flags_are_checked_before_anything_is_downloaded(hub, capsys):
+    from decider.app.cli_parser import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["pull", REPO, "--mtp-from", CKPT_REPO, "--no-mtp"])
+    code, _, err = run(capsys, "pull", REPO, "--mtp-from", "../etc")
+    assert code == 2 and "'../etc' is not a repository id" in err and not hub.requests
+
+
+def test_a_checkpoint_of_another_geometry_is_a_warning_and_writes_nothing(hub, capsys, tmp_path):
+    code, out, _ = run(capsys, "pull", REPO, "--mtp-from", WIDE)
+    assert code == 0 and "✓ ready OpenVINO export" in out
+    assert warnings_in(out) == [
+        f"! MTP head not fetched from {WIDE} (named by --mtp-from): {WIDE} does not match {REPO} "
+        "(hidden_size 128 vs 64): not the checkpoint it was made from"]
+    folder = pulled(tmp_path)
+    assert no_head(folder) and "mtp_head" not in json.loads((folder / PULL_MANIFEST).read_text())
+    wide = hub.repos[WIDE]
+    assert not [r for r in asked(hub, WIDE) if r[1].endswith(tuple(wide.sha256(n) for n in wide.files))]
+
+
+def test_a_server_that_ignores_range_still_yields_the_head_and_says_so(hub, capsys, tmp_path):
+    hub.ignore_range = True
+    code, out, _ = run(capsys, "pull", BASED)
+    assert code == 0 and "✓ MTP head: fetched " in out
+    assert_same_head(pulled(tmp_path, BASED), tmp_path)
+    found = warnings_in(out)
+    assert len(found) == 2 and all("the server ignored HTTP Range requests" in w for w in found)
+    assert found[0].startswith(f"! model.safetensors of {CKPT_REPO}:") and "mtp.safetensors" in found[1]
+
+
+def test_a_checkpoint_without_mtp_tensors_has_no_head_to_fetch(hub, capsys, tmp_path):
+    code, out, _ = run(capsys, "pull", REPO, "--mtp-from", NO_HEAD)
+    assert code == 0 and not warnings_in(out) and no_head(pulled(tmp_path))
+    assert f"• no MTP head in {NO_HEAD} (no mtp.* tensors in its safetensors files)" in out.splitlines()
+
+
+def test_a_sharded_checkpoint_is_read_only_in_the_shard_that_holds_the_head(hub, capsys, tmp_path):
+    code, out, _ = run(capsys, "pull", REPO, "--mtp-from", SHARDED)
+    assert code == 0 and "✓ MTP head: fetched " in out and not warnings_in(out)
+    assert_same_head(pulled(tmp_path), tmp_path)
+    files = hub.repos[SHARDED].files
+    assert not served(hub, files["model-00001-of-00002.safetensors"])  # the index says the head is not there
+    shard = files["model-00002-of-00002.safetensors"]
+    ranges = served(hub, shard)
+    extra = (header_end(shard), header_end(shard) + 2_400_000)  # the main model's tensor before the head's
+    assert all(stop <= extra[0] or start >= extra[1] for start, stop in ranges)
+    assert sum(stop - start for start, stop in ranges) == len(shard) - 2_400_000
+    assert hub.gets(f"/resolve/{'d' * 40}/model.safetensors.index.json")
+
+
+@pytest.mark.parametrize("repo, why", [
+    (BAD_HEADER, f"mtp.safetensors of {BAD_HEADER}: not a safetensors file (header of {200 << 20} bytes)"),
+    (UNUSABLE, "lacks"),
+    ("decider-test/no-such-checkpoint", "repository decider-test/no-such-checkpoint not found on http://127.0.0.1:"),
+])
+def test_a_head_that_cannot_be_had_is_one_warning_and_the_pull_succeeds(hub, capsys, tmp_path, repo, why):
+    code, out, _ = run(capsys, "pull", REPO, "--mtp-from", repo)
+    assert code == 0 and "✓ ready OpenVINO export" in out and no_head(pulled(tmp_path))
+    found = warnings_in(out)
+    assert len(found) == 1 and found[0].startswith(f"! MTP head not fetched from {repo} (named by --mtp-from): ")
+    assert why in found[0]
+
+
+def test_a_range_answered_with_other_bytes_is_refused(hub, capsys, tmp_path):
+    hub.open_ended = True
+    code, out, _ = run(capsys, "pull", BASED)
+    assert code == 0 and no_head(pulled(tmp_path, BASED))
+    assert warnings_in(out) == [f"! MTP head not fetched: model.safetensors of {CKPT_REPO}: asked for bytes 0-7, "
+                                f"the server sent 0-{len(hub.repos[CKPT_REPO].files['model.safetensors']) - 1}"]
+
+
+def test_a_readme_naming_a_missing_checkpoint_is_one_warning(hub, capsys, tmp_path, monkeypatch):
+    monkeypatch.delitem(hub.repos, CKPT_REPO)
+    code, out, _ = run(capsys, "pull", BASED)
+    assert code == 0 and no_head(pulled(tmp_path, BASED))
+    assert warnings_in(out) == [f"! MTP head not fetched: repository {CKPT_REPO} not found on {hub.url} "
+                                "(a private repository needs `hf auth login`)"]
+
+
+def test_the_head_decider_added_is_kept_by_a_pull_of_a_new_revision(hub, capsys, tmp_path):
+    assert run(capsys, "pull", BASED)[0] == 0
+    folder = pulled(tmp_path, BASED)
+    head = (folder / MTP_BIN).read_bytes()
+    repo = hub.repos[BASED]
+    saved = (repo.commit, dict(repo.files))
+    try:
+        repo.commit = "9" * 40
+        del repo.files["generation_config.json"]
+        hub.requests.clear()
+        code, out, _ = run(capsys, "pull", BASED)
+        assert code == 0 and not (folder / "generation_config.json").exists()  # a file the repository dropped goes
+        assert (folder / MTP_BIN).read_bytes() == head and (folder / MTP_IR).is_file()  # the head stays
+        assert not asked(hub, CKPT_REPO) and "already there" in out
+        manifest = json.loads((folder / PULL_MANIFEST).read_text())
+        assert manifest["commit"] == "9" * 40 and manifest["mtp_head"]["repo"] == CKPT_REPO
+    finally:
+        repo.commit, repo.files = saved
+
+
+@pytest.mark.parametrize("readme, expected", [
+    ("---\nbase_model: Qwen/Qwen3.5-0.8B\n---\n", "Qwen/Qwen3.5-0.8B"),
+    ("---\nlicense: x\nbase_model: 'Qwen/Qwen3.5-0.8B'  # quoted\n---\n", "Qwen/Qwen3.5-0.8B"),
+    ("---\nbase_model: [Qwen/A, Qwen/B]\n---\n", "Qwen/A"),
+    ("---\nbase_model:\n- Qwen/A\n- Qwen/B\n---\n", "Qwen/A"),
+    ("---\ntags: [x]\n---\nbase_model: Qwen/A\n", None),  # after the front matter
+    ("base_model: Qwen/A\n", None),  # no front matter
+    ("---\ncard:\n  base_model: Qwen/A\n---\n", None),  # not the top-level key
+    ("---\nbase_model: ../../etc\n---\n", None),
+    ("---\nbase_model:\n---\n", None),
+    (None, None),
+])
+def test_base_model_is_read_from_the_readme_s_front_matter(tmp_path, readme, expected):
+    from decider.app.pull_mtp import base_model
+
+    if readme is not None:
+        (tmp_path / "README.md").write_text(readme)
+    assert base_model(tmp_path) == expected
+
+
+def test_neighbouring_ranges_are_fetched_together():
+    from decider.app.pull_mtp import spans
+
+    assert spans([(30, 40), (0, 10), (10, 20), (5_000_000, 5_000_010)]) == [(0, 40), (5_000_000, 5_000_010)]
+    assert spans([(0, 10), (10, 20), (30, 40)], gap=1) == [(0, 20), (30, 40)]
+    assert spans([]) == []
 
 
 # ----- models ---------------------------------------------------------------------------------------------------

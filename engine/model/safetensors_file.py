@@ -23,26 +23,39 @@ _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 _MAX_HEADER = 100 << 20  # the format's own limit on the JSON header
 
 
+def header_length(raw: bytes, name: str) -> int:
+    """The JSON header's length from a file's first 8 bytes. Public so that a reader of a remote file (by HTTP Range
+    requests) checks it the same way: the limit keeps a damaged or hostile length from asking for gigabytes."""
+    if len(raw) != 8:
+        raise ModelError(f"{name}: not a safetensors file (shorter than its header length)")
+    (length,) = struct.unpack("<Q", raw)
+    if length > _MAX_HEADER:
+        raise ModelError(f"{name}: not a safetensors file (header of {length} bytes)")
+    return length
+
+
+def parse_header(raw: bytes, name: str) -> dict[str, dict]:
+    """The tensors' entries by name from the header's JSON bytes (metadata dropped)."""
+    try:
+        header = json.loads(raw)
+    except ValueError:
+        raise ModelError(f"{name}: damaged safetensors header") from None
+    if not isinstance(header, dict):
+        raise ModelError(f"{name}: damaged safetensors header")
+    header.pop("__metadata__", None)
+    return header
+
+
 def read_header(path: Path) -> tuple[dict[str, dict], int]:
     """(the tensors' entries by name, where the data starts)."""
     with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) != 8:
-            raise ModelError(f"{path.name}: not a safetensors file (shorter than its header length)")
-        (length,) = struct.unpack("<Q", raw)
-        if length > _MAX_HEADER:
-            raise ModelError(f"{path.name}: not a safetensors file (header of {length} bytes)")
-        try:
-            header = json.loads(f.read(length))
-        except ValueError:
-            raise ModelError(f"{path.name}: damaged safetensors header") from None
-    if not isinstance(header, dict):
-        raise ModelError(f"{path.name}: damaged safetensors header")
-    header.pop("__metadata__", None)
-    return header, 8 + length
+        length = header_length(f.read(8), path.name)
+        raw = f.read(length)
+    return parse_header(raw, path.name), 8 + length
 
 
-def _decode(raw: bytes, dtype: str, shape: list[int], name: str) -> np.ndarray:
+def decode(raw: bytes, dtype: str, shape: list[int], name: str) -> np.ndarray:
+    """One tensor's little-endian bytes as an array (bf16 widened to float32 exactly)."""
     if dtype == "BF16":
         wide = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
         return wide.view(np.float32).reshape(shape)
@@ -66,7 +79,7 @@ def read_tensors(path: Path, names: Iterable[str] | None = None, prefix: str = "
             raw = f.read(end - begin)
             if len(raw) != end - begin:
                 raise ModelError(f"{path.name}: tensor {name} runs past the end of the file")
-            out[name] = _decode(raw, entry["dtype"], entry["shape"], name)
+            out[name] = decode(raw, entry["dtype"], entry["shape"], name)
     return out
 
 
