@@ -109,7 +109,10 @@ def llama_generate(llm, ids: list[int], tokens: int, sampling) -> tuple[list[int
     return out, time.perf_counter() - first
 
 
-def decider_generate(runner, ids: list[int], tokens: int, sampling) -> tuple[list[int], float]:
+def decider_generate(runner, ids: list[int], tokens: int, sampling, draft: str = "none") -> tuple[list[int], float]:
+    """The tokens and the seconds from the first to the last; `draft` (#36): none, lookup, mtp or auto, as a request's
+    setting picks its drafter (the runner's forwards counted in runner.stats: tokens per weight read)."""
+    from decider.engine.generation.drafter_choice import make_drafter
     from decider.engine.generation.generate import generate_step, make_rng
     from decider.engine.generation.processors import make_processors
     from decider.engine.generation.sampling import make_sampler
@@ -119,8 +122,9 @@ def decider_generate(runner, ids: list[int], tokens: int, sampling) -> tuple[lis
     out: list[int] = []
     first = None
     # no stop ids: like llama.cpp's generate, the generation runs its length whatever the random weights draw
+    drafter = make_drafter(draft, "the bench model", getattr(runner, "mtp", None), runner.auto_states)
     for step in generate_step(runner, ids, make_sampler(sampling, make_rng(sampling.seed)), max_tokens=tokens,
-                              processors=make_processors(sampling)):
+                              processors=make_processors(sampling), drafter=drafter):
         out.append(step.token_id)
         if first is None:
             first = time.perf_counter()
@@ -141,15 +145,22 @@ def task_decode(args, prompts) -> dict:
         "llama": lambda: load_llama(args.gguf, args.threads),
     }
     engines = {name: load() for name, load in loaders.items() if name in args.engines or name == "llama"}
+    for draft in (d for d in args.drafts if d != "none"):  # drafted decoding (#36) on the exact runner itself
+        engines[f"exact+{draft}"] = engines["exact"]
     peers = [name for name in engines if name != "llama"]
     times: dict[str, list[float]] = {name: [] for name in engines}
     drawn: dict[str, int] = {}
+    forwards: dict[str, list[int]] = {name: [] for name in peers}
     order = list(engines)
     for rnd in range(args.repeats + 1):  # the first round warms kernels and is dropped
         for name in (order if rnd % 2 == 0 else order[::-1]):
             engine = engines[name]
-            run = llama_generate if name == "llama" else decider_generate
-            tokens, seconds = run(engine, ids, args.tokens, sampling)
+            if name == "llama":
+                tokens, seconds = llama_generate(engine, ids, args.tokens, sampling)
+            else:
+                before = engine.stats.forwards
+                tokens, seconds = decider_generate(engine, ids, args.tokens, sampling, name.partition("+")[2] or "none")
+                forwards[name].append(engine.stats.forwards - before)
             drawn[name] = len(tokens)
             if rnd:
                 times[name].append(seconds / (len(tokens) - 1))
@@ -162,6 +173,8 @@ def task_decode(args, prompts) -> dict:
            "tokens_per_s": {n: summary([1 / t for t in v]) for n, v in times.items()},
            "ratio_vs_llama": {n: summary([a / b for a, b in zip(times[n], times["llama"])]) for n in peers},
            "labels": {n: engines[n].precision.label for n in peers},
+           # tokens per weight read: the prompt's forward included, the first (warm-up) round's too
+           "tokens_per_forward": {n: summary([args.tokens / f for f in forwards[n] if f]) for n in peers},
            "native_steps": {n: getattr(engines[n], "native_note", "") for n in peers},
            "steps": {n: engines[n].plan.step_graph.value for n in peers}}
     out["weight_bytes"] = sum(f.stat().st_size for f in Path(args.model).glob("openvino_model.bin"))

@@ -120,3 +120,21 @@ def test_the_decode_graph_bench_measures_a_change_against_the_path_it_replaces(t
     assert paired["step_max_abs_delta"] < 1e-4 < paired["earlier"]["step_max_abs_delta"]
     assert paired["earlier"]["now_over_earlier"]["n"] == 2 and paired["prefill_max_abs_delta"] == 0.0
     assert set(result["profile"]) == set(paired["step_ms"]) and result["cpu_flags"] is not None
+
+
+def test_the_paired_benchs_drafted_generation_keeps_plain_decodings_tokens(tmp_path):
+    """bench/w_paired's drafted rows (#36) decode with the request's drafter: greedy, the same tokens as plain
+    decoding; with the MTP head, drafts are verified (the runner's forwards counted for tokens per weight read)."""
+    from bench.w_paired import decider_generate
+    from decider.engine.runners.runner import ModelRunner
+    from support.mtp_reference import folder_with_mtp
+    from test_speculative import GREEDY, repetitive_prompt
+
+    runner = ModelRunner(folder_with_mtp("qwen35-text", tmp_path / "qwen35-text"))
+    prompt = repetitive_prompt(runner)
+    plain, _ = decider_generate(runner, prompt, 20, GREEDY)
+    assert len(plain) == 20
+    for draft in ("lookup", "mtp", "auto"):
+        before = runner.stats.forwards
+        assert decider_generate(runner, prompt, 20, GREEDY, draft)[0] == plain, draft
+        assert runner.stats.forwards > before
