@@ -285,8 +285,8 @@ def main(argv=None) -> int:
                         help="decode: which of exact,widened,shared,kernel,fast,llama to load (llama is the ratios' peer: "
                              "always kept); fewer fit a larger model in memory")
     parser.add_argument("--drafts", type=lambda text: text.split(","), default=["none"],
-                        help="think: also reason with these drafters (lookup,mtp,auto; mtp and auto's head need a model "
-                             "folder with openvino_mtp_model.xml), each as the engine exact+DRAFT")
+                        help="think and decode: also reason / generate with these drafters (lookup,mtp,auto; mtp and "
+                             "auto's head need a model folder with openvino_mtp_model.xml), each as the engine exact+DRAFT")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     args.reasoning = [int(x) for x in args.reasoning.split(",") if x]
