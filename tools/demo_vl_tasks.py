@@ -531,12 +531,14 @@ STYLE_VALUES["train"].update(
     # Shapes and words weighted up: faces and textures were learnt at once (r8a); coloured shapes asked the colour
     # question and words asked the star question were the last pictures of something else to stay off even (r8c).
     junk=("face", "text", "text", "shapes", "shapes", "shapes", "texture"),
-    face_shape=("round", "square"),
-    face_features=("dots", "lines"),
-    font=("pixel", "smooth"),
+    # r10: more faces and lettering that are still none of the held-out ones (the fresh draws' strays were faces and
+    # words in held-out styles: more variety to generalise from, not the held-out values themselves).
+    face_shape=("round", "square", "wide"),
+    face_features=("dots", "lines", "glasses", "wink"),
+    font=("pixel", "smooth", "slant", "tall"),
     words=TASK_WORDS + ("HELLO", "EXIT", "GAME", "SCORE", "LEVEL", "PLAY", "STOP", "MENU"),
     shapes=("square", "triangle", "bar", "diamond", "ellipse", "ell", "pentagon", "cross", "parallelogram", "kite", "tee"),
-    texture=("cloudy", "blobs"),
+    texture=("cloudy", "blobs", "grain", "speckle", "patches"),
     doorway=("dark", "lit", "sky", "grass", "red", "purple", "orange", "white", "dusk", "dawn"),
     paint=("red", "green", "white", "blue", "black"),
 )
@@ -632,8 +634,19 @@ def _word_size(text: str, font: str, size: int) -> tuple[int, int]:
         left, top, right, bottom = _font(font, size).getbbox(text)
         k = max(1, round(size / 11))
         return (right - left) * k, (bottom - top) * k
+    if font in _WARPED:
+        w, h = _word_size(text, "smooth", _WARPED[font][0](size))
+        return _WARPED[font][1](w, h)
     left, top, right, bottom = _freetype(size).getbbox(text, stroke_width=max(1, size // 10) if font == "bold" else 0)
     return right - left, bottom - top
+
+
+# Training-only lettering drawn from the plain FreeType font: (the size it is drawn at, its drawn (width, height)).
+# "slant": sheared a third of its height to the right; "tall": drawn at two thirds of the size, stretched 1.5x high.
+_WARPED = {
+    "slant": (lambda size: size, lambda w, h: (w + h // 3, h)),
+    "tall": (lambda size: max(8, size * 2 // 3), lambda w, h: (w, h * 3 // 2)),
+}
 
 
 def _word(rng: random.Random, text: str, font: str, width: int, height: int, rgb, region=None) -> dict:
@@ -659,6 +672,19 @@ def _draw_word(image, word: dict) -> None:
         ImageDraw.Draw(mask).text((-left, -top), text, fill=255, font=f)
         k = max(1, round(size / 11))
         mask = mask.resize((mask.width * k, mask.height * k), Image.NEAREST)
+        image.paste(Image.new("RGB", mask.size, tuple(word["rgb"])), (word["x"], word["y"]), mask)
+        return
+    if font in _WARPED:
+        drawn = _WARPED[font][0](size)
+        f = _freetype(drawn)
+        left, top, right, bottom = f.getbbox(text)
+        mask = Image.new("L", (right - left, bottom - top), 0)
+        ImageDraw.Draw(mask).text((-left, -top), text, fill=255, font=f)
+        w, h = _WARPED[font][1](mask.width, mask.height)
+        if font == "slant":  # x_src = x - (h - y) / 3
+            mask = mask.transform((w, h), Image.AFFINE, (1, 1 / 3, -h / 3, 0, 1, 0), Image.BILINEAR)
+        else:
+            mask = mask.resize((w, h), Image.BILINEAR)
         image.paste(Image.new("RGB", mask.size, tuple(word["rgb"])), (word["x"], word["y"]), mask)
         return
     f = _freetype(size)
@@ -717,6 +743,8 @@ def _draw_junk(image, draw, junk: dict) -> None:
                 draw.ellipse((x - r, y - r, x + r, y + r), fill=rgb, outline=dark, width=max(1, r // 12))
             elif f["shape"] == "square":
                 draw.rounded_rectangle((x - r, y - r, x + r, y + r), radius=r // 3, fill=rgb, outline=dark, width=max(1, r // 12))
+            elif f["shape"] == "wide":
+                draw.ellipse((x - 1.2 * r, y - 0.85 * r, x + 1.2 * r, y + 0.85 * r), fill=rgb, outline=dark, width=max(1, r // 12))
             else:  # oval, with hair
                 draw.ellipse((x - 0.75 * r, y - r, x + 0.75 * r, y + r), fill=rgb)
                 draw.chord((x - 0.8 * r, y - 1.1 * r, x + 0.8 * r, y + 0.2 * r), 180, 360, fill=(60, 40, 25))
@@ -727,6 +755,13 @@ def _draw_junk(image, draw, junk: dict) -> None:
             elif f["features"] == "lines":
                 for ex in (x - e, x + e):
                     draw.line((ex - w * 2, y - e, ex + w * 2, y - e), fill=dark, width=w)
+            elif f["features"] == "glasses":  # two rings and a bridge
+                for ex in (x - e, x + e):
+                    draw.ellipse((ex - w * 3, y - e - w * 3, ex + w * 3, y - e + w * 3), outline=dark, width=w)
+                draw.line((x - e + w * 3, y - e, x + e - w * 3, y - e), fill=dark, width=w)
+            elif f["features"] == "wink":  # one dot, one line
+                draw.ellipse((x - e - w * 1.5, y - e - w * 1.5, x - e + w * 1.5, y - e + w * 1.5), fill=dark)
+                draw.line((x + e - w * 2, y - e, x + e + w * 2, y - e), fill=dark, width=w)
             else:  # full: whites, pupils, brows, a nose, an open mouth
                 for ex in (x - e, x + e):
                     draw.ellipse((ex - w * 3, y - e - w * 2, ex + w * 3, y - e + w * 2), fill=(245, 245, 240))
@@ -741,7 +776,8 @@ def _draw_junk(image, draw, junk: dict) -> None:
 
 def _texture(junk: dict, width: int, height: int) -> np.ndarray:
     """A photograph-like texture: smooth noise mapped between muted colours (cloudy, fractal), soft blobs on a
-    gradient (blobs), or noise-warped stripes (marble)."""
+    gradient (blobs), noise-warped stripes (marble); training only (r10): streaks like wood grain (grain), fine
+    noise over a coarse one (speckle), cloudy noise cut into three flat colours (patches)."""
     from PIL import Image, ImageDraw, ImageFilter
 
     rng = np.random.default_rng(junk["seed"])
@@ -759,9 +795,21 @@ def _texture(junk: dict, width: int, height: int) -> np.ndarray:
     elif kind == "marble":
         yy, xx = np.mgrid[0:height, 0:width]
         t = 0.5 + 0.5 * np.sin((xx + yy * 0.5) / (6 + 6 * junk["scale"]) + 6 * smooth(6))
+    elif kind == "grain":  # many cells across, few along: streaks
+        grid = rng.random((max(2, int(3 * junk["scale"])), max(8, int(24 * junk["scale"]))))
+        t = np.asarray(Image.fromarray((grid * 255).astype(np.uint8), "L").resize((width, height), Image.BICUBIC), float) / 255
+        t = t if junk["seed"] % 2 else np.asarray(Image.fromarray((t * 255).astype(np.uint8), "L").transpose(
+            Image.Transpose.TRANSPOSE).resize((width, height), Image.BICUBIC), float) / 255
+    elif kind == "speckle":
+        t = 0.6 * smooth(3 + 3 * junk["scale"]) + 0.4 * rng.random((height, width))
+    elif kind == "patches":
+        t = np.digitize(smooth(3 + 5 * junk["scale"]), (0.4, 0.6)) / 2.0
     else:  # blobs
         t = np.tile(np.linspace(0, 1, width)[None, :], (height, 1))
-    pixels = a + (b - a) * t[..., None]
+    if kind == "patches":  # three flat colours, not a blend
+        pixels = np.where(t[..., None] < 0.25, a, np.where(t[..., None] < 0.75, b, c))
+    else:
+        pixels = a + (b - a) * t[..., None]
     if kind == "blobs":
         image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8), "RGB")
         layer = image.copy()
