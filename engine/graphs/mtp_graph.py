@@ -13,9 +13,9 @@ x·rsqrt(mean x² + eps)·(1 + w) kind.
 The graph is stateless: fed a window of positions (causal attention over them), it returns the head's hidden
 state at each — at the last one only where the layer's MLP is a mixture of experts (Qwen3.5-35B-A3B's head): the
 MLP of one position then reads only its routed experts' weights (a Gather of k of E), where every position's would
-need k of them each; the draft reads the last position alone anyway. A draft of k tokens runs it k times over the recent window plus the drafts so far
-(engine/runners/mtp_head.py); the embedding and the vocabulary projection are the main model's, joined at load, so the
-export holds only the layer's own weights.
+need k of them each; the draft reads the last position alone anyway. A draft of k tokens runs it k times over the
+recent window plus the drafts so far (engine/runners/mtp_head.py); the embedding and the vocabulary projection are the
+main model's, joined at load, so the export holds only the layer's own weights.
 """
 
 from __future__ import annotations
