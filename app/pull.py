@@ -21,7 +21,8 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,7 +32,7 @@ from decider.engine.model.folder import MTP_IR
 from .models import PARTIAL_DIR, PULL_MANIFEST, ModelEntry, describe, human_size, models_root, read_manifest, repo_folder_name
 from .pull_transfer import Progress, PullError, RemoteFile, Transfer, fetch, network_errors, reason, verify_existing
 
-LOCK_FILE = ".decider-pull.lock"  # one writer per folder (app/pull_mtp.py takes it too)
+LOCK_FILE = ".decider-pull.lock"  # one writer per folder: folder_lock
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
@@ -193,19 +194,26 @@ def pull(
     base = hub_endpoint(endpoint)
     commit, files = remote_files(repo_id, revision, base, token)
 
-    from filelock import FileLock, Timeout
-
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PullError(f"cannot create {dest}: {exc.strerror or exc}") from None
+    with folder_lock(dest, f"another pull of {repo_id} is writing {dest}; wait for it to finish"):
+        return _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel, token, retries, retry_wait)
+
+
+@contextmanager
+def folder_lock(dest: Path, busy: str) -> Iterator[None]:
+    """One writer per model folder (a pull, a head fetch: app/pull_mtp.py); PullError(busy) if another holds it."""
+    from filelock import FileLock, Timeout
+
     lock = FileLock(str(dest / LOCK_FILE))
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise PullError(f"another pull of {repo_id} is writing {dest}; wait for it to finish") from None
+        raise PullError(busy) from None
     try:
-        return _pull_locked(repo_id, revision, dest, base, commit, files, progress, cancel, token, retries, retry_wait)
+        yield
     finally:
         lock.release()  # the (empty) lock file stays: unlinking it would let two pulls lock different files
 

@@ -23,7 +23,7 @@ from decider.engine.model.safetensors_file import decode, header_length, parse_h
 
 from .models import describe, human_size, read_manifest
 from .mtp_export import PREFIX, export_mtp_tensors
-from .pull import LOCK_FILE, REPO_ID, PullResult, write_manifest, check_repo_id, hub_endpoint, offline_mode
+from .pull import REPO_ID, PullResult, check_repo_id, folder_lock, hub_endpoint, offline_mode, write_manifest
 from .pull import remote_files
 from .pull_ranges import RangeReader
 from .pull_transfer import PullError, RemoteFile, reason
@@ -226,16 +226,8 @@ def fetch_mtp_head(result: PullResult, source: str | None = None, token: str | b
     lead = "MTP head not fetched" + (f" from {repo} (named by --mtp-from)" if source else "")
     if result.offline or offline_mode():
         return MtpFetch("failed", f"{lead}: offline mode (HF_HUB_OFFLINE=1); pull again online to fetch it", repo)
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(dest / LOCK_FILE))
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return MtpFetch("failed", f"{lead}: another pull is writing {dest}", repo)
-    try:
-        return _fetch(dest, result.repo_id, check_repo_id(repo), token, hub_endpoint(endpoint))
-    except DeciderError as exc:  # PullError; ModelError: a head the builder cannot use; SettingsError: a bad id
+        with folder_lock(dest, f"another pull is writing {dest}"):
+            return _fetch(dest, result.repo_id, check_repo_id(repo), token, hub_endpoint(endpoint))
+    except DeciderError as exc:  # PullError (a busy folder too); ModelError: a head the builder cannot use; SettingsError: a bad id
         return MtpFetch("failed", f"{lead}: {exc}", repo)
-    finally:
-        lock.release()

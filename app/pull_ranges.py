@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from .models import human_size
-from .pull_transfer import PullError, RemoteFile, network_errors, reason
+from .pull_transfer import PullError, RemoteFile, network_errors, reason, refuse_error_status
 
 SMALL = 64 << 20  # config.json and the shard index are read whole; anything bigger is not one
 
@@ -43,8 +43,7 @@ class RangeReader:
         try:
             with self.session.stream("GET", url, headers=headers, timeout=30.0) as response:
                 status = response.status_code
-                if status in (401, 403):
-                    raise PullError(f"{where}: access denied by the hub (HTTP {status}); log in with `hf auth login`")
+                refuse_error_status(where, self.repo, status)
                 if status == 206:
                     got = response.headers.get("Content-Range", "").partition(" ")[2].partition("/")[0]
                     if got != f"{start}-{end - 1}":

@@ -153,7 +153,7 @@ def fetch(
                         if attempts > retries:
                             raise PullError(f"{remote.name}: the server refuses to resume it; run the pull again")
                         continue
-                    _refuse_error_status(remote, repo_id, status)
+                    refuse_error_status(remote.name, repo_id, status)
                     if status == 206 and _range_start(response) != have:  # not the part asked for: start over
                         transfer.advance(-have)
                         part.unlink(missing_ok=True)
@@ -181,14 +181,15 @@ def fetch(
     _verify_and_place(remote, part, target)
 
 
-def _refuse_error_status(remote: RemoteFile, repo_id: str, status: int) -> None:
-    """A PullError for an HTTP error answer (416, resumable, is the caller's)."""
+def refuse_error_status(where: str, repo_id: str, status: int) -> None:
+    """A PullError for an HTTP error answer about `where` (a file, or a file's byte range: app/pull_ranges.py); 416,
+    resumable, is the caller's."""
     if status == 404:
-        raise PullError(f"{remote.name}: not found in repository {repo_id} (HTTP 404)")
+        raise PullError(f"{where}: not found in repository {repo_id} (HTTP 404)")
     if status in (401, 403):
-        raise PullError(f"{remote.name}: access denied by the hub (HTTP {status}); log in with `hf auth login`")
+        raise PullError(f"{where}: access denied by the hub (HTTP {status}); log in with `hf auth login`")
     if status >= 400:
-        raise PullError(f"{remote.name}: the hub answered HTTP {status}")
+        raise PullError(f"{where}: the hub answered HTTP {status}")
 
 
 def _write_body(response, part: Path, have: int, remote: RemoteFile, transfer: Transfer, repo_id: str) -> None:
