@@ -661,30 +661,32 @@ def _word(rng: random.Random, text: str, font: str, width: int, height: int, rgb
             "x": rng.randint(x0, max(x0, x1 - w)), "y": rng.randint(y0, max(y0, y1 - h))}
 
 
+def _text_mask(f, text: str):
+    """The word's coverage (an "L" image cut to its ink) in font `f`: scaled or warped before it is painted."""
+    from PIL import Image, ImageDraw
+
+    left, top, right, bottom = f.getbbox(text)
+    mask = Image.new("L", (right - left, bottom - top), 0)
+    ImageDraw.Draw(mask).text((-left, -top), text, fill=255, font=f)
+    return mask
+
+
 def _draw_word(image, word: dict) -> None:
     from PIL import Image, ImageDraw
 
     font, size, text = word["font"], word["size"], word["text"]
-    if font == "pixel":  # the bitmap font, scaled up with square pixels
-        f = _font(font, size)
-        left, top, right, bottom = f.getbbox(text)
-        mask = Image.new("L", (right - left, bottom - top), 0)
-        ImageDraw.Draw(mask).text((-left, -top), text, fill=255, font=f)
-        k = max(1, round(size / 11))
-        mask = mask.resize((mask.width * k, mask.height * k), Image.NEAREST)
-        image.paste(Image.new("RGB", mask.size, tuple(word["rgb"])), (word["x"], word["y"]), mask)
-        return
-    if font in _WARPED:
-        drawn = _WARPED[font][0](size)
-        f = _freetype(drawn)
-        left, top, right, bottom = f.getbbox(text)
-        mask = Image.new("L", (right - left, bottom - top), 0)
-        ImageDraw.Draw(mask).text((-left, -top), text, fill=255, font=f)
-        w, h = _WARPED[font][1](mask.width, mask.height)
-        if font == "slant":  # x_src = x - (h - y) / 3
-            mask = mask.transform((w, h), Image.AFFINE, (1, 1 / 3, -h / 3, 0, 1, 0), Image.BILINEAR)
+    if font == "pixel" or font in _WARPED:
+        if font == "pixel":  # the bitmap font, scaled up with square pixels
+            mask = _text_mask(_font(font, size), text)
+            k = max(1, round(size / 11))
+            mask = mask.resize((mask.width * k, mask.height * k), Image.NEAREST)
         else:
-            mask = mask.resize((w, h), Image.BILINEAR)
+            mask = _text_mask(_freetype(_WARPED[font][0](size)), text)
+            w, h = _WARPED[font][1](mask.width, mask.height)
+            if font == "slant":  # x_src = x - (h - y) / 3
+                mask = mask.transform((w, h), Image.AFFINE, (1, 1 / 3, -h / 3, 0, 1, 0), Image.BILINEAR)
+            else:
+                mask = mask.resize((w, h), Image.BILINEAR)
         image.paste(Image.new("RGB", mask.size, tuple(word["rgb"])), (word["x"], word["y"]), mask)
         return
     f = _freetype(size)
