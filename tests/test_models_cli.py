@@ -142,7 +142,7 @@ class FixtureHub:
         self.ignore_range = False  # answer every Range request with 200 and the whole file, as some servers do
         self.open_ended = False  # answer `bytes=A-B` with everything from A on (206), as this hub once did
         self.served: list[tuple[str, int, int]] = []  # (sha256 of the file, start, stop) of every file body sent
-        self.drop_once: dict[str, int] = {}  # file name -> bytes sent before the connection is cut (once)
+        self.drop_once: dict[str, int] = {}  # file name -> the byte where the connection is cut (once, by the body that holds it)
         self.corrupt: set[str] = set()  # file names served with one byte flipped
         self.pace = 0.0  # seconds to wait after each 64 KiB of a file body (a slow link)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path+query, Range header)
@@ -299,9 +299,13 @@ class FixtureHub:
         h.end_headers()
         if head:
             return
-        with self.lock:
-            cut = self.drop_once.pop(name, None)
-        if cut is not None and cut - start < len(body):
+        with self.lock:  # a cut inside this body happens now; one further on waits for the request that reaches it
+            cut = self.drop_once.get(name)
+            if cut is not None and start <= cut < stop:
+                del self.drop_once[name]
+            else:
+                cut = None
+        if cut is not None:
             h.wfile.write(body[: max(0, cut - start)])
             h.wfile.flush()
             h.close_connection = True
@@ -684,6 +688,32 @@ def test_a_checkpoint_of_another_geometry_is_a_warning_and_writes_nothing(hub, c
     assert no_head(folder) and "mtp_head" not in json.loads((folder / PULL_MANIFEST).read_text())
     wide = hub.repos[WIDE]
     assert not [r for r in asked(hub, WIDE) if r[1].endswith(tuple(wide.sha256(n) for n in wide.files))]
+
+
+def test_a_connection_cut_during_the_head_fetch_is_asked_again(hub, capsys, tmp_path):
+    mtp = hub.repos[CKPT_REPO].files["mtp.safetensors"]
+    cut = header_end(mtp) + 10  # inside the head's tensors, not the header the first requests read
+    hub.drop_once["mtp.safetensors"] = cut
+    code, out, _ = run(capsys, "pull", BASED)
+    assert code == 0 and "✓ MTP head: fetched " in out and not warnings_in(out)
+    assert "mtp.safetensors" not in hub.drop_once  # the cut happened
+    assert_same_head(pulled(tmp_path, BASED), tmp_path)
+    holding = [(start, stop) for start, stop in served(hub, mtp) if start <= cut < stop]
+    assert len(holding) == 2 and holding[0] == holding[1]  # the same range, asked again
+
+
+def test_a_range_cut_short_with_no_tries_left_is_one_line(hub, tmp_path):
+    from decider.app.pull import remote_files
+    from decider.app.pull_ranges import RangeReader
+
+    commit, files = remote_files(CKPT_REPO, None, hub.url)
+    remote = next(f for f in files if f.name == "mtp.safetensors")
+    hub.drop_once["mtp.safetensors"] = 100
+    reader = RangeReader(CKPT_REPO, commit, hub.url, None, retries=0)
+    with pytest.raises(PullError, match=rf"^mtp\.safetensors of {CKPT_REPO}: (connection to the hub lost|the server sent "
+                                        r"\d+ bytes where 200 were expected)"):
+        reader.read(remote, 50, 250)
+    assert reader.read(remote, 50, 250) == hub.repos[CKPT_REPO].files["mtp.safetensors"][50:250]  # the cut was once
 
 
 def test_a_server_that_ignores_range_still_yields_the_head_and_says_so(hub, capsys, tmp_path):
