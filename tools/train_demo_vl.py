@@ -326,6 +326,7 @@ def junk_tail_loss(items, letter_logp, share: float = 0.25):
     distance = -(logp * valid).sum(-1) / n - torch.log(n.to(logp.dtype))
     return distance.topk(max(1, math.ceil(share * len(rows)))).values.mean()
 
+
 def train(args) -> Path:
     common.torch_setup(args.threads)
 
