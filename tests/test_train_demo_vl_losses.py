@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the trainer's extra (decider[convert] brings torch)
+torch = pytest.importorskip("torch")  # the trainer's own packages: decider[convert] brings all three
+pytest.importorskip("transformers")
+pytest.importorskip("optimum")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
