@@ -9,6 +9,8 @@ other work from the measurement itself). If quiet rows exist but none fits, the 
 and the rule says so (None).
 
 `python -m bench vision-budgets` measures the rows (bench/w_vision_budgets.py) and applies this rule;
+`decider doctor --tune` applies it to rows measured on the machine it runs on and keeps that machine's own default
+(app/machine_capture.py), since a CPU slower than the bench machine's misses the wait at the committed one;
 tests/test_capture_choice.py checks engine/core/settings.py's default against the rule on the committed result file
 (docs/benchmarks/vision-budgets.json), so the default cannot drift from the measurement. `decider doctor` uses
 `is_quiet_load` to say whether its own capture-to-bars was timed on a quiet machine.
@@ -50,18 +52,18 @@ def is_quiet_load(load: float, cpus: int) -> bool:
     return load <= QUIET_LOAD_PER_CPU * max(cpus, 1)
 
 
-def choose_budget(rows: Iterable[BudgetRow]) -> BudgetChoice | None:
-    """The rule above; None when no row was measured on a quiet machine."""
+def choose_budget(rows: Iterable[BudgetRow], target_s: float = TARGET_S) -> BudgetChoice | None:
+    """The rule above (`target_s`: the wait it fits); None when no row was measured on a quiet machine."""
     quiet = [row for row in rows if row.quiet]
     if not quiet:
         return None
-    fits = [row for row in quiet if row.capture_to_bars_s <= TARGET_S]
+    fits = [row for row in quiet if row.capture_to_bars_s <= target_s]
     if not fits:
         slowest = min(quiet, key=lambda row: row.budget)
-        return BudgetChoice(FLOOR, f"no quiet row fits {TARGET_S:g} s (the smallest, {slowest.budget:,} pixels, took "
+        return BudgetChoice(FLOOR, f"no quiet row fits {target_s:g} s (the smallest, {slowest.budget:,} pixels, took "
                                    f"{slowest.capture_to_bars_s:.2f} s): Qwen3.5's floor, {FLOOR:,} pixels")
     best = max(fits, key=lambda row: row.budget)
-    return BudgetChoice(best.budget, f"the largest budget whose capture-to-bars fits {TARGET_S:g} s on a quiet machine: "
+    return BudgetChoice(best.budget, f"the largest budget whose capture-to-bars fits {target_s:g} s on a quiet machine: "
                                      f"{best.budget:,} pixels in {best.capture_to_bars_s:.2f} s")
 
 

@@ -227,5 +227,7 @@ def _doctor_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--device", default="AUTO", help="device to compile the model on (default AUTO: NPU > GPU > CPU)")
     p.add_argument("--no-compile", action="store_true", help="check the folder only; do not compile the model")
     p.add_argument("--tune", action="store_true", help="time the reduced-precision compiles on this CPU, keep the fastest "
-                   "for --fast and fast reasoning, and say which (and whether fast reasoning pays here)")
+                   "for --fast and fast reasoning, and say which (and whether fast reasoning pays here); for a model that sees, "
+                   "also measure the largest image budget whose screen decision fits 3 s here and keep it as this "
+                   "machine's default")
     p.add_argument("--json", action="store_true", help="print one JSON object")

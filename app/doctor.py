@@ -253,7 +253,7 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
     native_note = getattr(runner, "native_note", None)  # where one-token steps have a compile of their own
     if native_note:
         report.add("info", f"native int8 kernel (one-token steps): {native_note}")
-    _check_capture(report, runner)
+    _check_capture(report, runner, tune)
     if tune and runner.device.startswith("CPU") and runner.execution_path == "dynamic":
         from decider.engine.compile.fast_tuning import tune as measure
 
@@ -262,24 +262,43 @@ def check_compile(report: Report, path: str | Path, options: DeviceOptions, tune
         report.add("info", f"fast compile: measured on the CPU's dynamic path only (this model runs on {runner.device})")
 
 
-def _check_capture(report: Report, runner) -> None:
-    """Capture-to-bars at the default pixel budget, measured on this model here (a vision export only)."""
+def _check_capture(report: Report, runner, tune: bool = False) -> None:
+    """Capture-to-bars at the default pixel budget, measured on this model here (a vision export only); `tune`:
+    first measure this machine's own default and keep it (app/machine_capture.py)."""
     from decider.engine.core.errors import DeciderError
-    from decider.engine.core.settings import SETTINGS
+    from decider.engine.core.settings import IMAGE_PIXELS_DEFAULT
 
     from .capture_timing import time_capture
+    from .config import cache_dir
+    from .machine_capture import measure, store, stored
 
     if runner.vision is None:
         report.add("info", "capture-to-bars: this model cannot see images (no vision encoder on this path)")
         return
-    budget = int(SETTINGS["image_pixels"].default)  # type: ignore[call-overload]  # an int setting's default
     try:
+        if tune:
+            measured, line = measure(runner)
+            if measured is None:
+                report.add("warn", f"capture budget for this machine: {line}")
+            else:
+                path = store(runner, cache_dir(), measured)
+                report.add("ok", f"capture budget for this machine: {line}; kept in {path} (decisions left at the "
+                                 f"default {IMAGE_PIXELS_DEFAULT:,} use it)")
+        machine = stored(runner, cache_dir())
+        budget = machine.budget if machine is not None else IMAGE_PIXELS_DEFAULT
         timing = time_capture(runner, budget)
     except DeciderError as exc:
         report.add("warn", f"capture-to-bars: a decision on a screenshot failed ({exc})")
         return
-    report.add("info", f"capture-to-bars at the default image budget, cold on this machine: {timing.summary()}; "
-                       "set image_pixels lower for faster screen decisions")
+    except OSError as exc:  # the cache folder cannot be written: measured, not kept
+        report.add("warn", f"capture budget for this machine: not kept ({exc.strerror or exc})")
+        return
+    if machine is not None:
+        report.add("info", f"capture-to-bars at this machine's measured image budget, cold: {timing.summary()}")
+    else:
+        report.add("info", f"capture-to-bars at the default image budget, cold on this machine: {timing.summary()}; "
+                           "set image_pixels lower for faster screen decisions, or let `decider doctor --tune` measure "
+                           "this machine's default")
 
 
 def _check_ir(report: Report, core, model) -> int | None:

@@ -141,6 +141,7 @@ class EngineWorker(QObject):
                 model_key=service.model_name,
                 notices=tuple(service.runner.notices),
                 sees_images=service.runner.vision is not None,
+                capture_budget=service.capture_budget.budget if service.capture_budget is not None else None,
             )
             self.model_loaded.emit(info)
             if self._api_config is not None:

@@ -31,7 +31,9 @@ from decider.engine.model.template_check import differences_note, template_diffe
 from decider.engine.decisions.tool_decide import decide_tools
 from decider.engine.constrained.tools import Tool
 
+from .config import cache_dir
 from .history import HistoryStore
+from .machine_capture import apply as apply_machine_budget, stored as stored_budget
 
 log = logging.getLogger("decider")
 
@@ -77,6 +79,8 @@ class EngineService:
         self.logprob_normalization = VOCABULARY
         # The folder's own chat template against Decider's rendering, once at load (engine/model/template_check.py)
         self.template_note = differences_note(template_differences(self.runner.folder.path, self.runner.tokenizer))
+        # This machine's capture budget for the model, where `decider doctor --tune` measured one (app/machine_capture.py)
+        self.capture_budget = stored_budget(self.runner, cache_dir()) if self.runner.vision is not None else None
 
     @property
     def model_name(self) -> str:
@@ -150,6 +154,7 @@ class EngineService:
         self, request: DecisionRequest, should_stop: Callable[[], bool] | None = None, source: str = "app",
         progress: Progress | None = None,
     ) -> DecisionResult:
+        request = apply_machine_budget(request, self.capture_budget)  # recorded as it ran
         with self.lock:
             if request.tools:  # functions as options (no reasoning: nothing to report)
                 result = decide_tools(self.runner, request, should_stop=should_stop)

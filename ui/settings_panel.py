@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from decider.engine.compile.devices import DEVICES
 from decider.engine.core.errors import SettingsError
-from decider.engine.core.settings import DECISION_SETTINGS, SAMPLING_NAMES, SETTINGS
+from decider.engine.core.settings import DECISION_SETTINGS, IMAGE_PIXELS_DEFAULT, SAMPLING_NAMES, SETTINGS
 
 from .ports import Settings, SettingsRules
 from .settings_form import LIST_SEPARATOR, SettingsForm, split_list
@@ -413,6 +413,22 @@ class SettingsPanel(SettingsForm):
     def set_model_defaults(self, defaults) -> None:
         self._model_defaults = defaults
         self.defaults_button.setEnabled(defaults is not None)
+
+    def set_capture_budget(self, budget: int | None) -> None:
+        """Say on the image budget's field what a screen decision left at the default runs at on this machine."""
+        field = self.fields.get("image_pixels")
+        if field is None:
+            return
+        base = field.property("baseToolTip")
+        if base is None:
+            base = field.toolTip()
+            field.setProperty("baseToolTip", base)
+        if budget is None:
+            field.setToolTip(base)
+        else:
+            field.setToolTip(f"{base}\n\nOn this machine, left at {IMAGE_PIXELS_DEFAULT:,}, a picture is scaled to "
+                             f"{budget:,} pixels: the largest budget whose screen decision fit 3 s here "
+                             "(measured by `decider doctor --tune`).")
 
     def set_hotkey_status(self, text: str, ok: bool) -> None:
         self.hotkey_status.setText(text)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from decider.engine.core.errors import SettingsError
 from decider.engine.core.info import ModelInfo
+from decider.engine.core.settings import IMAGE_PIXELS_DEFAULT
 
 from .model_picker import ModelPickerDialog
 from .ports import TaskHandle
@@ -177,6 +178,7 @@ class WindowModels:
             w.status_device.setText(f"{info.device}  ⚠" if notices else info.device)
             w.status_device.setToolTip("\n".join(notices))
         w.settings_panel.set_model_defaults(info.defaults)
+        w.settings_panel.set_capture_budget(info.capture_budget)
         if not remote:  # a bundled demo too: the window reopens on it, the picker lists it first
             w.update_settings(settings=w.settings.with_recent_model(info.path))
         w.calibration_view.set_current(w.controller.model_key, w.settings.think)
@@ -189,6 +191,8 @@ class WindowModels:
             w.show_message(f"Connected to {info.name} in {info.load_seconds:.1f} s", 6000)
         else:
             loaded = f"{info.name} loaded on {info.device} in {info.load_seconds:.1f} s"
+            if info.capture_budget is not None and w.settings.image_pixels == IMAGE_PIXELS_DEFAULT:
+                loaded += f"; screen pictures at {info.capture_budget:,} pixels (this machine's measured budget)"
             if notices:  # stays until the next message, unlike the plain "loaded"
                 w.show_message(f"{loaded} — {notices[-1]}", 0)
             else:

@@ -147,6 +147,7 @@ class ModelInfo:
     model_key: str = ""  # the model name history and calibration are filed under (service.model_name)
     notices: tuple[str, ...] = ()  # what loading had to work around (e.g. AUTO fell back from the NPU)
     sees_images: bool | None = None  # the model can take pictures; None: not known (a remote server)
+    capture_budget: int | None = None  # this machine's measured image budget for the model (`decider doctor --tune`)
 
     @property
     def remote(self) -> bool:
