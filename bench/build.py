@@ -37,7 +37,8 @@ from modelkit.qwen35_config import vision_config
 from modelkit.tokenizer_files import TOKENIZER_FILES
 
 from .common import (
-    FORMATS, GEOMETRIES, ROOT, SEED, SRC, TOKENIZER_DIR, gguf_path, hf_dir, ir_dir, is_built, log, mark_built, model_dir,
+    FORMATS, GEOMETRIES, ROOT, SEED, SRC, TOKENIZER_DIR, block_broken_torchvision, gguf_path, hf_dir, ir_dir, is_built, log,
+    mark_built, model_dir,
 )
 
 EMBED_STD = 0.06  # token embedding (= tied lm_head) rows: next-token distributions clearly non-uniform
@@ -51,12 +52,6 @@ EXPORT_ARGS = {
 
 def dir_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def _block_broken_torchvision() -> None:
-    # PyPI's torchvision does not load beside the CPU build of torch; nothing here needs it.
-    if "torchvision" not in sys.modules:
-        sys.modules["torchvision"] = None
 
 
 # ----- tokenizer -----
@@ -142,7 +137,7 @@ def build_checkpoint(name: str) -> Path:
     out, layout = hf_dir(name), LAYOUTS[name]
     if is_built(out):
         return out
-    _block_broken_torchvision()
+    block_broken_torchvision()
     import torch
 
     geometry = GEOMETRIES[layout.size]
@@ -190,7 +185,7 @@ def export_command(name: str, fmt: str, out: Path) -> list[str]:
 
 def _export_child(argv: list[str]) -> None:
     """Body of the export child: optimum-cli's own entry point, with torchvision hidden."""
-    _block_broken_torchvision()
+    block_broken_torchvision()
     from optimum.commands.optimum_cli import main
 
     sys.argv = argv

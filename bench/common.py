@@ -281,3 +281,14 @@ def random_prompt(vocab_size: int, length: int, seed: int = 3) -> list[int]:
     import numpy as np
 
     return [int(t) for t in np.random.default_rng(seed).integers(100, min(5000, vocab_size), length)]
+
+
+def block_broken_torchvision() -> None:
+    """Hide a torchvision that cannot load (PyPI's beside the CPU build of torch: "operator torchvision::nms does not
+    exist") so transformers does without it; one built for this torch loads and stays usable."""
+    if "torchvision" in sys.modules:
+        return
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # noqa: BLE001 - any failure to load it
+        sys.modules["torchvision"] = None

@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from .common import peak_rss_mib, read_json, write_json
+from .common import block_broken_torchvision, peak_rss_mib, read_json, write_json
 from .versus import letter_decision, versus
 
 
 def load_torch(hf: str):
-    sys.modules.setdefault("torchvision", None)  # PyPI torchvision does not load beside CPU torch
+    block_broken_torchvision()
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import RESULTS, log, peak_rss_mib, summary, write_json
+from .common import RESULTS, block_broken_torchvision, log, peak_rss_mib, summary, write_json
 
 QUESTION = "The screenshot shows the battle. What should we do?"
 OPTIONS = ("Attack", "Defend", "Retreat")
@@ -93,7 +93,7 @@ class Decider:
 
 class Transformers:
     def __init__(self, hf: str):
-        sys.modules.setdefault("torchvision", None)  # PyPI torchvision does not load beside CPU torch
+        block_broken_torchvision()
         import json
 
         import torch
