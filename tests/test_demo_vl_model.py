@@ -300,3 +300,25 @@ def test_the_model_card_states_the_fresh_draw(new_kinds):
     assert cells[1] == f"{m['irrelevant_max']:.3f} ({m['irrelevant_median']:.3f})"
     assert cells[3] == f"{m['words'] * 100:.1f} % ({m['word_won'] * 100:.1f} %)"
     assert cells[5] == f"{m['lit_doors'] * 100:.1f} %"
+
+
+def test_random_polygons_are_training_pictures_only_and_never_round():
+    """extras["blobs"] (round eight): a share of the training pictures of something else's shapes drawn as random
+    polygons, each with a corner folded in (never a disc, which would answer the colour question); held-out pictures
+    keep their own shapes, and without the extra the draws are the ones made before."""
+    import random
+
+    blobs = []
+    for split in ("train", "heldout"):
+        rng = random.Random(7)
+        for _ in range(300):
+            item = tasks.make_styled_item(rng, "colour_junk", split, extras={"blobs": 1.0})
+            for shape in item.scene["junk"].get("shapes", ()):
+                assert (shape["shape"] == "blob") == (split == "train")
+                if split == "train":
+                    blobs.append(shape)
+    assert len(blobs) > 100
+    assert {len(s["radii"]) for s in blobs} == set(tasks.BLOB_VERTICES)
+    assert all(min(s["radii"]) <= tasks.BLOB_FOLD and max(s["radii"]) <= 1.0 for s in blobs)
+    a, b = random.Random(3), random.Random(3)
+    assert tasks.make_styled_item(a, "colour_junk", "train").scene == tasks.make_styled_item(b, "colour_junk", "train", extras={}).scene

@@ -414,9 +414,11 @@ def _draw_doors(draw, scene: dict, width: int, height: int) -> None:
             draw.ellipse((kx - knob, ky - knob, kx + knob, ky + knob), fill=(230, 200, 60))
 
 
-def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, junk_colour: float | None = None, **fixed):
+def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, junk_colour: float | None = None,
+                  blobs: float | None = None, **fixed):
     """(scene, options, answer) in styles of `split` ('train' or 'heldout'); `fixed` pins style values; `junk_colour`:
-    the share of a picture of something else's shapes and words drawn in one of the four circle colours."""
+    the share of a picture of something else's shapes and words drawn in one of the four circle colours; `blobs`: the
+    share of its shapes drawn as a random polygon (training only, see BLOB_VERTICES)."""
     values = STYLE_VALUES[split]
     pick = lambda axis: fixed[axis] if axis in fixed else rng.choice(values[axis])  # noqa: E731
     task = kind.removesuffix("_none").removesuffix("_junk")
@@ -456,7 +458,7 @@ def _styled_scene(rng: random.Random, kind: str, split: str, n: int, size=None, 
             scene["doors"] = 0  # no door at all, as on a blank picture: nothing to see, even bars
     if kind.endswith("_junk"):  # a picture of something else: a face, words, shapes or a texture (issue 39 item 5)
         scene["doors"] = 0
-        scene["junk"] = _junk(rng, split, task, width, height, pick, junk_colour)
+        scene["junk"] = _junk(rng, split, task, width, height, pick, junk_colour, blobs if split == "train" else None)
     return scene, options, answer
 
 
@@ -467,7 +469,8 @@ def make_styled_item(rng: random.Random, kind: str, split: str = "train", flip: 
     random draws are the ones items drawn before issue 39 made."""
     if split not in STYLE_VALUES:
         raise ValueError(split)
-    scene, options, answer = _styled_scene(rng, kind, split, rng.randint(2, 4), size, (extras or {}).get("junk_colour"), **fixed)
+    scene, options, answer = _styled_scene(rng, kind, split, rng.randint(2, 4), size, (extras or {}).get("junk_colour"),
+                                           (extras or {}).get("blobs"), **fixed)
     if extras:
         _add_extras(rng, scene, split, answer, options, extras, fixed)
     rng.shuffle(options)
@@ -555,7 +558,8 @@ STYLE_VALUES["heldout"].update(
 )
 # What training draws besides the base scene: words on 45 % of the styled pictures, a lit or coloured doorway on half
 # the door scenes, painted doors on 40 %. A run's extras may also set "junk_colour": the share of the shapes and words
-# of pictures of something else drawn in a circle colour (COLOURED_SHAPES and TEXT_IN_CIRCLE_COLOURS otherwise).
+# of pictures of something else drawn in a circle colour (COLOURED_SHAPES and TEXT_IN_CIRCLE_COLOURS otherwise), and
+# "blobs": the share of their shapes drawn as random polygons (training pictures only; BLOB_VERTICES).
 EXTRAS = {"words": 0.45, "doorway": 0.5, "paint": 0.4}
 COLOURED_SHAPES = 0.5  # share of the (non-ellipse) shapes drawn in one of the four circle colours
 TEXT_IN_CIRCLE_COLOURS = 0.25  # share of the words of a picture of words drawn in one of them
@@ -566,9 +570,11 @@ def _muted(rng: random.Random, rgb, amount: int = 20):
     return _jitter(rng, rgb, amount)
 
 
-def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pick, coloured: float | None = None) -> dict:
+def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pick, coloured: float | None = None,
+          blobs: float | None = None) -> dict:
     """The drawing parameters of a picture of something else (see JUNK_KINDS); `coloured`: the share of its shapes
-    and words in a circle colour (default COLOURED_SHAPES and TEXT_IN_CIRCLE_COLOURS)."""
+    and words in a circle colour (default COLOURED_SHAPES and TEXT_IN_CIRCLE_COLOURS); `blobs`: the share of its
+    shapes drawn as a random polygon (none by default: the draws stay the ones made before)."""
     kind = pick("junk")
     short = min(width, height)
     junk = {"kind": kind}
@@ -588,18 +594,34 @@ def _junk(rng: random.Random, split: str, task: str, width: int, height: int, pi
     elif kind == "shapes":
         shapes = []
         for _ in range(rng.randint(2, 6)):
-            shape = pick("shapes")
+            shape = "blob" if blobs and rng.random() < blobs else pick("shapes")
             # A square may be red; only a circle would answer.
             in_colour = shape != "ellipse" and rng.random() < (COLOURED_SHAPES if coloured is None else coloured)
             rgb = rng.choice(list(COLOURS.values())) if in_colour else rng.choice(OTHER_COLOURS)
             s = max(4, int(short * rng.uniform(0.06, 0.18)))
             shapes.append({"shape": shape, "x": rng.randint(0, width), "y": rng.randint(0, height), "s": s,
                            "angle": rng.uniform(0, 2 * math.pi), "rgb": _jitter(rng, rgb, 15), "aspect": rng.uniform(0.3, 0.5)})
+            if shape == "blob":  # as large as the circles (r 0.1-0.25 of the short side): a big chevron strayed
+                shapes[-1].update(radii=_blob_radii(rng), s=max(6, int(short * rng.uniform(0.12, 0.32))))
         junk["shapes"] = shapes
     else:
         junk.update(texture=pick("texture"), seed=rng.randrange(2**31),
                     colours=[_muted(rng, rng.choice(TEXTURE_PALETTE)) for _ in range(3)], scale=rng.uniform(0.5, 2.0))
     return junk
+
+
+# A random polygon (round seven's strays were held-out shapes in a circle colour: a folded chevron read as a disc):
+# BLOB_VERTICES corners at even angles, each at its own distance from the centre, some folded far in, so training
+# sees shapes of every outline rather than a list of eleven. Never near round: at least one corner folds in to
+# under BLOB_FOLD of the radius (a circle would answer the colour question).
+BLOB_VERTICES = (3, 4, 5, 6, 7, 8)
+BLOB_FOLD = 0.45
+
+
+def _blob_radii(rng: random.Random) -> list[float]:
+    radii = [rng.uniform(0.3, 1.0) for _ in range(rng.choice(BLOB_VERTICES))]
+    radii[rng.randrange(len(radii))] = rng.uniform(0.1, BLOB_FOLD)
+    return radii
 
 
 def _text_colour(rng: random.Random, in_circle_colours: float):
@@ -703,6 +725,10 @@ def _rotated(points, cx, cy, angle):
 
 def _shape_points(shape: dict):
     x, y, s, a = shape["x"], shape["y"], shape["s"], shape["aspect"]
+    if shape["shape"] == "blob":
+        n = len(shape["radii"])
+        return _rotated([(x + s * r * math.cos(2 * math.pi * k / n), y + s * r * math.sin(2 * math.pi * k / n))
+                         for k, r in enumerate(shape["radii"])], x, y, shape["angle"])
     outlines = {
         "square": [(x - s, y - s), (x + s, y - s), (x + s, y + s), (x - s, y + s)],
         "triangle": [(x, y - s), (x + s, y + s), (x - s, y + s)],
