@@ -68,14 +68,11 @@ def measure(runner, target_s: float = TARGET_S, require_quiet: bool = True,
         return None, f"the model's own image budget ({model_budget:,} pixels) is under the setting's floor: every budget is the same"
     start = min(range(len(ladder)), key=lambda i: abs(ladder[i] - IMAGE_PIXELS_DEFAULT))
     rows: dict[int, BudgetRow] = {}
-    cpus = 1
 
     def run(index: int) -> bool:
-        nonlocal cpus
         timings = [timer(runner, ladder[index]) for _ in range(RUNS)]
-        cpus = timings[0].cpus
         row = BudgetRow(ladder[index], statistics.median(t.seconds for t in timings),
-                        max((t.others_cores or 0.0) for t in timings), cpus)
+                        max((t.others_cores or 0.0) for t in timings), timings[0].cpus)
         rows[ladder[index]] = row
         return row.capture_to_bars_s <= target_s
 
@@ -87,8 +84,9 @@ def measure(runner, target_s: float = TARGET_S, require_quiet: bool = True,
     if choice is None:
         return None, (f"other processes kept the CPU busy while it was measured ({_rows_text(rows)}): nothing kept; "
                       "run `decider doctor --tune` again on a quiet machine")
-    measured = MachineBudget(choice.budget, choice.reason, tuple((r.budget, round(r.capture_to_bars_s, 3), r.others_cores)
-                                                                 for r in sorted(rows.values(), key=lambda r: -r.budget)), cpus)
+    ordered = sorted(rows.values(), key=lambda r: -r.budget)
+    measured = MachineBudget(choice.budget, choice.reason,
+                             tuple((r.budget, round(r.capture_to_bars_s, 3), r.others_cores) for r in ordered), ordered[0].cpus)
     return measured, measured.summary()
 
 

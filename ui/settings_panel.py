@@ -319,7 +319,7 @@ class SettingsPanel(SettingsForm):
             widget.valueChanged.connect(lambda value, n=name: self._edit(n, round(float(value), decimals)))
         widget.setKeyboardTracking(False)
         widget.setAlignment(Qt.AlignmentFlag.AlignRight)
-        widget.setToolTip(f"{setting.help}\nrange {setting.range_text()}")
+        widget.setToolTip(_number_tip(name))
         self._row(grid, name, setting.label, widget, setting.range_text())
 
     def _choice(self, grid: QGridLayout, name: str) -> None:
@@ -419,16 +419,11 @@ class SettingsPanel(SettingsForm):
         field = self.fields.get("image_pixels")
         if field is None:
             return
-        base = field.property("baseToolTip")
-        if base is None:
-            base = field.toolTip()
-            field.setProperty("baseToolTip", base)
-        if budget is None:
-            field.setToolTip(base)
-        else:
-            field.setToolTip(f"{base}\n\nOn this machine, left at {IMAGE_PIXELS_DEFAULT:,}, a picture is scaled to "
-                             f"{budget:,} pixels: the largest budget whose screen decision fit 3 s here "
-                             "(measured by `decider doctor --tune`).")
+        tip = _number_tip("image_pixels")
+        if budget is not None:
+            tip += (f"\n\nOn this machine, left at {IMAGE_PIXELS_DEFAULT:,}, a picture is scaled to {budget:,} pixels: "
+                    "the largest budget whose screen decision fit 3 s here (measured by `decider doctor --tune`).")
+        field.setToolTip(tip)
 
     def set_hotkey_status(self, text: str, ok: bool) -> None:
         self.hotkey_status.setText(text)
@@ -455,3 +450,9 @@ class SettingsPanel(SettingsForm):
     def set_api_status(self, text: str, available: bool = True) -> None:
         self.api_status.setText(text)
         self.fields["api_enabled"].setEnabled(available)
+
+
+def _number_tip(name: str) -> str:
+    """A numeric setting's field tooltip: what it does and its range."""
+    setting = SETTINGS[name]
+    return f"{setting.help}\nrange {setting.range_text()}"
